@@ -1,0 +1,59 @@
+"""Trainer callbacks: write a collection's submission after predict; a learning-rate monitor that tolerates no logger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+from lightning.pytorch.callbacks import LearningRateMonitor
+
+from .atomic import atomic_write
+from .submission import write_collection
+
+
+def collection_file_stem(collection: str) -> str:
+    """'layout:xla:random' -> 'layout_xla_random', the name of its CSV and configs/ YAML."""
+    return collection.replace(":", "_")
+
+
+class SubmissionWriter(pl.Callback):
+    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it."""
+
+    def __init__(self, out_dir: str = "submissions") -> None:
+        self.out_dir = Path(out_dir)
+
+    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        graphs = datamodule.graphs(datamodule.hparams.predict_split)
+        table = pl_module.predictions
+        scores = {}
+        for graph_id in table:
+            rows, mean, _ = table.graph(graph_id)
+            if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
+                raise RuntimeError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
+                                   f"{graphs.num_configs(graph_id)} configs")
+            scores[graphs.stems[graph_id]] = mean
+        pl_module.predictions.parts.clear()
+        name = collection_file_stem(datamodule.hparams.collection)
+        if datamodule.hparams.predict_split != "test":
+            name += f".{datamodule.hparams.predict_split}"
+        write_collection(self.out_dir / f"{name}.csv", datamodule.hparams.collection, scores)
+        with atomic_write(self.out_dir / f"{name}.scores.npz", "wb") as handle:
+            np.savez(handle, **scores)
+
+
+class LRMonitor(LearningRateMonitor):
+    """Logs the learning rate when a logger is set; silently does nothing with `--trainer.logger false`."""
+
+    def on_train_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_start(trainer, *args, **kwargs)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_batch_start(trainer, *args, **kwargs)
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_epoch_start(trainer, *args, **kwargs)

@@ -1,0 +1,266 @@
+"""Datasets, config sampling, -1-padded batching and the LightningDataModule of one collection."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .cache import ArrayCache
+from .configs import unpack
+from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS, TILE_CONFIG_DIM
+from .preprocess import Graph, Preprocessing, load_graph
+from .reader import list_files
+
+log = logging.getLogger(__name__)
+
+SAMPLING = ("uniform", "stratified")
+
+
+class GraphSet:
+    """The files of one collection split, preprocessed once through the cache and loaded on demand."""
+
+    def __init__(self, root: str | Path, collection: str, split: str, settings: Preprocessing,
+                 cache: ArrayCache | None, limit: int | None = None) -> None:
+        self.collection, self.split, self.settings, self.cache = collection, split, settings, cache
+        self.paths = list_files(root, collection, split)[:limit]
+        self.meta = [self.load(i).meta for i in range(len(self.paths))]  # builds missing cache entries
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def load(self, index: int) -> Graph:
+        return load_graph(self.paths[index], self.split, self.settings, self.cache)
+
+    def num_configs(self, index: int) -> int:
+        return self.meta[index]["configs"]
+
+    @property
+    def stems(self) -> list[str]:
+        return [p.stem for p in self.paths]
+
+
+@dataclass
+class Item:
+    """One graph with the rows of the configs chosen for it (a training sample or an evaluation chunk)."""
+
+    graph_id: int
+    rows: np.ndarray  # [C] rows of graph.configs
+
+
+def sample_rows(target: np.ndarray, count: int, mode: str, rng: np.random.Generator) -> np.ndarray:
+    """`count` distinct config rows: uniform, or stratified over the runtime order (one per runtime band),
+    which favours pairs far apart in runtime over near-ties."""
+    c = len(target)
+    if c <= count:
+        return rng.permutation(c)
+    if mode == "uniform":
+        return rng.choice(c, count, replace=False)
+    order = np.argsort(target, kind="stable")
+    edges = np.linspace(0, c, count + 1).astype(np.int64)
+    picks = edges[:-1] + (rng.random(count) * (edges[1:] - edges[:-1])).astype(np.int64)
+    return rng.permutation(order[picks])
+
+
+class TrainSet(Dataset):
+    """Each item is one graph with `configs_per_graph` sampled configs; a fresh sample every epoch."""
+
+    def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str) -> None:
+        if sampling not in SAMPLING:
+            raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
+        self.graphs, self.count, self.sampling = graphs, configs_per_graph, sampling
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def __getitem__(self, index: int) -> tuple[Graph, Item]:
+        graph = self.graphs.load(index)
+        # drawn from torch's RNG so that seed_everything and DataLoader workers make it reproducible
+        rng = np.random.default_rng(int(torch.randint(2**62, ())))
+        return graph, Item(index, sample_rows(np.asarray(graph.target), self.count, self.sampling, rng))
+
+
+class ChunkSet(Dataset):
+    """Every config of every graph, in chunks of at most `chunk`; with `repeats` > 1 each graph is covered
+    that many times, each time under another seeded random permutation of chunk membership."""
+
+    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0) -> None:
+        self.graphs = graphs
+        self.items: list[Item] = []
+        for index in range(len(graphs)):
+            c = graphs.num_configs(index)
+            for repeat in range(repeats):
+                order = np.arange(c) if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(c)
+                self.items += [Item(index, order[s:s + chunk]) for s in range(0, c, chunk)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[Graph, Item]:
+        item = self.items[index]
+        return self.graphs.load(item.graph_id), item
+
+
+def _pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
+    """Stack arrays of uneven leading sizes into [B, max, ...], filling with `value`."""
+    size = [len(arrays)] + [max(a.shape[d] for a in arrays) for d in range(arrays[0].ndim)]
+    out = np.full(size, value, dtype=arrays[0].dtype)
+    for i, a in enumerate(arrays):
+        out[(i,) + tuple(slice(0, s) for s in a.shape)] = a
+    return out
+
+
+def layout_configs(graph: Graph, rows: np.ndarray, fill_default: bool) -> np.ndarray:
+    """[C, nc, 18] layout values of the chosen configs; with `fill_default` an all -1 output layout (the
+    compiler's default) is replaced by the node's own layout, so that the config says what the node gets."""
+    values = unpack(np.asarray(graph.configs[rows]))  # [C, nc, 18]
+    if fill_default and values.size:
+        out = values[..., :LAYOUT_GROUP]  # [C, nc, 6] view
+        default = (out == PAD).all(axis=-1)  # [C, nc]
+        out[default] = np.broadcast_to(graph.default_layout, out.shape)[default]
+    return values
+
+
+def target_of(graph: Graph, rows: np.ndarray) -> np.ndarray:
+    """Targets scaled by the graph's fastest runtime (ranking is unchanged; the scale is the same in every
+    chunk of a graph); 0 for test files."""
+    target = np.asarray(graph.target)
+    best = target[target > 0].min() if (target > 0).any() else 1.0
+    return (target[rows] / best).astype(np.float32)
+
+
+class Collate:
+    """Batches (graph, item) pairs into the model's dict: nodes concatenated, configs padded with -1."""
+
+    def __init__(self, task: str, fill_default_layout: bool = True) -> None:
+        self.task, self.fill_default = task, fill_default_layout
+
+    def __call__(self, samples: list[tuple[Graph, Item]]) -> dict[str, torch.Tensor]:
+        graphs, items = zip(*samples)
+        sizes = np.array([len(g.node_opcode) for g in graphs])
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        batch = {
+            "node_feat": np.concatenate([g.node_feat for g in graphs]),  # [N, F]
+            "node_opcode": np.concatenate([g.node_opcode for g in graphs]).astype(np.int64),  # [N]
+            "edge_index": np.concatenate([g.edge_index + o for g, o in zip(graphs, offsets)], axis=1),  # [2, E]
+            "node_graph": np.repeat(np.arange(len(graphs)), sizes),  # [N]
+            "config_mask": _pad([np.ones(len(i.rows), bool) for i in items], False),  # [G, C]
+            "target": _pad([target_of(g, i.rows) for g, i in zip(graphs, items)], PAD),  # [G, C]
+            "config_index": _pad([np.asarray(g.config_index)[i.rows] for g, i in zip(graphs, items)], PAD),
+            "graph_id": np.array([i.graph_id for i in items]),  # [G]
+        }
+        if self.task == "layout":
+            configs = [layout_configs(g, i.rows, self.fill_default) for g, i in zip(graphs, items)]
+            batch["config_feat"] = _pad(configs, PAD)  # [G, C, K, 18]
+            batch["config_node"] = _pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD)  # [G, K]
+        else:
+            batch["config_feat"] = _pad([np.asarray(g.configs[i.rows]) for g, i in zip(graphs, items)], PAD)
+        return {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()}
+
+
+def task_of(collection: str) -> str:
+    if collection not in COLLECTIONS:
+        raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
+    return collection.split(":")[0]
+
+
+class TpuGraphsDataModule(pl.LightningDataModule):
+    """One collection of a TpuGraphs folder: preprocessed once into the cache, sampled per step,
+    evaluated over every config in fixed-size chunks."""
+
+    def __init__(
+        self,
+        root: str = "data/synthetic",
+        collection: str = "layout:xla:random",
+        cache_dir: str | None = None,
+        prune: str = "k_hop",
+        hops: int = 1,
+        dedup: str = "min",
+        sentinel: bool = True,
+        extra_features: bool = True,
+        fill_default_layout: bool = True,
+        graphs_per_batch: int = 1,
+        configs_per_graph: int = 64,
+        sampling: str = "uniform",
+        eval_chunk: int = 256,
+        eval_graphs_per_batch: int = 1,
+        predict_repeats: int = 1,
+        predict_split: str = "test",
+        limit_graphs: int | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.task = task_of(collection)
+        self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
+        if sampling not in SAMPLING:
+            raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
+        self.splits: dict[str, GraphSet] = {}
+
+    @property
+    def node_feat_dim(self) -> int:
+        return NODE_FEAT_DIM + (2 * (SHAPE_DIMS.stop - SHAPE_DIMS.start) if self.hparams.extra_features else 0)
+
+    @property
+    def config_dim(self) -> int:
+        return TILE_CONFIG_DIM
+
+    def graphs(self, split: str) -> GraphSet:
+        """The preprocessed files of a split (built on first use, then read from the cache)."""
+        if split not in self.splits:
+            cache = ArrayCache(self.hparams.cache_dir)
+            self.splits[split] = GraphSet(self.hparams.root, self.hparams.collection, split, self.settings, cache,
+                                          self.hparams.limit_graphs)
+            log.info("%s %s: %d graphs preprocessed", self.hparams.collection, split, len(self.splits[split]))
+        return self.splits[split]
+
+    def setup(self, stage: str) -> None:
+        needed = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("valid",),
+                  "predict": (self.hparams.predict_split,)}[stage]
+        for split in needed:
+            self.graphs(split)
+
+    def feature_sums(self) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+        """Column sums, sums of squares and row counts of node features (and tile configs) over train."""
+        graphs = self.graphs("train")
+        sums = {}
+        parts = {"node_feat": lambda g: g.node_feat}
+        if self.task == "tile":
+            parts["config_feat"] = lambda g: g.configs
+        for name, get in parts.items():
+            total = total_sq = 0.0
+            count = 0
+            for index in range(len(graphs)):
+                x = np.asarray(get(graphs.load(index)), dtype=np.float64)
+                total, total_sq, count = total + x.sum(0), total_sq + (x**2).sum(0), count + len(x)
+            sums[name] = (np.asarray(total), np.asarray(total_sq), count)
+        return sums
+
+    def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
+        workers = self.hparams.num_workers
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
+                          collate_fn=Collate(self.task, self.hparams.fill_default_layout),
+                          persistent_workers=workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        train = TrainSet(self.graphs("train"), self.hparams.configs_per_graph, self.hparams.sampling)
+        return self._loader(train, self.hparams.graphs_per_batch, shuffle=True)
+
+    def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:
+        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, self.hparams.seed)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self.val_dataloader()
+
+    def predict_dataloader(self) -> DataLoader:
+        chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)
+        return self._loader(chunks, self.hparams.eval_graphs_per_batch, shuffle=False)

@@ -1,0 +1,88 @@
+"""`solution inspect PATH`: check every file under a data folder and summarise each collection and split."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .configs import pack
+from .constants import SPLITS
+from .pruning import STRATEGIES, keep_nodes, output_node
+from .reader import DataError, RawGraph, find_collections, read_graph
+
+
+def file_summary(graph: RawGraph, strategy: str, hops: int) -> dict[str, float]:
+    """Sizes, duplicate configs and pruning retention of one checked file."""
+    n = len(graph.node_feat)
+    if graph.kind == "layout":
+        keep = keep_nodes(graph.edge_index, n, graph.config_node_ids, output_node(graph.node_feat), strategy, hops)
+        rows = pack(graph.config_feat)  # [c, nc]
+    else:
+        keep, rows = np.ones(n, bool), graph.config_feat
+    distinct = len(np.unique(rows.reshape(len(rows), -1), axis=0))
+    return {
+        "nodes": n,
+        "config_nodes": 0 if graph.config_node_ids is None else len(graph.config_node_ids),
+        "configs": graph.num_configs,
+        "duplicates": graph.num_configs - distinct,
+        "retention": float(keep.mean()),
+    }
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.0f}/{np.median(values):.0f}/{max(values):.0f}" if values else "-"
+
+
+def inspect(root: str | Path, strategy: str = "k_hop", hops: int = 1) -> tuple[list[str], list[str]]:
+    """(table lines, problems) for every collection and split under `root`."""
+    lines = [f"{'collection':<20} {'split':<6} {'graphs':>6} {'nodes min/med/max':>22} {'cfg nodes med':>13} "
+             f"{'configs min/med/max':>22} {'dups':>7} {f'kept ({strategy})':>14}"]
+    problems = []
+    for collection, folder in find_collections(root).items():
+        for split in SPLITS:
+            if not (folder / split).is_dir():
+                problems.append(f"{folder / split}: split folder missing")
+                continue
+            files = sorted((folder / split).glob("*.npz"))
+            stats = []
+            for path in files:
+                try:
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        stats.append(file_summary(read_graph(path, split), strategy, hops))
+                    problems += [f"warning: {w.message}" for w in caught]
+                except DataError as err:
+                    problems.append(str(err))
+            column = {k: [s[k] for s in stats] for k in ("nodes", "config_nodes", "configs", "duplicates",
+                                                         "retention")}
+            retention = f"{np.mean(column['retention']):.1%}" if stats else "-"
+            lines.append(
+                f"{collection:<20} {split:<6} {len(files):>6} {_spread(column['nodes']):>22} "
+                f"{np.median(column['config_nodes']) if stats else 0:>13.0f} {_spread(column['configs']):>22} "
+                f"{int(sum(column['duplicates'])):>7} {retention:>14}"
+            )
+    return lines, problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="solution inspect", description=__doc__)
+    parser.add_argument("path", help="Kaggle root, npz folder or one collection folder")
+    parser.add_argument("--prune", default="k_hop", choices=STRATEGIES)
+    parser.add_argument("--hops", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        lines, problems = inspect(args.path, args.prune, args.hops)
+    except DataError as err:
+        print(f"error: {err}")
+        return 1
+    print("\n".join(lines))
+    errors = [p for p in problems if not p.startswith("warning:")]
+    if problems:
+        print(f"\n{len(errors)} problem(s), {len(problems) - len(errors)} warning(s):")
+        print("\n".join(f"  {p}" for p in problems))
+    else:
+        print("\nall files passed the checks")
+    return 1 if errors else 0

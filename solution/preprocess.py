@@ -1,0 +1,98 @@
+"""Turn one checked file into a compact training record: prune, transform features, dedup and pack configs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .cache import ArrayCache
+from .configs import DEDUP_MODES, dedup, pack
+from .features import layout_with_sentinel, node_features, tile_config_features
+from .pruning import STRATEGIES, output_node, prune
+from .reader import RawGraph, read_graph
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """Settings that change a cached record; every field is part of the cache key."""
+
+    prune: str = "k_hop"  # none | k_hop | output_path (layout only; tile kernels are small)
+    hops: int = 1
+    dedup: str = "min"  # none | first | min | mean, applied to the train split only
+    sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
+    extra_features: bool = True  # dimension mod 128 and div 128
+
+    def __post_init__(self) -> None:
+        if self.prune not in STRATEGIES:
+            raise ValueError(f"prune={self.prune!r}; expected one of {', '.join(STRATEGIES)}")
+        if self.dedup not in DEDUP_MODES:
+            raise ValueError(f"dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
+        if self.hops < 0:
+            raise ValueError(f"hops={self.hops}; expected a non-negative integer")
+
+
+@dataclass
+class Graph:
+    """A preprocessed graph; the big arrays are memory-mapped from the cache."""
+
+    node_feat: np.ndarray  # [n, F] float32, transformed, not yet standardized
+    node_opcode: np.ndarray  # [n] int64
+    edge_index: np.ndarray  # [2, m] int64: row 0 producer (source), row 1 consumer (target)
+    config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
+    default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
+    configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
+    target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
+    config_index: np.ndarray  # [c] int64 row of each config in the original file
+    meta: dict
+
+    @property
+    def num_configs(self) -> int:
+        return len(self.target)
+
+
+def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
+    """All preprocessing of one file, as arrays for the cache plus a JSON-able summary."""
+    n, m = len(raw.node_feat), len(raw.edge_index)
+    if raw.kind == "layout":
+        pruned = prune(raw.edge_index, n, raw.config_node_ids, output_node(raw.node_feat), settings.prune,
+                       settings.hops)
+    else:
+        pruned = prune(raw.edge_index, n, np.zeros(0, np.int64), n - 1, "none")
+    keep = pruned.keep
+    edges = pruned.new_id[raw.edge_index[pruned.edge_keep]]  # [m', 2] as [consumer, producer]
+    configs = pack(raw.config_feat) if raw.kind == "layout" else tile_config_features(raw.config_feat)
+    target = raw.target()
+    rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
+    config_ids = raw.config_node_ids if raw.kind == "layout" else np.zeros(0, np.int64)
+    arrays = {
+        "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
+        "node_opcode": raw.node_opcode[keep],
+        "edge_index": np.ascontiguousarray(edges[:, ::-1].T),  # [2, m'] producer -> consumer
+        "config_node": pruned.new_id[config_ids],
+        "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
+        "configs": configs[rows],
+        "target": target,
+        "config_index": rows.astype(np.int64),
+    }
+    meta = {
+        "kind": raw.kind, "is_test": raw.is_test,
+        "nodes_raw": n, "edges_raw": m, "nodes": int(keep.sum()), "edges": int(pruned.edge_keep.sum()),
+        "configs_raw": raw.num_configs, "configs": len(rows),
+    }
+    return arrays, meta
+
+
+def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCache | None) -> Graph:
+    """The preprocessed record of a file, from the cache when it holds one (no cache: built in memory)."""
+    dedup_configs = split == "train"
+
+    def build() -> tuple[dict[str, np.ndarray], dict]:
+        return build_record(read_graph(path, split), settings, dedup_configs)
+
+    if cache is None:
+        arrays, meta = build()
+    else:
+        arrays, meta = cache.load(path, {**asdict(settings), "dedup_on": dedup_configs, "split": split}, build)
+    return Graph(**arrays, meta={**meta, "path": str(path), "split": split, "stem": path.stem})
