@@ -53,9 +53,10 @@ class ArrayCache:
         self._verified: set[Path] = set()
 
     def content_digest(self, source: Path) -> str:
-        """Digest of `source`, remembered per (path, size, mtime) so unchanged files are hashed once."""
+        """Digest of `source`, remembered per (path, inode, size, mtime, ctime) so unchanged files are hashed
+        once; ctime moves on every write and cannot be set back by tools that restore mtimes."""
         stat = source.stat()
-        stamp = f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+        stamp = f"{source.resolve()}|{stat.st_ino}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}"
         memo = self.folder / "digests" / f"{hashlib.blake2b(stamp.encode(), digest_size=16).hexdigest()}.txt"
         try:
             return memo.read_text().strip()
@@ -110,6 +111,8 @@ class ArrayCache:
             return None
         try:
             info = json.loads((entry / META).read_text())
+            if not isinstance(info, dict) or not isinstance(info.get("arrays"), dict):
+                raise ValueError(f"{META} is not an object with an 'arrays' object")
             if info.get("version") != FORMAT_VERSION:
                 raise ValueError(f"format version {info.get('version')}")
             arrays = {}

@@ -63,7 +63,9 @@ class Standardizer(nn.Module):
         var = np.maximum(total_sq / max(count, 1) - mean**2, 0.0)
         self.mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
         std = torch.as_tensor(np.sqrt(var), dtype=torch.float32)
-        self.std.copy_(torch.where(std < 1e-6, torch.ones_like(std), std))  # constant columns pass through
+        # constant columns pass through: a std at the level of float64 cancellation noise in E[x^2] - E[x]^2
+        tiny = torch.as_tensor(np.maximum(1e-6, 1e-7 * np.abs(mean)), dtype=torch.float32)
+        self.std.copy_(torch.where(std < tiny, torch.ones_like(std), std))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.std
