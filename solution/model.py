@@ -1,0 +1,225 @@
+"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, NUM_OPCODES, PAD, TILE_CONFIG_DIM
+from .scatter import scatter_max, scatter_mean
+
+# Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
+# slots per graph (padded), d = hidden. Node-major throughout: a config-aware node tensor is [N, C, d], so
+# gathers and scatters run along dim 0 over contiguous C*d rows, a per-graph pool lands directly on
+# [G, C, d], and the same block code serves the config-independent [N, d].
+
+EDGE_DIRECTIONS = ("forward", "reverse", "both")
+
+
+def mlp(in_dim: int, out_dim: int, dropout: float = 0.0) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(in_dim, out_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(out_dim, out_dim))
+
+
+def valid_configs(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[G, C] config mask; a graph without any valid config keeps all of its slots, so that no softmax
+    runs over an empty set (its scores are masked downstream anyway)."""
+    mask = batch["config_mask"]
+    return mask | ~mask.any(1, keepdim=True)
+
+
+class SAGEBlock(nn.Module):
+    """GraphSAGE with mean aggregation, residual and LayerNorm, on node-major [N, d] or [N, C, d] tensors:
+    one adjacency shared by every config."""
+
+    def __init__(self, dim: int, edge_direction: str = "forward", dropout: float = 0.0) -> None:
+        super().__init__()
+        if edge_direction not in EDGE_DIRECTIONS:
+            raise ValueError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
+        # (source, target) rows of edge_index per message direction; row 0 = producer, row 1 = consumer
+        self.routes = {"forward": [(0, 1)], "reverse": [(1, 0)], "both": [(0, 1), (1, 0)]}[edge_direction]
+        # Linear(concat(x, messages...)) as a sum of Linears: no [N, C, (1 + routes) d] concat copy
+        self.linear = nn.Linear(dim, dim)
+        self.message_linears = nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in self.routes)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        out = self.linear(x)  # [N, (C,) d]
+        for (source, target), linear in zip(self.routes, self.message_linears):
+            # gather + scatter: the messages are a transient [E, C, d] tensor (freed after the scatter; its
+            # gradient is again [E, C, d] in backward), the price of one adjacency shared over C
+            messages = x.index_select(0, edge_index[source])  # [E, (C,) d]
+            out = out + linear(scatter_mean(messages, edge_index[target], 0, x.size(0)))
+        return self.norm(x + self.dropout(F.gelu(out)))  # [N, (C,) d]
+
+
+class CrossConfigAttention(nn.Module):
+    """1st-place cross-config attention: per node and channel, a softmax over the graph's valid configs of
+    z / T (T learnable) weights z; z is refined from concat(z, a * z)."""
+
+    def __init__(self, dim: int, temperature: float = 0.5, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.log_temperature = nn.Parameter(torch.tensor(float(temperature)).log())
+        # Linear(concat(z, a * z)) as two Linears: no [N, C, 2d] concat copy
+        self.linear = nn.Linear(dim, dim)
+        self.attended_linear = nn.Linear(dim, dim, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, z: torch.Tensor, node_mask: torch.Tensor) -> torch.Tensor:
+        """z [N, C, d]; node_mask [N, C] marks each node's valid configs."""
+        logits = (z * (-self.log_temperature).exp()).masked_fill(~node_mask[..., None], float("-inf"))  # [N, C, d]
+        # weights times the number of valid configs (mean 1), so the attended term keeps its size whatever
+        # the number of configs in the batch; multiplied last, so that autograd saves one tensor fewer
+        attended = logits.softmax(1) * z * node_mask.sum(1)[:, None, None]  # [N, C, d]
+        return self.norm(z + self.dropout(self.linear(z) + self.attended_linear(attended)))  # [N, C, d]
+
+
+class GraphEncoder(nn.Module):
+    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks; optionally repeated per config."""
+
+    def __init__(self, node_feat_dim: int, hidden: int, opcode_dim: int, layers: int, edge_direction: str,
+                 dropout: float) -> None:
+        super().__init__()
+        self.opcode = nn.Embedding(NUM_OPCODES, opcode_dim)
+        self.input = mlp(opcode_dim + node_feat_dim, hidden, dropout)
+        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
+
+    def forward(self, batch: dict[str, torch.Tensor], copies: int | None = None) -> torch.Tensor:
+        """[N, d]; with `copies` = C the same encoding computed C times over, [N, C, d] (early fusion)."""
+        x = torch.cat([self.opcode(batch["node_opcode"]), batch["node_feat"]], -1)  # [N, opcode_dim + F]
+        if copies is not None:
+            x = x[:, None].expand(-1, copies, -1)  # [N, C, opcode_dim + F]
+        x = self.input(x)  # [N, (C,) d]
+        for block in self.blocks:
+            x = block(x, batch["edge_index"])
+        return x
+
+
+def per_config(x: torch.Tensor) -> torch.Tensor:
+    """A config-independent [I, d] as [I, 1, d] (broadcasts over configs); [I, C, d] unchanged."""
+    return x.unsqueeze(1) if x.dim() == 2 else x
+
+
+def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor:
+    """Per-graph mean and max of node-major x [N, ..., d] -> [G, ..., 2d]."""
+    return torch.cat([scatter_mean(x, node_graph, 0, graphs), scatter_max(x, node_graph, 0, graphs)], -1)
+
+
+class Readout(nn.Module):
+    """Per-config features [G, C, in] -> MLP -> masked self-attention over the graph's configs -> score."""
+
+    def __init__(self, in_dim: int, hidden: int, cross_attention: bool, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.mlp = mlp(in_dim, hidden, dropout)
+        self.attention = nn.MultiheadAttention(hidden, heads, dropout=dropout, batch_first=True) \
+            if cross_attention else None
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster."""
+        x = self.mlp(x)  # [G, C, d]
+        if self.attention is not None:
+            x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
+        return self.head(self.norm(x)).squeeze(-1)  # [G, C]
+
+
+class LayoutRanker(nn.Module):
+    """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
+    (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
+    on [N, C, d]; a per-graph pool and a readout score each config."""
+
+    def __init__(
+        self,
+        node_feat_dim: int,
+        hidden: int = 128,
+        opcode_dim: int = 32,
+        graph_layers: int = 2,
+        config_layers: int = 2,
+        cross_attention: bool = True,
+        heads: int = 4,
+        temperature: float = 0.5,
+        edge_direction: str = "forward",
+        dropout: float = 0.0,
+        encode_once: bool = True,
+    ) -> None:
+        super().__init__()
+        self.encode_once = encode_once  # False recomputes the encoder per config (early fusion, benchmarks)
+        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
+        self.config_embed = mlp(LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS, hidden, dropout)
+        self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
+        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
+        self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \
+            if cross_attention else None
+        self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
+
+    def broadcast(self, h: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
+        config_node, config_feat = batch["config_node"], batch["config_feat"]
+        graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
+        nodes = config_node[graph, slot]  # [M]
+        values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        onehot = F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(h.dtype)  # [M, C, 126]
+        configured = per_config(h.index_select(0, nodes)) + self.config_embed(onehot)  # [M, C, d]
+        shape = (h.size(0), config_feat.size(1), h.size(-1))
+        return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
+        node_graph = batch["node_graph"]
+        h = self.encoder(batch, None if self.encode_once else configs)  # [N, d] or [N, C, d]
+        z = self.broadcast(h, batch)  # [N, C, d]
+        node_mask = mask[node_graph]  # [N, C]
+        for i, block in enumerate(self.blocks):
+            z = block(z, batch["edge_index"])
+            if self.cross is not None:
+                z = self.cross[i](z, node_mask)
+        graph_part = per_config(pool(h, node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
+        return self.readout(torch.cat([pool(z, node_graph, graphs), graph_part], -1), mask)  # [G, C]
+
+
+class TileRanker(nn.Module):
+    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
+    a readout compares the configs of a kernel."""
+
+    def __init__(
+        self,
+        node_feat_dim: int,
+        config_dim: int = TILE_CONFIG_DIM,
+        hidden: int = 128,
+        opcode_dim: int = 32,
+        graph_layers: int = 2,
+        cross_attention: bool = True,
+        heads: int = 4,
+        edge_direction: str = "forward",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
+        self.config_mlp = mlp(config_dim, hidden, dropout)
+        self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
+        kernel = pool(self.encoder(batch), batch["node_graph"], graphs)  # [G, 2d]
+        config = self.config_mlp(batch["config_feat"])  # [G, C, d]
+        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
+        return self.readout(joined, mask)  # [G, C]
+
+
+# settings of the per-node config blocks, which the tile model does not have
+LAYOUT_ONLY = ("config_layers", "temperature")
+
+
+def build_model(task: str, node_feat_dim: int, **hparams) -> nn.Module:
+    """The ranker of a task ("layout" or "tile"). One settings list serves both: the LAYOUT_ONLY settings
+    are dropped for tile."""
+    if task == "layout":
+        return LayoutRanker(node_feat_dim, **hparams)
+    if task == "tile":
+        return TileRanker(node_feat_dim, **{k: v for k, v in hparams.items() if k not in LAYOUT_ONLY})
+    raise ValueError(f"task={task!r}; expected 'layout' or 'tile'")
