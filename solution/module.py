@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import lightning.pytorch as pl
 import numpy as np
 import torch
@@ -147,7 +149,7 @@ class RankingModule(pl.LightningModule):
         def factor(step: int) -> float:  # linear warm-up, then cosine to zero
             if step < warmup:
                 return (step + 1) / (warmup + 1)
-            return 0.5 * (1 + np.cos(np.pi * (step - warmup) / max(total - warmup, 1)))
+            return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
