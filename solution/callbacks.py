@@ -9,12 +9,7 @@ import numpy as np
 from lightning.pytorch.callbacks import LearningRateMonitor
 
 from .atomic import atomic_write
-from .submission import write_collection
-
-
-def collection_file_stem(collection: str) -> str:
-    """'layout:xla:random' -> 'layout_xla_random', the name of its CSV and configs/ YAML."""
-    return collection.replace(":", "_")
+from .submission import collection_file_stem, write_collection
 
 
 class SubmissionWriter(pl.Callback):

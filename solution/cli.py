@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 import warnings
-from pathlib import Path
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
-from .callbacks import LRMonitor, SubmissionWriter, collection_file_stem
+from .callbacks import LRMonitor, SubmissionWriter
 from .data import TpuGraphsDataModule
 from .module import RankingModule
 
@@ -47,36 +45,11 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
     )
 
 
-def submit_main(argv: list[str]) -> int:
-    """`solution submit`: merge the five collection CSVs into one submission and check it."""
-    from .constants import COLLECTIONS
-    from .submission import SubmissionError, merge
-
-    parser = argparse.ArgumentParser(prog="solution submit", description=submit_main.__doc__)
-    parser.add_argument("--data.root", "--root", dest="root", default=None, help="data root, to check against")
-    parser.add_argument("--dir", default="submissions", help="folder holding <collection>.csv files")
-    parser.add_argument("--out", default=None, help="output file (default: <dir>/submission.csv)")
-    args = parser.parse_args(argv)
-    folder = Path(args.dir)
-    inputs = [folder / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
-    missing = [str(p) for p in inputs if not p.is_file()]
-    if missing:
-        print(f"error: missing {', '.join(missing)}: run `solution predict` for those collections first")
-        return 1
-    try:
-        out = merge(inputs, Path(args.out) if args.out else folder / "submission.csv", args.root)
-    except SubmissionError as err:
-        print(f"error: {err}")
-        return 1
-    print(f"wrote {out}" + (" (checked against the test files)" if args.root else ""))
-    return 0
-
-
 # the package's own sub-commands: module and function, imported only when used
 COMMANDS = {
     "synth": ("synth", "main"),
     "inspect": ("inspection", "main"),
-    "submit": ("cli", "submit_main"),
+    "submit": ("submission", "submit_main"),
     "check-submission": ("submission", "check_main"),
     "score": ("submission", "score_main"),
     "demo": ("demo", "main"),

@@ -10,12 +10,11 @@ import numpy as np
 
 from .atomic import atomic_write
 from .baselines import random_scores
-from .callbacks import collection_file_stem
 from .cli import lightning_main
 from .constants import COLLECTIONS
 from .module import graph_metrics
 from .reader import list_files, read_graph
-from .submission import check, merge, read_answers, score
+from .submission import check, collection_file_stem, merge, read_answers, score
 from .synth import generate
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
