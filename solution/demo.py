@@ -37,6 +37,9 @@ def train(collection: str, common: list[str], extra: list[str]) -> tuple[float, 
     name = collection_file_stem(collection)
     fit = lightning_main(["fit", "--config", str(CONFIGS / f"{name}.yaml"), *common, *extra])
     checkpoint = fit.trainer.checkpoint_callback
+    if checkpoint.best_model_score is None:  # fewer epochs than check_val_every_n_epoch: validate the last
+        metrics = fit.trainer.validate(fit.model, datamodule=fit.datamodule, verbose=False)[0]
+        return float(metrics["val/score"]), checkpoint.last_model_path
     return float(checkpoint.best_model_score), checkpoint.best_model_path
 
 

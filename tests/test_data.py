@@ -1,0 +1,113 @@
+"""Sampling, -1 padding, chunked evaluation and the data module on tiny synthetic data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from solution.configs import unpack
+from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
+from solution.data import ChunkSet, Collate, TpuGraphsDataModule, layout_configs, sample_rows
+from solution.reader import read_graph
+
+
+@pytest.fixture(scope="module", params=COLLECTIONS)
+def datamodule(request, tiny_root, tmp_path_factory) -> TpuGraphsDataModule:
+    dm = TpuGraphsDataModule(root=str(tiny_root), collection=request.param, configs_per_graph=16,
+                             graphs_per_batch=3, eval_chunk=7, eval_graphs_per_batch=2,
+                             cache_dir=str(tmp_path_factory.mktemp("cache")))
+    dm.setup("fit")
+    return dm
+
+
+def test_train_batch_shapes_padding_and_masks(datamodule):
+    batch = next(iter(datamodule.train_dataloader()))
+    g = batch["graph_id"].numel()
+    n, c = batch["node_feat"].shape[0], batch["config_mask"].shape[1]
+    assert batch["node_feat"].shape == (n, datamodule.node_feat_dim)
+    assert batch["node_graph"].shape == (n,) and batch["node_graph"].max() == g - 1
+    assert batch["edge_index"].shape[0] == 2 and batch["edge_index"].max() < n
+    assert c <= 16 and batch["target"].shape == (g, c) == batch["config_index"].shape
+    mask = batch["config_mask"]
+    assert (batch["target"][~mask] == PAD).all() and (batch["config_index"][~mask] == PAD).all()
+    assert (batch["target"][mask] >= 1.0).all()  # scaled by the graph's fastest runtime
+    if datamodule.task == "layout":
+        k = batch["config_node"].shape[1]
+        assert batch["config_feat"].shape == (g, c, k, LAYOUT_CONFIG_DIM)
+        valid_nodes = batch["config_node"] >= 0
+        nodes = batch["config_node"][valid_nodes]
+        assert (nodes < n).all()
+        assert (batch["node_graph"][batch["config_node"].clamp_min(0)][valid_nodes]
+                == torch.arange(g)[:, None].expand_as(valid_nodes)[valid_nodes]).all()
+        assert (batch["config_feat"][~mask] == PAD).all()
+        assert (batch["config_feat"][~valid_nodes[:, None, :].expand(g, c, k)] == PAD).all()
+    else:
+        assert batch["config_feat"].shape == (g, c, TILE_CONFIG_DIM)
+
+
+def test_eval_chunks_cover_every_config_once(datamodule):
+    graphs = datamodule.graphs("valid")
+    seen: dict[int, list[int]] = {}
+    for batch in datamodule.val_dataloader():
+        assert batch["config_mask"].sum(1).max() <= 7
+        for g, graph_id in enumerate(batch["graph_id"].tolist()):
+            seen.setdefault(graph_id, []).extend(batch["config_index"][g][batch["config_mask"][g]].tolist())
+    for index in range(len(graphs)):
+        raw = read_graph(graphs.paths[index])
+        assert sorted(seen[index]) == list(range(raw.num_configs))  # valid split keeps duplicates
+
+
+def test_layout_batch_matches_file(tiny_root, tmp_path):
+    dm = TpuGraphsDataModule(root=str(tiny_root), collection="layout:xla:random", fill_default_layout=False,
+                             dedup="none", prune="none", cache_dir=str(tmp_path))
+    graphs = dm.graphs("train")
+    raw, graph = read_graph(graphs.paths[0]), graphs.load(0)
+    rows = np.array([3, 0, 5])
+    values = layout_configs(graph, rows, fill_default=False)
+    np.testing.assert_array_equal(values, raw.config_feat[rows])
+    np.testing.assert_array_equal(unpack(np.asarray(graph.configs)), raw.config_feat)
+    batch = Collate("layout", fill_default_layout=False)([(graph, ChunkSet(graphs, 3).items[0])])
+    np.testing.assert_array_equal(batch["config_feat"][0].numpy(), raw.config_feat[:3])
+    flipped = raw.edge_index[:, ::-1].T  # [consumer, producer] on disk -> [producer, consumer]
+    np.testing.assert_array_equal(batch["edge_index"].numpy(), flipped)
+
+
+def test_fill_default_layout_uses_node_layout(tiny_root, tmp_path):
+    dm = TpuGraphsDataModule(root=str(tiny_root), collection="layout:xla:default", cache_dir=str(tmp_path))
+    graph = dm.graphs("train").load(0)
+    rows = np.arange(graph.num_configs)
+    raw_values = unpack(np.asarray(graph.configs))
+    filled = layout_configs(graph, rows, fill_default=True)
+    default = (raw_values[..., :6] == PAD).all(-1)  # [c, nc]
+    assert default.any(), "default collections hold default (all -1) output layouts"
+    expected = np.broadcast_to(graph.default_layout, default.shape + (6,))[default]
+    np.testing.assert_array_equal(filled[..., :6][default], expected)
+    np.testing.assert_array_equal(filled[..., :6][~default], raw_values[..., :6][~default])
+    np.testing.assert_array_equal(filled[..., 6:], raw_values[..., 6:])
+
+
+@pytest.mark.parametrize("mode", ["uniform", "stratified"])
+def test_sample_rows_distinct_and_bounded(mode):
+    rng = np.random.default_rng(0)
+    target = rng.random(500)
+    rows = sample_rows(target, 40, mode, rng)
+    assert len(rows) == 40 == len(set(rows.tolist())) and rows.max() < 500
+    assert sorted(sample_rows(target[:10], 40, mode, rng).tolist()) == list(range(10))
+
+
+def test_stratified_sampling_spreads_over_runtime_order():
+    rng = np.random.default_rng(1)
+    target = np.arange(1000, dtype=float)
+    ranks = np.sort(sample_rows(target, 10, "stratified", rng))
+    assert all(100 * i <= r < 100 * (i + 1) for i, r in enumerate(ranks))
+
+
+def test_predict_repeats_cover_each_graph_repeat_times(datamodule):
+    chunks = datamodule.eval_set("valid", repeats=3)
+    graphs = datamodule.graphs("valid")
+    for index in range(len(graphs)):
+        rows = np.concatenate([i.rows for i in chunks.items if i.graph_id == index])
+        assert np.bincount(rows).tolist() == [3] * graphs.num_configs(index)
+    again = datamodule.eval_set("valid", repeats=3)
+    assert all(np.array_equal(a.rows, b.rows) for a, b in zip(chunks.items, again.items))
