@@ -9,7 +9,7 @@ import warnings
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
-from .callbacks import LRMonitor, SubmissionWriter
+from .callbacks import FitConfigSaver, LRMonitor, SubmissionWriter
 from .data import TpuGraphsDataModule
 from .module import RankingModule
 
@@ -38,6 +38,7 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
         args=args,
         run=run,
         seed_everything_default=0,
+        save_config_callback=FitConfigSaver,
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
             "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": DEFAULT_RUNS}},
