@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="solution-quality-"))
     if args.smoke:
         args.data, args.size, args.seeds, args.max_epochs = str(work / "data"), "tiny", [0], 1
+        args.collections = ["tile:xla", "layout:xla:default"]
     root = Path(args.data)
     if not (root / "npz_all").is_dir():
         generate(root, args.size, seed=0)

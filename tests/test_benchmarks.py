@@ -1,0 +1,27 @@
+"""The benchmark scripts still run (seconds-long smoke mode); their figures are produced by running them."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["data_bench", "quality"])
+def test_benchmark_smoke(name, capsys):
+    assert load(name).main(["--smoke"]) == 0
+    out = capsys.readouterr().out
+    expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS"],
+                "quality": ["tile:xla", "layout:xla:default", "config-only baseline", "±"]}[name]
+    for text in expected:
+        assert text in out
