@@ -1,4 +1,4 @@
-"""Trainer callbacks: the submission writer, a learning-rate monitor and a config saver that tolerate no logger."""
+"""Trainer callbacks: the submission writer, and a learning-rate monitor that tolerates no logger."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 from lightning.pytorch.callbacks import LearningRateMonitor
-from lightning.pytorch.cli import SaveConfigCallback
 
 from .atomic import atomic_write
 from .submission import collection_file_stem, write_collection
@@ -54,11 +53,3 @@ class LRMonitor(LearningRateMonitor):
         if trainer.loggers:
             super().on_train_epoch_start(trainer, *args, **kwargs)
 
-
-class FitConfigSaver(SaveConfigCallback):
-    """Saves the resolved config of a `fit` into its run folder; other sub-commands, and runs without a
-    logger (whose log folder would be the working directory), write nothing."""
-
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage == "fit" and trainer.loggers:
-            super().setup(trainer, pl_module, stage)

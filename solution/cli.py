@@ -6,14 +6,24 @@ import importlib
 import sys
 import warnings
 
+import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 
-from .callbacks import FitConfigSaver, LRMonitor, SubmissionWriter
+from .callbacks import LRMonitor, SubmissionWriter
 from .data import TpuGraphsDataModule
 from .module import RankingModule
 
 DEFAULT_RUNS = "runs"
+
+
+class FitConfigSaver(SaveConfigCallback):
+    """Saves the resolved config of a `fit` into its run folder; other sub-commands, and runs without a
+    logger (whose log folder would be the working directory), write nothing."""
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage == "fit" and trainer.loggers:
+            super().setup(trainer, pl_module, stage)
 
 
 class CLI(LightningCLI):
