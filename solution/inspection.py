@@ -10,7 +10,7 @@ import numpy as np
 
 from .configs import pack
 from .constants import SPLITS
-from .pruning import STRATEGIES, keep_nodes, output_node
+from .pruning import STRATEGIES, output_node, prune
 from .reader import DataError, RawGraph, find_collections, read_graph
 
 
@@ -18,26 +18,37 @@ def file_summary(graph: RawGraph, strategy: str, hops: int) -> dict[str, float]:
     """Sizes, duplicate configs and pruning retention of one checked file."""
     n = len(graph.node_feat)
     if graph.kind == "layout":
-        keep = keep_nodes(graph.edge_index, n, graph.config_node_ids, output_node(graph.node_feat), strategy, hops)
+        pruned = prune(graph.edge_index, n, graph.config_node_ids, output_node(graph.node_feat), strategy, hops)
         rows = pack(graph.config_feat)  # [c, nc]
     else:
-        keep, rows = np.ones(n, bool), graph.config_feat
+        pruned, rows = prune(graph.edge_index, n, np.zeros(0, np.int64), n - 1, "none"), graph.config_feat
     distinct = len(np.unique(rows.reshape(len(rows), -1), axis=0))
     return {
         "nodes": n,
+        "edges": len(graph.edge_index),
         "config_nodes": 0 if graph.config_node_ids is None else len(graph.config_node_ids),
         "configs": graph.num_configs,
         "duplicates": graph.num_configs - distinct,
-        "retention": float(keep.mean()),
+        "retention": pruned.node_retention,
+        "edge_retention": pruned.edge_retention,
     }
+
+
+def graph_line(path: Path, stats: dict[str, float]) -> str:
+    """One file's row for `--per-graph`."""
+    return (f"  {path.name:<40} nodes {stats['nodes']:>7} kept {stats['retention']:>6.1%}   edges "
+            f"{stats['edges']:>7} kept {stats['edge_retention']:>6.1%}   configs {stats['configs']:>7} "
+            f"duplicates {stats['duplicates']:>6}")
 
 
 def _spread(values: list[float]) -> str:
     return f"{min(values):.0f}/{np.median(values):.0f}/{max(values):.0f}" if values else "-"
 
 
-def inspect(root: str | Path, strategy: str = "k_hop", hops: int = 1) -> tuple[list[str], list[str]]:
-    """(table lines, problems) for every collection and split under `root`."""
+def inspect(root: str | Path, strategy: str = "k_hop", hops: int = 1, per_graph: bool = False
+            ) -> tuple[list[str], list[str]]:
+    """(table lines, problems) for every collection and split under `root`; with `per_graph` a row for
+    every file too."""
     lines = [f"{'collection':<20} {'split':<6} {'graphs':>6} {'nodes min/med/max':>22} {'cfg nodes med':>13} "
              f"{'configs min/med/max':>22} {'dups':>7} {f'kept ({strategy})':>14}"]
     problems = []
@@ -47,12 +58,13 @@ def inspect(root: str | Path, strategy: str = "k_hop", hops: int = 1) -> tuple[l
                 problems.append(f"{folder / split}: split folder missing")
                 continue
             files = sorted((folder / split).glob("*.npz"))
-            stats = []
+            stats, graph_rows = [], []
             for path in files:
                 try:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         stats.append(file_summary(read_graph(path, split), strategy, hops))
+                    graph_rows.append(graph_line(path, stats[-1]))
                     problems += [f"warning: {w.message}" for w in caught]
                 except DataError as err:
                     problems.append(str(err))
@@ -64,6 +76,7 @@ def inspect(root: str | Path, strategy: str = "k_hop", hops: int = 1) -> tuple[l
                 f"{np.median(column['config_nodes']) if stats else 0:>13.0f} {_spread(column['configs']):>22} "
                 f"{int(sum(column['duplicates'])):>7} {retention:>14}"
             )
+            lines += graph_rows if per_graph else []
     return lines, problems
 
 
@@ -72,9 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", help="Kaggle root, npz folder or one collection folder")
     parser.add_argument("--prune", default="k_hop", choices=STRATEGIES)
     parser.add_argument("--hops", type=int, default=1)
+    parser.add_argument("--per-graph", action="store_true", help="a row per file: node and edge retention")
     args = parser.parse_args(argv)
     try:
-        lines, problems = inspect(args.path, args.prune, args.hops)
+        lines, problems = inspect(args.path, args.prune, args.hops, args.per_graph)
     except DataError as err:
         print(f"error: {err}")
         return 1

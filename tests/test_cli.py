@@ -87,7 +87,9 @@ def test_demo_writes_submission_and_table(tiny_root, tmp_path):
 def test_inspect_reports_bad_files(tiny_root, tmp_path, capsys):
     data = tmp_path / "data"
     shutil.copytree(tiny_root, data)
-    assert main(["inspect", str(data)]) == 0
+    assert main(["inspect", str(data), "--per-graph"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {p.name}" in out for p in (data / "npz_all/npz/tile/xla/train").glob("*.npz"))
     bad = sorted((data / "npz_all/npz/layout/xla/random/train").glob("*.npz"))[0]
     bad.write_bytes(bad.read_bytes()[:100])
     capsys.readouterr()
