@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from .cache import ArrayCache
 from .configs import unpack
-from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS, TILE_CONFIG_DIM
+from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 from .preprocess import Graph, Preprocessing, load_graph
 from .reader import list_files
 
@@ -71,8 +71,6 @@ class TrainSet(Dataset):
     """Each item is one graph with `configs_per_graph` sampled configs; a fresh sample every epoch."""
 
     def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str) -> None:
-        if sampling not in SAMPLING:
-            raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
         self.graphs, self.count, self.sampling = graphs, configs_per_graph, sampling
 
     def __len__(self) -> int:
@@ -206,10 +204,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     @property
     def node_feat_dim(self) -> int:
         return NODE_FEAT_DIM + (2 * (SHAPE_DIMS.stop - SHAPE_DIMS.start) if self.hparams.extra_features else 0)
-
-    @property
-    def config_dim(self) -> int:
-        return TILE_CONFIG_DIM
 
     def graphs(self, split: str) -> GraphSet:
         """The preprocessed files of a split (built on first use, then read from the cache)."""
