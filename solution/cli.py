@@ -64,11 +64,12 @@ COMMANDS = {
     "check-submission": ("submission", "check_main"),
     "score": ("submission", "score_main"),
     "demo": ("demo", "main"),
+    "kernel": ("bundle", "main"),
 }
 
 
 USAGE = """usage: solution {fit,validate,test,predict} --config configs/<collection>.yaml [--data.root PATH] ...
-       solution demo | synth | inspect | submit | check-submission | score  [--help]"""
+       solution demo | synth | inspect | submit | check-submission | score | kernel  [--help]"""
 
 
 def main(argv: list[str] | None = None) -> int:
