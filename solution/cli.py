@@ -8,22 +8,15 @@ import warnings
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.cli import LightningCLI
 
 from .callbacks import LRMonitor, SubmissionWriter
 from .data import TpuGraphsDataModule
 from .module import RankingModule
+from .tracking import RunRecorder, describe
 
 DEFAULT_RUNS = "runs"
-
-
-class FitConfigSaver(SaveConfigCallback):
-    """Saves the resolved config of a `fit` into its run folder; other sub-commands, and runs without a
-    logger (whose log folder would be the working directory), write nothing."""
-
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage == "fit" and trainer.loggers:
-            super().setup(trainer, pl_module, stage)
+RUN_LOGGER = "solution.tracking.RunLogger"
 
 
 class CLI(LightningCLI):
@@ -38,20 +31,36 @@ class CLI(LightningCLI):
         parser.add_lightning_class_args(SubmissionWriter, "submission")
         parser.add_lightning_class_args(LRMonitor, "lr_monitor")
 
+    def before_instantiate_classes(self) -> None:
+        """A fit's W&B run is named, grouped and tagged by its settings (where not set); the other sub-commands
+        start no W&B run (they may name another logger class)."""
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        logger = config.trainer.logger
+        if not (hasattr(logger, "class_path") and logger.class_path == RUN_LOGGER):
+            return
+        if self.subcommand not in (None, "fit"):
+            config.trainer.logger = False
+            return
+        for key, value in describe(config.as_dict()).items():
+            if logger.init_args.get(key) is None:
+                logger.init_args[key] = value
+
 
 def lightning_main(args: list[str], run: bool = True) -> CLI:
     """Run one Lightning sub-command (`fit`, `validate`, `test`, `predict`) or build it with run=False."""
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # `main` passes sys.argv on
+    warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
+    warnings.filterwarnings("ignore", message="The dirpath has changed from")  # predict restores a fit's callback
     return CLI(
         RankingModule,
         TpuGraphsDataModule,
         args=args,
         run=run,
         seed_everything_default=0,
-        save_config_callback=FitConfigSaver,
+        save_config_callback=RunRecorder,
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
-            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": DEFAULT_RUNS}},
+            "logger": {"class_path": RUN_LOGGER, "init_args": {"save_dir": DEFAULT_RUNS}},
         },
     )
 
@@ -65,11 +74,13 @@ COMMANDS = {
     "score": ("submission", "score_main"),
     "demo": ("demo", "main"),
     "kernel": ("bundle", "main"),
+    "compare": ("compare", "main"),
+    "sweep": ("sweep", "main"),
 }
 
 
 USAGE = """usage: solution {fit,validate,test,predict} --config configs/<collection>.yaml [--data.root PATH] ...
-       solution demo | synth | inspect | submit | check-submission | score | kernel  [--help]"""
+       solution demo | synth | inspect | submit | check-submission | score | kernel | compare | sweep  [--help]"""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,6 @@ from .submission import check, collection_file_stem, merge, read_answers, score
 from .synth import generate
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-log = logging.getLogger(__name__)
 
 
 def random_baseline(root: Path, collection: str, seed: int) -> float:
@@ -69,13 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="runs/demo", help="where logs and checkpoints go")
     parser.add_argument("--max_epochs", type=int, default=None, help="override configs/demo.yaml")
     args = parser.parse_args(argv)
+    for name in ("lightning.pytorch", "lightning.fabric"):  # ten fits: keep the log to the results
+        logging.getLogger(name).setLevel(logging.WARNING)
+    os.environ.setdefault("WANDB_SILENT", "true")
     root, out = Path(args.data), Path(args.out)
     if not (root / "npz_all").is_dir():
         print(f"generating {args.size} synthetic data in {root} ...")
         generate(root, args.size, args.seed)
 
     common = ["--config", str(CONFIGS / "demo.yaml"), "--data.root", str(root), "--seed_everything", str(args.seed),
-              "--trainer.logger.init_args.save_dir", args.runs]
+              "--trainer.logger.init_args.save_dir", args.runs, "--trainer.enable_progress_bar", "false"]
     if args.max_epochs is not None:
         common += ["--trainer.max_epochs", str(args.max_epochs)]
     rows = {}
@@ -95,5 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     report = table(rows)
     with atomic_write(out / "scores.md") as handle:
         handle.write(f"# Demo scores ({args.size} synthetic data, seed {args.seed})\n\n{report}\n")
-    print(f"\n{report}\n\nwrote {submission} and {out / 'scores.md'}")
+    print(f"\n{report}\n\nwrote {submission} and {out / 'scores.md'}; compare the runs with: "
+          f"solution compare {args.runs}")
     return 0

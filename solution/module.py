@@ -91,7 +91,8 @@ class RankingModule(pl.LightningModule):
         self.config_scaler = Standardizer(TILE_CONFIG_DIM) if task == "tile" else None
         self.register_buffer("scalers_fitted", torch.tensor(False))
         self.loss_fn = get_loss(loss, **({"margin": margin} if loss == "hinge" else {}))
-        self.val_table = ScoreTable()
+        self.val_table = self.last_table = ScoreTable()
+        self.graph_results: dict[int, dict[str, float]] = {}
         self.predictions = ScoreTable()
 
     def setup(self, stage: str) -> None:
@@ -112,7 +113,7 @@ class RankingModule(pl.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         scores = self(batch)
         loss = self.loss_fn(scores, batch["target"], batch["config_mask"])
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch["graph_id"].numel())
+        self.log("train/loss", loss, prog_bar=True, on_epoch=True, batch_size=batch["graph_id"].numel())
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -128,8 +129,12 @@ class RankingModule(pl.LightningModule):
         self._log_table("test")
 
     def _log_table(self, prefix: str) -> None:
-        per_graph = [graph_metrics(self.hparams.task, *self.val_table.graph(g)[1:]) for g in self.val_table]
-        self.val_table = ScoreTable()
+        """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
+        `graph_results` (graph id -> metrics) for run records."""
+        self.last_table, self.val_table = self.val_table, ScoreTable()
+        self.graph_results = {g: graph_metrics(self.hparams.task, *self.last_table.graph(g)[1:])
+                              for g in self.last_table}
+        per_graph = list(self.graph_results.values())
         if not per_graph:
             return
         for name in per_graph[0]:

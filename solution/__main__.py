@@ -1,0 +1,7 @@
+"""`python -m solution`: the same as the `solution` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,244 @@
+"""`solution compare`: runs x metrics from each run's summary.json (or the W&B API), means over seeds, deltas
+against a baseline, as a printed table, a markdown file and a PNG chart."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .atomic import atomic_write
+from .constants import COLLECTIONS
+from .tracking import SUMMARY, setting_label, settings_digest
+
+
+@dataclass(frozen=True)
+class Run:
+    """One fit, as far as comparing goes."""
+
+    name: str
+    run_id: str
+    collection: str
+    setting: str  # the ablation settings in words
+    digest: str  # differs when any other setting differs
+    seed: Any
+    best: float  # best validation score
+    last: float  # validation score at the last validation
+    epochs: int
+    configs_per_s: float
+    peak_mib: float
+    started: float  # seconds since the epoch
+    source: str  # the summary file, or the W&B run path
+
+    @property
+    def group(self) -> str:
+        return f"{self.collection} {self.setting}"
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def run_from_summary(path: Path) -> Run:
+    """A run from its summary.json; an unreadable file or a missing key names the file and the key."""
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: not a readable run summary ({error})") from error
+    missing = [k for k in ("name", "run_id", "collection", "setting", "digest", "seed", "best", "last") if k not in summary]
+    if missing:
+        raise ValueError(f"{path}: key(s) {', '.join(missing)} missing; expected a summary written by `solution fit`")
+    perf, best, last = summary.get("perf") or {}, summary["best"] or {}, summary["last"] or {}
+    return Run(name=summary["name"], run_id=str(summary["run_id"]), collection=summary["collection"],
+               setting=summary["setting"], digest=summary["digest"], seed=summary["seed"],
+               best=_number(best.get("val/score")), last=_number(last.get("val/score")),
+               epochs=int(summary.get("epochs") or 0), configs_per_s=_number(perf.get("perf/train_configs_per_s")),
+               peak_mib=_number(perf.get("perf/peak_memory_mib")), started=_number(summary.get("started")),
+               source=str(path))
+
+
+def find_summaries(paths: Iterable[str | Path]) -> list[Path]:
+    """summary.json files: each path is one, a run folder holding one, or a folder searched below."""
+    found = []
+    for path in map(Path, paths):
+        if path.is_file():
+            found.append(path)
+        elif (path / SUMMARY).is_file():
+            found.append(path / SUMMARY)
+        elif path.is_dir():
+            found += sorted(path.rglob(SUMMARY))
+        else:
+            raise FileNotFoundError(f"{path}: no such run folder or {SUMMARY}")
+    return found
+
+
+def runs_from_wandb(project: str, api: Any = None) -> list[Run]:
+    """The finished and running fits of a W&B project ('entity/project'), read through the W&B API (online)."""
+    if api is None:
+        import wandb
+
+        api = wandb.Api()
+    runs = []
+    for run in api.runs(project):
+        config, summary = dict(run.config), dict(run.summary)
+        model, data = config.get("model") or {}, config.get("data") or {}
+        if "collection" not in data:
+            continue  # not a `solution fit` run
+        runs.append(Run(name=run.name, run_id=run.id, collection=data["collection"], setting=setting_label(model, data),
+                        digest=settings_digest(config), seed=config.get("seed_everything"),
+                        best=_number(summary.get("val/score_best")), last=_number(summary.get("val/score")),
+                        epochs=int(summary.get("epoch") or 0),
+                        configs_per_s=_number(summary.get("perf/train_configs_per_s")),
+                        peak_mib=_number(summary.get("perf/peak_memory_mib")),
+                        started=_number(summary.get("_timestamp")), source="/".join(run.path)))
+    return runs
+
+
+@dataclass(frozen=True)
+class Stats:
+    mean: float
+    std: float
+    n: int
+
+    def __str__(self) -> str:
+        return "–" if self.n == 0 else f"{self.mean:.4f} ± {self.std:.4f} ({self.n})"
+
+
+def stats(values: list[float]) -> Stats:
+    """Mean, sample standard deviation (0 for one value) and count of the finite values."""
+    finite = [v for v in values if np.isfinite(v)]
+    if not finite:
+        return Stats(math.nan, math.nan, 0)
+    return Stats(float(np.mean(finite)), float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0, len(finite))
+
+
+class Comparison:
+    """Runs grouped by setting (seeds together), per collection, against a baseline setting."""
+
+    def __init__(self, runs: list[Run], baseline: str | None = None) -> None:
+        if not runs:
+            raise ValueError("no runs to compare")
+        self.runs = runs
+        digests: dict[tuple[str, str], set[str]] = {}
+        for run in runs:
+            digests.setdefault((run.collection, run.setting), set()).add(run.digest)
+        split = {setting for (_, setting), found in digests.items() if len(found) > 1}
+        # a setting that ran with other differences too, on one collection, is split by digest
+        self.label = {run: run.setting + (f" #{run.digest}" if run.setting in split else "") for run in runs}
+        self.settings = list(dict.fromkeys(self.label[run] for run in runs))
+        self.collections = [c for c in COLLECTIONS if any(run.collection == c for run in runs)]
+        self.baseline = self.resolve(baseline) if baseline else self.settings[0]
+        self.table = {(s, c): stats([r.best for r in runs if self.label[r] == s and r.collection == c])
+                      for s in self.settings for c in self.collections}
+
+    def resolve(self, name: str) -> str:
+        """A setting named directly, or the setting of the run with this name, id or summary path."""
+        if name in self.settings:
+            return name
+        for run in self.runs:
+            if name in (run.name, run.run_id, run.source, str(Path(run.source).parent)):
+                return self.label[run]
+        raise ValueError(f"--baseline {name!r}: no such setting or run; settings: {'; '.join(self.settings)}")
+
+    def final(self, setting: str) -> Stats:
+        """The mean over collections of the setting's per-collection means (n: collections it covers)."""
+        means = [self.table[setting, c].mean for c in self.collections if self.table[setting, c].n]
+        return Stats(float(np.mean(means)), math.nan, len(means)) if means else Stats(math.nan, math.nan, 0)
+
+    def final_text(self, setting: str) -> str:
+        final = self.final(setting)
+        covered = "" if final.n == len(self.collections) else f" ({final.n}/{len(self.collections)})"
+        return _fmt(final.mean) + covered if final.n else "–"
+
+    def delta(self, setting: str, collection: str | None) -> float:
+        """Mean of `setting` minus the baseline's, on one collection or (None) the final mean where both cover
+        every collection shown."""
+        if collection is None:
+            final, base = self.final(setting), self.final(self.baseline)
+            return final.mean - base.mean if final.n == base.n == len(self.collections) else math.nan
+        return self.table[setting, collection].mean - self.table[self.baseline, collection].mean
+
+    def markdown(self) -> str:
+        header = "| setting | " + " | ".join(self.collections) + " | final |"
+        rule = "|---" * (len(self.collections) + 2) + "|"
+        means = [header, rule] + [
+            f"| {s} | " + " | ".join(str(self.table[s, c]) for c in self.collections)
+            + f" | {self.final_text(s)} |" for s in self.settings]
+        deltas = [header, rule] + [
+            f"| {s} | " + " | ".join(_fmt(self.delta(s, c), signed=True) for c in self.collections)
+            + f" | {_fmt(self.delta(s, None), signed=True)} |" for s in self.settings]
+        runs = ["| run | collection | setting | seed | best | last | Δ best | epochs | configs/s | peak MiB |",
+                "|---" * 10 + "|"] + [
+            f"| {r.name} | {r.collection} | {self.label[r]} | {r.seed} | {_fmt(r.best)} | {_fmt(r.last)} | "
+            f"{_fmt(r.best - self.table[self.baseline, r.collection].mean, signed=True)} | {r.epochs} | "
+            f"{_fmt(r.configs_per_s, 0)} | {_fmt(r.peak_mib, 0)} |" for r in self.runs]
+        return "\n".join([
+            "# Run comparison", "",
+            f"Metric: best validation score. Baseline: **{self.baseline}**. Settings are mean ± sample std over "
+            "seeds (number of runs); final is the mean over collections (how many of those shown, where not all).", "",
+            "## Settings", "", *means, "", "## Δ against the baseline", "", *deltas, "", "## Runs", "", *runs, ""])
+
+    def chart(self, path: Path) -> None:
+        """Grouped bars: one group per collection (and final), one bar per setting, seed spread as error bars."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        groups = [*self.collections, "final"]
+        width = 0.8 / len(self.settings)
+        figure, axis = plt.subplots(figsize=(1.6 + 1.5 * len(groups), 4))
+        for i, setting in enumerate(self.settings):
+            cells = [self.table[setting, c] for c in self.collections] + [self.final(setting)]
+            axis.bar(np.arange(len(groups)) + i * width, [c.mean for c in cells], width,
+                     yerr=[0 if np.isnan(c.std) else c.std for c in cells], capsize=2, label=setting)
+        axis.set_xticks(np.arange(len(groups)) + width * (len(self.settings) - 1) / 2, groups, rotation=15)
+        axis.set_ylabel("best validation score")
+        axis.legend(fontsize=7)
+        figure.tight_layout()
+        with atomic_write(path, "wb") as handle:
+            figure.savefig(handle, format="png", dpi=90)
+        plt.close(figure)
+
+
+def _fmt(value: float, digits: int = 4, signed: bool = False) -> str:
+    if not np.isfinite(value):
+        return "–"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def select(runs: list[Run], pattern: str | None) -> list[Run]:
+    """The runs whose group ('<collection> <setting>') or setting matches a glob pattern."""
+    if pattern is None:
+        return runs
+    return [r for r in runs if fnmatch.fnmatch(r.group, pattern) or fnmatch.fnmatch(r.setting, pattern)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="solution compare", description=__doc__)
+    parser.add_argument("runs", nargs="*", help="run folders, summary.json files or folders to search (default: runs)")
+    parser.add_argument("--group", help="only runs whose group or setting matches this glob, e.g. 'layout:*'")
+    parser.add_argument("--baseline", help="a setting, or a run's name, id or folder (default: the earliest run)")
+    parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="also read the runs of a W&B project (online)")
+    parser.add_argument("--out", default="runs/compare", help="folder for compare.md and compare.png")
+    args = parser.parse_args(argv)
+    paths = args.runs or ([] if args.wandb else ["runs"])
+    runs = [run_from_summary(p) for p in find_summaries(paths)] + (runs_from_wandb(args.wandb) if args.wandb else [])
+    runs = sorted(select(runs, args.group), key=lambda r: r.started)  # the earliest run is the default baseline
+    if not runs:
+        parser.error(f"no runs found in {', '.join(paths) or args.wandb}"
+                     + (f" matching --group {args.group!r}" if args.group else ""))
+    comparison = Comparison(runs, args.baseline)
+    text, out = comparison.markdown(), Path(args.out)
+    with atomic_write(out / "compare.md") as handle:
+        handle.write(text)
+    comparison.chart(out / "compare.png")
+    print(f"{text}\nwrote {out / 'compare.md'} and {out / 'compare.png'}")
+    return 0

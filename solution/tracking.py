@@ -1,0 +1,281 @@
+"""Experiment tracking: an offline-first W&B logger, run names from settings, and each fit's own run folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from lightning.pytorch.cli import SaveConfigCallback
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
+from .atomic import atomic_write
+
+MODES = ("online", "offline", "disabled")
+SUMMARY = "summary.json"
+PER_GRAPH = "per_graph.csv"
+RANKS = "ranks.png"
+PLOTTED_GRAPHS = 4  # graphs in the predicted-vs-true rank plot
+SECTIONS = ("model", "data", "trainer")  # of a config: the settings that make an experiment
+# Settings that locate data or choose machines, not the experiment: left out of the digest.
+NOT_SETTINGS = {"seed", "root", "cache_dir", "num_workers", "logger", "callbacks", "default_root_dir", "devices",
+                "accelerator", "num_nodes", "enable_progress_bar"}
+
+
+def wandb_mode(requested: str | None = None) -> str:
+    """The W&B mode of a run: `WANDB_MODE=disabled` always wins, then `requested`, then WANDB_MODE, else online
+    under a W&B sweep agent (which needs the server) and offline otherwise."""
+    environment = os.environ.get("WANDB_MODE")
+    if environment == "disabled":
+        return "disabled"
+    default = "online" if os.environ.get("WANDB_SWEEP_ID") else "offline"
+    mode = {"dryrun": "offline", "run": "online"}.get(requested or environment, requested or environment or default)
+    if mode not in MODES:
+        source = "--trainer.logger.init_args.mode" if requested else "WANDB_MODE"
+        raise ValueError(f"{source}={requested or environment!r}; expected one of {', '.join(MODES)}")
+    return mode
+
+
+class RunLogger(WandbLogger):
+    """Lightning's W&B logger, offline unless `mode` or WANDB_MODE says otherwise; `WANDB_MODE=disabled`
+    switches it off whatever else is set (Lightning's own `offline=True` would override it)."""
+
+    def __init__(
+        self,
+        save_dir: str = "runs",
+        project: str = "tpugraphs",
+        name: str | None = None,
+        group: str | None = None,
+        tags: list[str] | None = None,
+        mode: str | None = None,
+        log_model: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        requested = "offline" if kwargs.pop("offline", False) and not mode else mode
+        self.mode = wandb_mode(requested)
+        if self.mode != "disabled":
+            Path(save_dir).mkdir(parents=True, exist_ok=True)  # else wandb warns that its git root is missing
+        super().__init__(save_dir=save_dir, project=project, name=name, group=group, tags=tags, mode=self.mode,
+                         log_model=log_model, **kwargs)
+        if self._wandb_init.get("anonymous") is None:  # wandb warns about the key even when it is unset
+            self._wandb_init.pop("anonymous", None)
+
+    def finalize(self, status: str) -> None:
+        """Ends the W&B run once the trainer is done (Lightning leaves it open), so that the next fit in this
+        process starts a run of its own."""
+        super().finalize(status)
+        if self._experiment is not None:
+            self._id = self._experiment.id
+            self._experiment.finish(exit_code=0 if status == "success" else 1)
+            self._experiment = None
+
+    def run_path(self) -> dict[str, str | None]:
+        """Where W&B keeps this run: its path on the server (online) and its local folder (offline)."""
+        if self.mode == "disabled":
+            return {"mode": self.mode, "path": None, "dir": None}
+        run = self.experiment
+        return {"mode": self.mode, "path": "/".join(run.path) if isinstance(run.path, list) else str(run.path),
+                "dir": str(Path(run.dir).parent)}
+
+
+# ---------------------------------------------------------------- names from settings
+
+
+def leaves(config: Mapping, prefix: str = "") -> dict[str, Any]:
+    """A nested config flattened to dotted keys."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(leaves(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def setting_label(model: Mapping, data: Mapping) -> str:
+    """The settings that tell ablations apart, in words: 'graph xattn pad-1 k_hop1 hinge'."""
+    if model.get("variant") == "config_only":
+        return f"config_only {model.get('loss', 'hinge')}"
+    prune = data.get("prune", "k_hop")
+    pruning = f"k_hop{data.get('hops', 1)}" if prune == "k_hop" else prune
+    tile = str(data.get("collection", "")).startswith("tile")  # kernels are never pruned
+    return " ".join([
+        "graph", "xattn" if model.get("cross_attention", True) else "no-xattn",
+        "pad-1" if data.get("sentinel", True) else "pad0", *([] if tile else [pruning]), model.get("loss", "hinge"),
+    ])
+
+
+def settings_digest(config: Mapping) -> str:
+    """Six hex digits that differ when any model, data or trainer setting but seeds, paths and machine differs."""
+    flat = leaves({section: config[section] for section in SECTIONS if isinstance(config.get(section), Mapping)})
+    kept = {k: v for k, v in sorted(flat.items()) if NOT_SETTINGS.isdisjoint(k.split("."))}
+    return hashlib.sha1(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:6]
+
+
+def describe(config: Mapping) -> dict[str, Any]:
+    """Run name, W&B group and tags of a `fit` config (sections model, data and seed_everything)."""
+    model, data = config.get("model") or {}, config.get("data") or {}
+    collection, seed, label = data.get("collection", "?"), config.get("seed_everything"), setting_label(model, data)
+    tags = [collection, *label.split(), f"seed{seed}"]
+    return {"name": f"{collection} {label} seed{seed}", "group": f"{collection} {label}", "tags": tags}
+
+
+# ---------------------------------------------------------------- the run folder
+
+
+def run_folder(trainer: pl.Trainer) -> Path:
+    """Where a fit keeps checkpoints/, config.yaml and summary.json: beside the checkpoints when their folder is
+    set, else the logger's own run folder (<save_dir>/<project>/<run id> for W&B), else the root dir."""
+    checkpoint = trainer.checkpoint_callback
+    if checkpoint is not None and getattr(checkpoint, "dirpath", None):
+        return Path(checkpoint.dirpath).parent
+    if not trainer.loggers:
+        return Path(trainer.default_root_dir)
+    logger = trainer.loggers[0]
+    if isinstance(logger, (CSVLogger, TensorBoardLogger)):
+        return Path(logger.log_dir)
+    run = logger.version if isinstance(logger.version, str) else f"version_{logger.version}"
+    return Path(logger.save_dir or trainer.default_root_dir) / str(logger.name) / run
+
+
+def code_version() -> dict[str, str | None]:
+    """The package version and, in a git checkout, the commit (with '+dirty' when files differ from it)."""
+    try:
+        package = version("solution")
+    except PackageNotFoundError:
+        package = None
+    here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    commit = git("rev-parse", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+dirty"
+    return {"package": package, "git": commit}
+
+
+def peak_memory_mib() -> float:
+    """Peak memory of this process so far: GPU memory allocated on CUDA, else resident memory."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB on Linux
+
+
+class RunRecorder(SaveConfigCallback):
+    """Records each `fit` in its run folder, beside checkpoints/: config.yaml (the resolved config, also logged
+    as the W&B config), summary.json (settings, best and last validation metrics, speed, memory, code version,
+    W&B path; rewritten after every validation), and at the end per_graph.csv and ranks.png (also logged to
+    W&B as a table and an image). Other sub-commands record nothing."""
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        self.folder, self.started = run_folder(trainer), time.time()
+        self.settings = self.config.as_dict()
+        self.best: dict[str, float] | None = None
+        self.last: dict[str, float] = {}
+        self.perf: dict[str, float] = {}
+        if trainer.is_global_zero:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with atomic_write(self.folder / self.config_filename) as handle:
+                handle.write(self.parser.dump(self.config, skip_none=False))
+            self.write(trainer, "running")
+        for logger in trainer.loggers:
+            logger.log_hyperparams(self.settings)
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.epoch_start, self.configs_seen = time.perf_counter(), 0
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any,
+                           batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.configs_seen += int(batch["config_mask"].sum())
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        seconds = max(time.perf_counter() - self.epoch_start, 1e-9)
+        self.perf = {"perf/train_configs_per_s": self.configs_seen / seconds, "perf/peak_memory_mib": peak_memory_mib()}
+        for name, value in self.perf.items():
+            pl_module.log(name, value)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or not hasattr(self, "folder"):
+            return
+        self.last = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        self.last["epoch"] = trainer.current_epoch
+        if "val/score" in self.last and (self.best is None or self.last["val/score"] > self.best["val/score"]):
+            self.best = dict(self.last)
+        if self.best is not None:
+            for logger in trainer.loggers:
+                logger.log_metrics({"val/score_best": self.best["val/score"]}, step=trainer.global_step)
+        if trainer.is_global_zero:
+            self.write(trainer, "running")
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        results = getattr(pl_module, "graph_results", {})
+        if results:
+            graphs = trainer.datamodule.graphs("valid")
+            columns = ["graph", "configs", *next(iter(results.values()))]
+            rows = [[graphs.stems[g], graphs.num_configs(g), *m.values()] for g, m in sorted(results.items())]
+            with atomic_write(self.folder / PER_GRAPH) as handle:
+                handle.write("\n".join(",".join(map(str, row)) for row in [columns, *rows]) + "\n")
+            plot_ranks(pl_module.last_table, graphs.stems, self.folder / RANKS)
+            for logger in trainer.loggers:
+                if isinstance(logger, WandbLogger):
+                    logger.log_table("val/per_graph", columns=columns, data=rows)
+                    logger.log_image("val/ranks", [str(self.folder / RANKS)])
+        self.write(trainer, "finished")
+
+    def write(self, trainer: pl.Trainer, status: str) -> None:
+        """summary.json, rewritten whole (atomically) each time."""
+        logger = trainer.loggers[0] if trainer.loggers else None
+        checkpoint = trainer.checkpoint_callback
+        summary = {
+            **describe(self.settings), "status": status, "run_id": getattr(logger, "version", None),
+            "setting": setting_label(self.settings.get("model") or {}, self.settings.get("data") or {}),
+            "collection": (self.settings.get("data") or {}).get("collection"),
+            "seed": self.settings.get("seed_everything"), "digest": settings_digest(self.settings),
+            "started": self.started, "seconds": time.time() - self.started, "epochs": trainer.current_epoch,
+            "best": self.best, "last": self.last, "perf": self.perf,
+            "best_checkpoint": getattr(checkpoint, "best_model_path", None) or None,
+            "wandb": logger.run_path() if isinstance(logger, RunLogger) else None,
+            "code": code_version(), "config": self.settings,
+        }
+        with atomic_write(self.folder / SUMMARY) as handle:
+            json.dump(summary, handle, indent=2, default=str)
+
+
+def plot_ranks(table, stems: list[str], path: Path) -> None:
+    """Predicted rank against true rank for the first few validation graphs, one panel each, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    graph_ids = list(table)[:PLOTTED_GRAPHS]
+    figure, axes = plt.subplots(1, len(graph_ids), figsize=(3.2 * len(graph_ids), 3.2), squeeze=False)
+    for axis, graph_id in zip(axes[0], graph_ids):
+        _, scores, target = table.graph(graph_id)
+        axis.scatter(np.argsort(np.argsort(target)), np.argsort(np.argsort(scores)), s=4, alpha=0.5)
+        axis.set(title=stems[graph_id][:28], xlabel="true rank (0 = fastest)", ylabel="predicted rank")
+    figure.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=80)
+    plt.close(figure)
