@@ -17,11 +17,16 @@ def load(name: str):
     return module
 
 
-@pytest.mark.parametrize("name", ["data_bench", "quality"])
-def test_benchmark_smoke(name, capsys):
-    assert load(name).main(["--smoke"]) == 0
+@pytest.mark.parametrize("name", ["data_bench", "quality", "speed"])
+def test_benchmark_smoke(name, capsys, tmp_path):
+    assert load(name).main(["--smoke", *(["--out", str(tmp_path / "speed.md")] if name == "speed" else [])]) == 0
     out = capsys.readouterr().out
     expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS"],
-                "quality": ["tile:xla", "layout:xla:default", "config-only baseline", "±"]}[name]
+                "quality": ["tile:xla", "layout:xla:default", "config-only baseline", "±"],
+                "speed": ["Same predictions", "Training step", "Inference pass", "| torch |", "| 256 |"]}[name]
     for text in expected:
         assert text in out
+
+
+def test_encode_once_and_early_fusion_give_the_same_scores():
+    assert load("speed").same_predictions("cpu") < 1e-4
