@@ -134,14 +134,15 @@ def describe(config: Mapping) -> dict[str, Any]:
 # ---------------------------------------------------------------- the run folder
 
 
-def run_folder(trainer: pl.Trainer) -> Path:
+def run_folder(trainer: pl.Trainer) -> Path | None:
     """Where a fit keeps checkpoints/, config.yaml and summary.json: beside the checkpoints when their folder is
-    set, else the logger's own run folder (<save_dir>/<project>/<run id> for W&B), else the root dir."""
+    set, else the logger's own run folder (<save_dir>/<project>/<run id> for W&B); None with neither (no
+    logger: nothing is recorded, rather than written into the working directory)."""
     checkpoint = trainer.checkpoint_callback
     if checkpoint is not None and getattr(checkpoint, "dirpath", None):
         return Path(checkpoint.dirpath).parent
     if not trainer.loggers:
-        return Path(trainer.default_root_dir)
+        return None
     logger = trainer.loggers[0]
     if isinstance(logger, (CSVLogger, TensorBoardLogger)):
         return Path(logger.log_dir)
@@ -184,10 +185,13 @@ class RunRecorder(SaveConfigCallback):
     W&B path; rewritten after every validation), and at the end per_graph.csv and ranks.png (also logged to
     W&B as a table and an image). Other sub-commands record nothing."""
 
+    folder: Path | None = None  # None: nothing to record (another sub-command, or no logger and no dirpath)
+
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage != "fit":
+        self.folder = run_folder(trainer) if stage == "fit" else None
+        if self.folder is None:
             return
-        self.folder, self.started = run_folder(trainer), time.time()
+        self.started = time.time()
         self.settings = self.config.as_dict()
         self.best: dict[str, float] | None = None
         self.last: dict[str, float] = {}
@@ -214,7 +218,7 @@ class RunRecorder(SaveConfigCallback):
             pl_module.log(name, value)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking or not hasattr(self, "folder"):
+        if trainer.sanity_checking or self.folder is None:
             return
         self.last = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         self.last["epoch"] = trainer.current_epoch
@@ -227,7 +231,7 @@ class RunRecorder(SaveConfigCallback):
             self.write(trainer, "running")
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not trainer.is_global_zero:
+        if self.folder is None or not trainer.is_global_zero:
             return
         results = getattr(pl_module, "graph_results", {})
         if results:

@@ -220,3 +220,15 @@ def test_sweep_runs_the_grid_locally(tiny_root, tmp_path, monkeypatch):
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("summary.json")]
     assert sorted(s["setting"] for s in summaries) == ["graph no-xattn pad-1 hinge", "graph xattn pad-1 hinge"]
     assert not (tmp_path / "runs" / "wandb").exists()
+
+
+def test_without_a_logger_records_only_beside_an_explicit_checkpoint_folder(tiny_root, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["fit", "--config", str(CONFIGS / "tile_xla.yaml"), "--config", str(CONFIGS / "demo.yaml"),
+            "--data.root", str(tiny_root), "--trainer.logger", "false", *QUICK[:2], "--model.hidden", "16"]
+    lightning_main(args)
+    assert not list(tmp_path.rglob("summary.json")) and not (tmp_path / "config.yaml").exists()
+    lightning_main([*args, "--checkpoint.dirpath", str(tmp_path / "run" / "checkpoints")])
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["wandb"] is None and summary["status"] == "finished"
+    assert (tmp_path / "run" / "config.yaml").is_file()
