@@ -9,9 +9,10 @@ Graphs are random XLA-like DAGs (each node reads one or two of the 50 nodes befo
 configurable). Three ways to score the same configs: early fusion, the way the public top solutions do it
 (the whole graph encoded again for every config, [C, N, d] through every layer); encode once on the whole
 graph (same predictions as early fusion, checked); and the package's default, encode once on the graph cut
-to the configurable nodes and their 1-hop neighbourhood (pruning is cached preprocessing, not timed). Every measurement runs in a child process of its own, so that its
-peak memory is its own: GPU memory allocated, or on the CPU resident memory (sampled every millisecond), both
-above the level after building the model and batch. Pairs are measured in the same run, side by side.
+to the configurable nodes and their 1-hop neighbourhood (pruning is cached preprocessing, not timed).
+Every measurement runs in a child process of its own, so that its peak memory is its own: GPU memory
+allocated, or on the CPU resident memory (sampled every millisecond), both above the level after building the
+model and batch. The variants are measured in the same run, side by side.
 """
 
 from __future__ import annotations

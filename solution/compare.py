@@ -52,7 +52,8 @@ def run_from_summary(path: Path) -> Run:
         summary = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise ValueError(f"{path}: not a readable run summary ({error})") from error
-    missing = [k for k in ("name", "run_id", "collection", "setting", "digest", "seed", "best", "last") if k not in summary]
+    keys = ("name", "run_id", "collection", "setting", "digest", "seed", "best", "last")
+    missing = [k for k in keys if k not in summary]
     if missing:
         raise ValueError(f"{path}: key(s) {', '.join(missing)} missing; expected a summary written by `solution fit`")
     perf, best, last = summary.get("perf") or {}, summary["best"] or {}, summary["last"] or {}

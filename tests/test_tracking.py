@@ -108,7 +108,8 @@ def test_fit_leaves_config_summary_and_per_graph_table(two_runs, tiny_root):
         assert (folder / "ranks.png").read_bytes()[:4] == PNG
         assert (folder / "checkpoints" / "best.ckpt").is_file()
     first, second = (json.loads((f / "summary.json").read_text()) for f in two_runs.folders)
-    assert first["setting"] == "graph xattn pad-1 k_hop1 hinge" and second["setting"] == "graph no-xattn pad-1 k_hop1 hinge"
+    assert first["setting"] == "graph xattn pad-1 k_hop1 hinge"
+    assert second["setting"] == "graph no-xattn pad-1 k_hop1 hinge"
     assert first["name"].startswith("layout:xla:random graph xattn") and first["digest"] != second["digest"]
 
 
@@ -140,7 +141,8 @@ def run(name: str, setting: str, best: float, collection: str = "layout:xla:rand
 
 
 def test_comparison_means_spreads_deltas_and_splits_unlike_settings():
-    runs = [run("a0", "base", 0.5), run("a1", "base", 0.7, seed=1), run("b0", "new", 0.8), run("b1", "new", 0.9, seed=1),
+    runs = [run("a0", "base", 0.5), run("a1", "base", 0.7, seed=1), run("b0", "new", 0.8),
+            run("b1", "new", 0.9, seed=1),
             run("t0", "base", 0.2, collection="tile:xla"), run("c0", "new", 0.1, digest="bbbbbb")]
     result = compare.Comparison(runs)
     assert result.baseline == "base"
