@@ -93,6 +93,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                         'temperature': 0.5,
                         'edge_direction': 'both',
                         'dropout': 0.0,
+                        'compile': False,
                         'loss': 'hinge',
                         'margin': 1.0,
                         'lr': 0.001,
@@ -130,6 +131,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'temperature': 0.5,
                                  'edge_direction': 'both',
                                  'dropout': 0.0,
+                                 'compile': False,
                                  'loss': 'hinge',
                                  'margin': 1.0,
                                  'lr': 0.001,
@@ -167,6 +169,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'temperature': 0.5,
                                   'edge_direction': 'both',
                                   'dropout': 0.0,
+                                  'compile': False,
                                   'loss': 'hinge',
                                   'margin': 1.0,
                                   'lr': 0.001,
@@ -204,6 +207,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'temperature': 0.5,
                                  'edge_direction': 'both',
                                  'dropout': 0.0,
+                                 'compile': False,
                                  'loss': 'hinge',
                                  'margin': 1.0,
                                  'lr': 0.001,
@@ -241,6 +245,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'temperature': 0.5,
                                   'edge_direction': 'both',
                                   'dropout': 0.0,
+                                  'compile': False,
                                   'loss': 'hinge',
                                   'margin': 1.0,
                                   'lr': 0.001,
@@ -280,6 +285,7 @@ SOURCES['solution.atomic'] = '''\
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -289,20 +295,33 @@ from typing import IO, Iterator
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "w", **open_kwargs) -> Iterator[IO]:
     """Open a temporary sibling of `path` for writing; on success rename it onto `path`, on error delete it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
+    path, tmp = Path(path), None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
         with os.fdopen(fd, mode, **open_kwargs) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as error:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if isinstance(error, OSError) and error.errno in REASONS:  # disk full, permission denied, ...
+            raise OSError(error.errno, f"cannot write {path}: {REASONS[error.errno]} ({error.strerror}); "
+                          f"{'the old file is unchanged' if path.exists() else 'nothing was written'}") from error
         raise
+
+
+REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "the file system is read-only",
+}
 
 
 def _umask() -> int:
@@ -445,8 +464,12 @@ class ArrayCache:
         return result
 
     def _write(self, entry: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=f".{entry.name}."))
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=f".{entry.name}."))
+        except OSError as error:
+            raise OSError(error.errno, f"cannot write the preprocessing cache {self.folder}: {error.strerror}; "
+                          "choose another folder with SOLUTION_CACHE or --data.cache_dir") from error
         try:
             checks = {}
             for name, array in arrays.items():
@@ -458,10 +481,12 @@ class ArrayCache:
             if entry.exists():
                 shutil.rmtree(entry)  # a corrupt entry being replaced
             os.rename(tmp, entry)  # atomic: readers see the whole entry or none
-        except OSError:
+        except OSError as error:
             shutil.rmtree(tmp, ignore_errors=True)
             if not (entry / META).exists():  # another process may have won the rename race
-                raise
+                raise OSError(error.errno, f"cannot write cache entry {entry}: {error.strerror or error}; "
+                              "free some space or choose another folder with SOLUTION_CACHE or --data.cache_dir"
+                              ) from error
 
     def _read(self, entry: Path) -> tuple[dict[str, np.ndarray], dict] | None:
         """Memory-mapped arrays of a complete, intact entry; None (and a warning) for a missing or bad one."""
@@ -509,7 +534,8 @@ from .submission import collection_file_stem, write_collection
 
 
 class SubmissionWriter(pl.Callback):
-    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it."""
+    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it (from every
+    process's predictions, written once)."""
 
     def __init__(self, out_dir: str = "submissions") -> None:
         self.out_dir = Path(out_dir)
@@ -518,6 +544,10 @@ class SubmissionWriter(pl.Callback):
         datamodule = trainer.datamodule
         graphs = datamodule.graphs(datamodule.hparams.predict_split)
         table = pl_module.predictions
+        table.gather()
+        if not trainer.is_global_zero:
+            table.parts.clear()
+            return
         scores = {}
         for graph_id in table:
             rows, mean, _ = table.graph(graph_id)
@@ -651,7 +681,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from .cache import ArrayCache
 from .configs import unpack
@@ -710,7 +740,8 @@ def sample_rows(target: np.ndarray, count: int, mode: str, rng: np.random.Genera
 
 
 class TrainSet(Dataset):
-    """Each item is one graph with `configs_per_graph` sampled configs; a fresh sample every epoch."""
+    """Each item is one graph with `configs_per_graph` sampled configs, drawn with the seed the sampler pairs with
+    the graph's index (a fresh sample every epoch)."""
 
     def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str) -> None:
         self.graphs, self.count, self.sampling = graphs, configs_per_graph, sampling
@@ -718,11 +749,30 @@ class TrainSet(Dataset):
     def __len__(self) -> int:
         return len(self.graphs)
 
-    def __getitem__(self, index: int) -> tuple[Graph, Item]:
+    def __getitem__(self, key: tuple[int, tuple[int, ...]]) -> tuple[Graph, Item]:
+        index, draw = key
         graph = self.graphs.load(index)
-        # drawn from torch's RNG so that seed_everything and DataLoader workers make it reproducible
-        rng = np.random.default_rng(int(torch.randint(2**62, ())))
+        rng = np.random.default_rng(draw)
         return graph, Item(index, sample_rows(np.asarray(graph.target), self.count, self.sampling, rng))
+
+
+class ShardSampler(DistributedSampler):
+    """This process's share of a dataset. Training: an order fixed by (seed, epoch), padded so that every rank
+    takes the same number of steps, each index paired with its own draw seed (seed, epoch, index), so that a
+    resumed or sharded run draws what an uninterrupted one would. Evaluation: every item exactly once over the
+    ranks, in order, no padding."""
+
+    def __init__(self, dataset: Dataset, train: bool, seed: int = 0, rank: int = 0, world: int = 1) -> None:
+        super().__init__(dataset, num_replicas=world, rank=rank, shuffle=train, seed=seed)
+        self.train = train
+
+    def __iter__(self):
+        if not self.train:
+            return iter(range(self.rank, len(self.dataset), self.num_replicas))
+        return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
+
+    def __len__(self) -> int:
+        return self.num_samples if self.train else len(range(self.rank, len(self.dataset), self.num_replicas))
 
 
 class ChunkSet(Dataset):
@@ -878,28 +928,31 @@ class TpuGraphsDataModule(pl.LightningDataModule):
             sums[name] = (np.asarray(total), np.asarray(total_sq), count)
         return sums
 
-    def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
-        workers = self.hparams.num_workers
-        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
-                          collate_fn=Collate(self.task, self.hparams.fill_default_layout),
+    def _loader(self, dataset: Dataset, batch_size: int, train: bool) -> DataLoader:
+        """Batches of this process's shard: the rank and world size come from the trainer (one process without)."""
+        trainer, workers = self.trainer, self.hparams.num_workers
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        seed = torch.initial_seed() % 2**62  # set by seed_everything
+        return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
+                          num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
         train = TrainSet(self.graphs("train"), self.hparams.configs_per_graph, self.hparams.sampling)
-        return self._loader(train, self.hparams.graphs_per_batch, shuffle=True)
+        return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
     def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:
         return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, self.hparams.seed)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, shuffle=False)
+        return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, train=False)
 
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()
 
     def predict_dataloader(self) -> DataLoader:
         chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)
-        return self._loader(chunks, self.hparams.eval_graphs_per_batch, shuffle=False)
+        return self._loader(chunks, self.hparams.eval_graphs_per_batch, train=False)
 '''
 
 # ---------------------------------------- solution.features
@@ -1737,7 +1790,7 @@ class TileRanker(nn.Module):
 
 
 # settings of the per-node config blocks, which the tile model does not have
-LAYOUT_ONLY = ("config_layers", "temperature")
+LAYOUT_ONLY = ("config_layers", "temperature", "encode_once")
 
 
 def build_model(task: str, node_feat_dim: int, **hparams) -> nn.Module:
@@ -1799,6 +1852,17 @@ class ScoreTable:
     def __iter__(self):
         return iter(sorted(self.parts))
 
+    def gather(self) -> None:
+        """Merge every process's parts into this table, on every process (nothing to do in one process)."""
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return
+        every: list[dict | None] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(every, self.parts)
+        self.parts = {}
+        for parts in every:
+            for graph_id, pieces in parts.items():
+                self.parts.setdefault(graph_id, []).extend(pieces)
+
 
 def graph_metrics(task: str, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
     """The collection's metrics for one graph; `score` is the one the competition averages."""
@@ -1826,6 +1890,8 @@ class RankingModule(pl.LightningModule):
         temperature: float = 0.5,
         edge_direction: str = "forward",
         dropout: float = 0.0,
+        encode_once: bool = True,
+        compile: bool = False,
         loss: str = "hinge",
         margin: float = 1.0,
         lr: float = 1e-3,
@@ -1839,7 +1905,7 @@ class RankingModule(pl.LightningModule):
         self.model = ConfigOnlyRanker(task, hidden) if variant == "config_only" else build_model(
             task, node_feat_dim, hidden=hidden, opcode_dim=opcode_dim, graph_layers=graph_layers,
             config_layers=config_layers, cross_attention=cross_attention, heads=heads, temperature=temperature,
-            edge_direction=edge_direction, dropout=dropout,
+            edge_direction=edge_direction, dropout=dropout, encode_once=encode_once,
         )
         self.node_scaler = Standardizer(node_feat_dim)
         self.config_scaler = Standardizer(TILE_CONFIG_DIM) if task == "tile" else None
@@ -1848,6 +1914,10 @@ class RankingModule(pl.LightningModule):
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
         self.predictions = ScoreTable()
+
+    def configure_model(self) -> None:
+        if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
+            self.model.compile(dynamic=True)
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -1862,7 +1932,7 @@ class RankingModule(pl.LightningModule):
         batch = dict(batch, node_feat=self.node_scaler(batch["node_feat"]))
         if self.config_scaler is not None:
             batch["config_feat"] = self.config_scaler(batch["config_feat"])
-        return self.model(batch)  # [G, C]
+        return self.model(batch).float()  # [G, C]; float32 also under bf16 autocast
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         scores = self(batch)
@@ -1886,6 +1956,7 @@ class RankingModule(pl.LightningModule):
         """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
         `graph_results` (graph id -> metrics) for run records."""
         self.last_table, self.val_table = self.val_table, ScoreTable()
+        self.last_table.gather()  # each process scored its shard: metrics over the whole set, once
         self.graph_results = {g: graph_metrics(self.hparams.task, *self.last_table.graph(g)[1:])
                               for g in self.last_table}
         per_graph = list(self.graph_results.values())
@@ -1893,7 +1964,8 @@ class RankingModule(pl.LightningModule):
             return
         for name in per_graph[0]:
             values = [m[name] for m in per_graph if np.isfinite(m[name])]
-            self.log(f"{prefix}/{name}", float(np.mean(values)) if values else 0.0, prog_bar=name == "score")
+            self.log(f"{prefix}/{name}", float(np.mean(values)) if values else 0.0, prog_bar=name == "score",
+                     sync_dist=True)  # the same value on every process: averaging leaves it unchanged
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         scores = self(batch)
@@ -2235,7 +2307,10 @@ def list_files(root: str | Path, collection: str, split: str) -> list[Path]:
     folder = collection_dir(root, collection) / split
     if not folder.is_dir():
         raise DataError(folder.parent, split, "no such split folder", f"{folder} holding .npz files")
-    return sorted(folder.glob("*.npz"))
+    files = sorted(folder.glob("*.npz"))
+    if not files:
+        raise DataError(folder, split, "no .npz files", "one .npz file per graph")
+    return files
 
 
 def submission_id(collection: str, path: Path) -> str:
@@ -2244,6 +2319,35 @@ def submission_id(collection: str, path: Path) -> str:
 
 
 # ---------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class KeyFormat:
+    """How one key must look. `shape`: an int is a fixed size, a letter a length shared between keys (fixed by the
+    first key in FORMAT that has it), None any size. `bounds`: inclusive value range, 'n' standing for n - 1."""
+
+    dtype: str  # "float" (float dtypes, and integer ones: exact values) | "int" (integer dtypes only)
+    shape: tuple[int | str | None, ...]
+    bounds: tuple[int, int | str] | None = None
+    integral: bool = False  # float values that must be whole numbers
+
+
+# Checked in this order: node_feat fixes n, config_runtime fixes c, node_config_feat fixes nc.
+FORMAT = {
+    "node_feat": KeyFormat("float", ("n", NODE_FEAT_DIM)),
+    "node_opcode": KeyFormat("int", ("n",), (0, NUM_OPCODES - 1)),
+    "edge_index": KeyFormat("int", (None, 2), (0, "n")),
+    "config_runtime": KeyFormat("int", ("c",)),  # its values depend on the split: _check_runtimes
+    "config_feat": KeyFormat("float", ("c", TILE_CONFIG_DIM)),
+    "config_runtime_normalizers": KeyFormat("int", ("c",)),
+    "node_config_feat": KeyFormat("float", ("c", "nc", LAYOUT_CONFIG_DIM), (-1, LAYOUT_SYMBOLS - 2), integral=True),
+    "node_config_ids": KeyFormat("int", ("nc",), (0, "n")),
+    "node_splits": KeyFormat("int", (1, None), (0, "n")),
+}
+LENGTHS = {"n": "nodes", "c": "configs", "nc": "configurable nodes"}
+NONEMPTY = ("n", "c")  # a graph has nodes and a file at least one config
+_INT64_MAX = np.iinfo(np.int64).max
+_BLOCK = 1 << 22  # elements per chunk of the element-wise checks: bounded temporaries on 0.86 GB config blocks
 
 
 def read_graph(path: str | Path, split: str | None = None) -> RawGraph:
@@ -2258,90 +2362,109 @@ def read_graph(path: str | Path, split: str | None = None) -> RawGraph:
     allowed = required + (OPTIONAL_LAYOUT_KEYS if kind == "layout" else ())
     missing = [k for k in required if k not in arrays]
     if missing:
-        raise DataError(path, missing[0], "key missing", f"a {kind} file with keys {', '.join(required)}")
+        raise DataError(path, missing[0], f"key missing (the file holds {', '.join(sorted(arrays)) or 'no arrays'})",
+                        f"a {kind} file with keys {', '.join(required)}")
     extra = sorted(set(arrays) - set(allowed))
     if extra:
         raise DataError(path, extra[0], "unexpected key", f"only {', '.join(allowed)}")
 
-    node_feat = _float(path, arrays, "node_feat", (None, NODE_FEAT_DIM))
-    n = len(node_feat)
-    node_opcode = _int(path, arrays, "node_opcode", (n,))
-    _check_range(path, "node_opcode", node_opcode, 0, NUM_OPCODES - 1)
-    edge_index = _int(path, arrays, "edge_index", (None, 2))
-    _check_range(path, "edge_index", edge_index, 0, n - 1)
-    runtime = _int(path, arrays, "config_runtime", (None,))
-    c = len(runtime)
-    if c == 0:
-        raise DataError(path, "config_runtime", "0 configs", "at least one config")
-
-    graph = RawGraph(path, kind, node_feat, node_opcode, edge_index, np.empty(0), runtime)
-    if kind == "tile":
-        graph.config_feat = _float(path, arrays, "config_feat", (c, TILE_CONFIG_DIM))
-        graph.normalizers = _int(path, arrays, "config_runtime_normalizers", (c,))
-    else:
-        graph.config_feat = _float(path, arrays, "node_config_feat", (c, None, LAYOUT_CONFIG_DIM))
-        nc = graph.config_feat.shape[1]
-        graph.config_node_ids = _int(path, arrays, "node_config_ids", (nc,))
-        _check_config_nodes(path, graph.config_node_ids, node_opcode)
-        _check_layout_values(path, graph.config_feat)
-        if "node_splits" in arrays:
-            graph.node_splits = _int(path, arrays, "node_splits", None).reshape(-1)  # [1, k] -> [k]
+    checked = _check_keys(path, arrays)
+    graph = RawGraph(path, kind, checked["node_feat"], checked["node_opcode"], checked["edge_index"],
+                     checked["config_feat" if kind == "tile" else "node_config_feat"], checked["config_runtime"],
+                     config_node_ids=checked.get("node_config_ids"),
+                     normalizers=checked.get("config_runtime_normalizers"))
+    if "node_splits" in checked:
+        graph.node_splits = checked["node_splits"].reshape(-1)  # [1, k] -> [k]
+    if kind == "layout":
+        _check_config_nodes(path, graph.config_node_ids, graph.node_opcode)
     _check_runtimes(path, graph, split)
     return graph
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an npz; any failure to decode it is a DataError naming the file (and the array, if one)."""
     if not path.is_file():
         raise DataError(path, "<file>", "no such file", "a readable .npz file")
+    expected = "a complete .npz (zip) file of numeric arrays"
     try:
         loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a plain .npy array under an .npz name
-            raise ValueError(f"a single {type(loaded).__name__}, not an archive")
-        with loaded as npz:
-            return {key: npz[key] for key in npz.files}
-    except Exception as err:  # zipfile, zlib, numpy header parsing (tokenize), unsupported compression...
-        raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})",
-                        "a complete .npz (zip) file") from err
+    except Exception as err:  # zipfile, zlib, numpy header parsing (tokenize), pickled data, empty file...
+        raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})", expected) from err
+    if not isinstance(loaded, np.lib.npyio.NpzFile):  # a plain .npy array under an .npz name
+        raise DataError(path, "<file>", f"unreadable archive: a single {type(loaded).__name__}, not a zip", expected)
+    arrays = {}
+    with loaded as npz:
+        for key in npz.files:
+            try:
+                arrays[key] = npz[key]
+            except Exception as err:  # truncated or corrupt member, object (pickled) arrays, bad CRC...
+                raise DataError(path, "<file>", f"unreadable array '{key}' ({type(err).__name__}: {err})",
+                                expected) from err
+    return arrays
 
 
-def _shape_ok(shape: tuple[int, ...], expected: tuple[int | None, ...] | None) -> bool:
-    if expected is None:
-        return True
-    return len(shape) == len(expected) and all(e is None or s == e for s, e in zip(shape, expected))
+def _check_keys(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Check each array against FORMAT, in FORMAT's order; floats come back as float32, integers as int64."""
+    lengths: dict[str, tuple[int, str]] = {}  # length name -> (its value, the key that fixed it)
+    checked = {}
+    for key in (key for key in FORMAT if key in arrays):
+        checked[key] = _check_array(path, key, arrays[key], FORMAT[key], lengths)
+    return checked
 
 
-def _shape_text(expected: tuple[int | None, ...]) -> str:
-    return "(" + ", ".join("*" if e is None else str(e) for e in expected) + ("," if len(expected) == 1 else "") + ")"
-
-
-def _array(path: Path, arrays: dict, key: str, expected: tuple | None, kinds: str) -> np.ndarray:
-    value = arrays[key]
-    if value.dtype.kind not in kinds:
-        raise DataError(path, key, f"dtype {value.dtype}", f"a {'float' if 'f' in kinds else 'integer'} dtype")
-    if not _shape_ok(value.shape, expected):
-        raise DataError(path, key, f"shape {value.shape}", f"shape {_shape_text(expected)}")
+def _check_array(path: Path, key: str, value: np.ndarray, spec: KeyFormat, lengths: dict) -> np.ndarray:
+    """Dtype, then shape (recording the lengths it fixes), then values: finite, int64-sized, within bounds."""
+    if value.dtype.kind not in ("fiu" if spec.dtype == "float" else "iu"):
+        expected = "a float dtype (float32 in the real files)" if spec.dtype == "float" else "an integer dtype"
+        raise DataError(path, key, f"dtype {value.dtype}", expected)
+    _check_shape(path, key, value.shape, spec.shape, lengths)
+    if value.dtype == np.uint64 and value.size and value.max() > _INT64_MAX:  # would wrap round to negatives
+        raise DataError(path, key, f"value {value.max()}", f"values that fit in int64 (at most {_INT64_MAX})")
+    if spec.dtype == "int":
+        value = value.astype(np.int64, copy=False)
+    else:
+        with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf: reported just below
+            value = value.astype(np.float32, copy=False)
+        low, high = value.min(initial=0), value.max(initial=0)  # min/max propagate NaN and reach any inf
+        if not (np.isfinite(low) and np.isfinite(high)):
+            bad = sum(int((~np.isfinite(block)).sum()) for block in _blocks(value))
+            raise DataError(path, key, f"{bad} NaN/inf values", "finite values")
+    if spec.bounds is not None and value.size:
+        low, high = spec.bounds[0], lengths["n"][0] - 1 if spec.bounds[1] == "n" else spec.bounds[1]
+        found_low, found_high = value.min(), value.max()
+        fraction = spec.integral and any((block != np.round(block)).any() for block in _blocks(value))
+        if found_low < low or found_high > high or fraction:
+            raise DataError(path, key, f"values in [{_num(found_low)}, {_num(found_high)}]"
+                            + (", not integers" if fraction else ""), f"integers in [{low}, {high}]")
     return value
 
 
-def _float(path: Path, arrays: dict, key: str, expected: tuple) -> np.ndarray:
-    value = _array(path, arrays, key, expected, "fiu")
-    value = value.astype(np.float32, copy=False)
-    if not np.isfinite(value).all():
-        raise DataError(path, key, f"{int((~np.isfinite(value)).sum())} NaN/inf values", "finite values")
-    return value
+def _check_shape(path: Path, key: str, shape: tuple[int, ...], expected: tuple, lengths: dict) -> None:
+    sizes = [lengths.get(e, (None,))[0] if isinstance(e, str) else e for e in expected]
+    if len(shape) != len(expected) or any(want is not None and got != want for got, want in zip(shape, sizes)):
+        text = "(" + ", ".join("*" if s is None else str(s) for s in sizes) + ("," if len(sizes) == 1 else "") + ")"
+        named = [f"{lengths[e][0]} {LENGTHS[e]} as in '{lengths[e][1]}'" for e in expected if e in lengths]
+        raise DataError(path, key, f"shape {shape}", f"shape {text}" + (f" ({'; '.join(named)})" if named else ""))
+    for name, size in zip(expected, shape):
+        if isinstance(name, str) and name not in lengths:
+            if name in NONEMPTY and size == 0:
+                raise DataError(path, key, f"0 {LENGTHS[name]}", f"at least one {LENGTHS[name][:-1]}")
+            lengths[name] = (size, key)
 
 
-def _int(path: Path, arrays: dict, key: str, expected: tuple | None) -> np.ndarray:
-    return _array(path, arrays, key, expected, "iu").astype(np.int64, copy=False)
+def _blocks(value: np.ndarray):
+    """Views of `value` along its first axis of about _BLOCK elements each."""
+    step = max(1, _BLOCK // max(1, value[:1].size))
+    return (value[i:i + step] for i in range(0, len(value), step))
 
 
-def _check_range(path: Path, key: str, value: np.ndarray, low: int, high: int) -> None:
-    if value.size and (value.min() < low or value.max() > high):
-        raise DataError(path, key, f"values in [{value.min()}, {value.max()}]", f"values in [{low}, {high}]")
+def _num(value: np.number) -> str:
+    """-1, 6, 1000000000 for whole numbers; 2.5, 1e+30 otherwise."""
+    return str(int(value)) if value == np.round(value) and abs(value) < 1e18 else f"{value:g}"
 
 
 def _check_config_nodes(path: Path, ids: np.ndarray, opcode: np.ndarray) -> None:
-    _check_range(path, "node_config_ids", ids, 0, len(opcode) - 1)
+    """Each configurable node once (an error); opcodes other than conv/dot/reshape only warn."""
     if len(np.unique(ids)) != len(ids):
         raise DataError(path, "node_config_ids", "duplicated node ids", "each configurable node listed once")
     odd = ~np.isin(opcode[ids], CONFIGURABLE_OPCODES)
@@ -2355,25 +2478,15 @@ def _check_config_nodes(path: Path, ids: np.ndarray, opcode: np.ndarray) -> None
         )
 
 
-def _check_layout_values(path: Path, config_feat: np.ndarray) -> None:
-    low, high = config_feat.min(initial=-1), config_feat.max(initial=-1)
-    integral = np.array_equal(config_feat, np.round(config_feat))
-    if low < -1 or high > LAYOUT_SYMBOLS - 2 or not integral:
-        raise DataError(path, "node_config_feat", f"values in [{low}, {high}]{'' if integral else ', not integers'}",
-                        f"integers in [-1, {LAYOUT_SYMBOLS - 2}]")
-
-
 def _check_runtimes(path: Path, graph: RawGraph, split: str) -> None:
-    if graph.is_test:
-        if split != "test":
-            raise DataError(path, "config_runtime", f"all zero in a {split} file",
-                            "positive runtimes (only test files hold zeros)")
-        return
-    if split != "test" and graph.config_runtime.min() <= 0:
-        raise DataError(path, "config_runtime", f"minimum {graph.config_runtime.min()}", "positive runtimes")
-    if graph.normalizers is not None and split != "test" and graph.normalizers.min() <= 0:
-        raise DataError(path, "config_runtime_normalizers", f"minimum {graph.normalizers.min()}",
-                        "positive normalizers")
+    """Positive runtimes and normalizers; test files hold zeros (and may hold zero normalizers), never negatives."""
+    if graph.is_test and split != "test":
+        raise DataError(path, "config_runtime", f"all zero in a {split} file",
+                        "positive runtimes (only test files hold zeros)")
+    expected = "non-negative values (a test file)" if split == "test" else "positive values"
+    for key, values in (("config_runtime", graph.config_runtime), ("config_runtime_normalizers", graph.normalizers)):
+        if values is not None and (values.min() < 0 or (split != "test" and values.min() == 0)):
+            raise DataError(path, key, f"minimum {values.min()}", expected)
 '''
 
 # ---------------------------------------- solution.scatter
@@ -2441,6 +2554,12 @@ def _out_shape(src: torch.Tensor, dim: int, dim_size: int) -> list[int]:
     return shape
 
 
+def _fused() -> bool:
+    """torch_scatter's kernels, unless a torch.compile trace is running (it cannot trace them; inductor fuses
+    the plain-torch ops itself)."""
+    return BACKEND == "torch_scatter" and not torch.compiler.is_compiling()
+
+
 def _validate(src: torch.Tensor, index: torch.Tensor, dim: int) -> int:
     dim = dim % src.dim()
     if index.dim() != 1 or index.numel() != src.size(dim):
@@ -2451,7 +2570,7 @@ def _validate(src: torch.Tensor, index: torch.Tensor, dim: int) -> int:
 def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """out[..., i, ...] = sum of src[..., j, ...] over j with index[j] == i (slot i along `dim`)."""
     dim = _validate(src, index, dim)
-    if BACKEND == "torch_scatter":
+    if _fused():
         return torch_scatter.scatter_sum(src, index, dim, dim_size=dim_size)
     return src.new_zeros(_out_shape(src, dim, dim_size)).index_add_(dim, index, src)
 
@@ -2459,7 +2578,7 @@ def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int)
 def scatter_mean(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """Mean over the entries of each slot; 0 for empty slots."""
     dim = _validate(src, index, dim)
-    if BACKEND == "torch_scatter":
+    if _fused():
         return torch_scatter.scatter_mean(src, index, dim, dim_size=dim_size)
     count = torch.bincount(index, minlength=dim_size).clamp_min(1).to(src.dtype)  # [dim_size]
     shape = [1] * src.dim()
@@ -2470,7 +2589,7 @@ def scatter_mean(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int
 def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """Maximum over the entries of each slot (values only); 0 for empty slots."""
     dim = _validate(src, index, dim)
-    if BACKEND == "torch_scatter":
+    if _fused():
         return torch_scatter.scatter_max(src, _along(index, src, dim), dim, dim_size=dim_size)[0]
     out = src.new_zeros(_out_shape(src, dim, dim_size))
     return out.scatter_reduce(dim, _along(index, src, dim), src, "amax", include_self=False)
@@ -2484,6 +2603,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -2501,6 +2621,8 @@ HEADER = ("ID", "TopConfigs")
 ANSWERS_HEADER = ("ID", "Runtimes")
 SHOWN_PROBLEMS = 20  # problems quoted in a SubmissionError's message
 _INDEX = re.compile(r"\\s*[0-9]+\\s*", re.ASCII)
+MAX_DIGITS = 18  # any config index fits; more digits would overflow int64
+FIELD_LIMIT = 1 << 30  # csv's default 128 KiB field limit is below a 100,040-config layout permutation (~0.6 MB)
 
 
 class SubmissionError(ValueError):
@@ -2674,19 +2796,39 @@ def _read_csv(path: Path, header: tuple[str, str]) -> tuple[list[Row] | None, li
         return None, [f"not a text file; expected a CSV with header {expected}"]
     if not text.strip():
         return None, [f"empty file; expected a CSV with header {expected}"]
-    reader = csv.reader(text.splitlines())
-    found = next(reader)
-    if tuple(cell.strip() for cell in found) != header:
-        return None, [f"line 1: header {','.join(found)!r}; expected {expected}"]
-    rows, problems = [], []
-    for cells in reader:
-        if not any(cell.strip() for cell in cells):
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # process-wide, and only ever raised
+    reader = csv.reader(io.StringIO(text, newline=""))  # line_num counts \\n, \\r\\n and \\r line ends alike
+    rows: list[Row] | None = None  # None until the header is read
+    problems = []
+    while True:
+        line = reader.line_num + 1  # where the next row starts
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:  # e.g. a field over FIELD_LIMIT
+            problems.append(f"line {line}: unreadable CSV ({err}); expected {expected}")
+            if reader.line_num < line:  # no progress: stop rather than loop
+                break
             continue
-        if len(cells) != 2:
-            problems.append(f"line {reader.line_num}: {len(cells)} fields; expected 2 ({expected})")
-            continue
-        rows.append(Row(reader.line_num, cells[0].strip(), cells[1]))
+        if rows is None:
+            if tuple(cell.strip() for cell in cells) != header:
+                return None, [f"line {line}: header {_quote(','.join(cells))}; expected {expected}"]
+            rows = []
+        elif len(cells) <= 1 and not "".join(cells).strip():
+            continue  # a blank line
+        elif len(cells) != 2:
+            problems.append(f"line {line}: {len(cells)} fields; expected 2 ({expected})")
+        else:
+            rows.append(Row(line, cells[0].strip(), cells[1]))
+    if rows is None:  # every line unreadable
+        return None, problems or [f"no header; expected a CSV with header {expected}"]
     return rows, problems
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    """repr of `text`, shortened to about `limit` characters: a problem line must stay one readable line."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def _validate(rows: list[Row], expected: dict[str, int] | None,
@@ -2696,7 +2838,7 @@ def _validate(rows: list[Row], expected: dict[str, int] | None,
     problems: list[str] = []
     first_line: dict[str, int] = {}
     for row in rows:
-        where = f"line {row.line} ({row.id})"
+        where = f"line {row.line} ({row.id if len(row.id) <= 100 else row.id[:100] + '...'})"  # garbage IDs: short
         if row.id in first_line:
             problems.append(f"{where}: duplicate ID, first on line {first_line[row.id]}; expected each ID once")
             continue
@@ -2730,36 +2872,46 @@ def _parse_order(text: str) -> tuple[np.ndarray, str | None]:
     tokens = text.split(";")
     bad = [i for i, token in enumerate(tokens) if not _INDEX.fullmatch(token)]
     if bad:
-        return np.empty(0, np.int64), (f"entry {bad[0] + 1} {tokens[bad[0]]!r} is not a non-negative integer; "
-                                       "expected config indices joined by ';'")
+        return np.empty(0, np.int64), (f"entry {bad[0] + 1} {_quote(tokens[bad[0]])} is not a non-negative integer; "
+                                       "expected TopConfigs to hold config indices joined by ';'")
+    huge = [i for i, token in enumerate(tokens) if len(token.strip().lstrip("0")) > MAX_DIGITS]
+    if huge:
+        return np.empty(0, np.int64), (f"entry {huge[0] + 1} {_quote(tokens[huge[0]].strip())} out of range; "
+                                       "expected TopConfigs to hold config indices")
     order = np.array([int(token) for token in tokens], dtype=np.int64)
     values, counts = np.unique(order, return_counts=True)
     if (counts > 1).any():
-        return order, f"index {values[counts > 1][0]} repeated; expected distinct config indices"
+        return order, f"index {values[counts > 1][0]} repeated; expected distinct config indices in TopConfigs"
     return order, None
 
 
 def _tile_problem(order: np.ndarray, count: int | None) -> str | None:
     """Tile rows: the 5 fastest configs (all of them when the file has fewer); `count` = the file's configs."""
     if count is None:
-        return None if len(order) <= TILE_SUBMITTED else f"{len(order)} indices; expected {TILE_SUBMITTED}"
+        return None if len(order) <= TILE_SUBMITTED else \\
+            f"{len(order)} indices; expected {TILE_SUBMITTED} in TopConfigs"
     if order.max() >= count:
-        return f"index {order.max()} out of range; the file has {count} configs (indices 0..{count - 1})"
+        return _out_of_range(order, count)
     want = min(TILE_SUBMITTED, count)
-    return None if len(order) == want else f"{len(order)} indices; expected {want} (the file has {count} configs)"
+    return None if len(order) == want else \\
+        f"{len(order)} indices; expected {want} in TopConfigs (the file has {count} configs)"
+
+
+def _out_of_range(order: np.ndarray, count: int) -> str:
+    return f"index {order.max()} out of range; the file has {count} configs (TopConfigs indices 0..{count - 1})"
 
 
 def _layout_problem(order: np.ndarray, count: int | None) -> str | None:
     """Layout rows: a permutation of every config; without `count`, of 0..len-1."""
     if count is not None and order.max() >= count:
-        return f"index {order.max()} out of range; the file has {count} configs (indices 0..{count - 1})"
+        return _out_of_range(order, count)
     size = len(order) if count is None else count
     if len(order) == size and order.max() == size - 1:
         return None
-    missing = np.setdiff1d(np.arange(max(size, order.max() + 1)), order)
+    missing = np.setdiff1d(np.arange(size), order)  # never np.arange(order.max()): that may be 10**18
     listed = ", ".join(map(str, missing[:10].tolist())) + (" ..." if len(missing) > 10 else "")
     found = f"{len(order)} of {count} configs" if count is not None else f"{len(order)} indices up to {order.max()}"
-    return f"incomplete permutation: {found}, missing {listed}; expected every config index once"
+    return f"incomplete permutation: {found}, missing {listed}; expected every config index once in TopConfigs"
 
 
 def check(csv_path: str | Path, root: str | Path | None = None, expected: dict[str, int] | None = None) -> CheckReport:
@@ -2770,6 +2922,8 @@ def check(csv_path: str | Path, root: str | Path | None = None, expected: dict[s
     report = CheckReport(path, expected=None if expected is None else len(expected))
     rows, report.problems = _read_csv(path, HEADER)
     if rows is not None:
+        if not rows and not report.problems:
+            report.problems.append(f"no rows after the header; expected a row ({','.join(HEADER)}) per test file")
         report.rows, more = _validate(rows, expected)
         report.problems += more
     return report
@@ -2806,7 +2960,8 @@ def score(csv_path: str | Path, answers: dict[str, np.ndarray]) -> dict:
     path = Path(csv_path)
     rows, problems = _read_csv(path, HEADER)
     if problems or not rows:
-        raise SubmissionError(_error_text(path, problems or ["no rows; expected rows to score"]))
+        no_rows = f"no rows after the header; expected rows ({','.join(HEADER)}) to score"
+        raise SubmissionError(_error_text(path, problems or [no_rows]))
     present = {collection_of(row.id) for row in rows} - {None}
     expected = {row_id: len(runtimes) for row_id, runtimes in answers.items() if collection_of(row_id) in present}
     parsed, problems = _validate(rows, expected, against="file in the answers")

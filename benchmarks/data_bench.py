@@ -90,7 +90,7 @@ def epoch_memory(root: str, collection: str, cache_dir: str, loads: int = 200) -
     train, collate = TrainSet(graphs, 128, "uniform"), Collate("layout")
     trace = []
     for step in range(loads):
-        batch = collate([train[step % len(train)]])
+        batch = collate([train[step % len(train), (0, step)]])
         trace.append(rss_mib()[0])
         del batch
     return {"graphs": len(train), "loads": loads, "rss_trace_mib": trace, "peak_mib": rss_mib()[1]}

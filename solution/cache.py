@@ -87,8 +87,12 @@ class ArrayCache:
         return result
 
     def _write(self, entry: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=f".{entry.name}."))
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=f".{entry.name}."))
+        except OSError as error:
+            raise OSError(error.errno, f"cannot write the preprocessing cache {self.folder}: {error.strerror}; "
+                          "choose another folder with SOLUTION_CACHE or --data.cache_dir") from error
         try:
             checks = {}
             for name, array in arrays.items():
@@ -100,10 +104,12 @@ class ArrayCache:
             if entry.exists():
                 shutil.rmtree(entry)  # a corrupt entry being replaced
             os.rename(tmp, entry)  # atomic: readers see the whole entry or none
-        except OSError:
+        except OSError as error:
             shutil.rmtree(tmp, ignore_errors=True)
             if not (entry / META).exists():  # another process may have won the rename race
-                raise
+                raise OSError(error.errno, f"cannot write cache entry {entry}: {error.strerror or error}; "
+                              "free some space or choose another folder with SOLUTION_CACHE or --data.cache_dir"
+                              ) from error
 
     def _read(self, entry: Path) -> tuple[dict[str, np.ndarray], dict] | None:
         """Memory-mapped arrays of a complete, intact entry; None (and a warning) for a missing or bad one."""

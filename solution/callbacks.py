@@ -13,7 +13,8 @@ from .submission import collection_file_stem, write_collection
 
 
 class SubmissionWriter(pl.Callback):
-    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it."""
+    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it (from every
+    process's predictions, written once)."""
 
     def __init__(self, out_dir: str = "submissions") -> None:
         self.out_dir = Path(out_dir)
@@ -22,6 +23,10 @@ class SubmissionWriter(pl.Callback):
         datamodule = trainer.datamodule
         graphs = datamodule.graphs(datamodule.hparams.predict_split)
         table = pl_module.predictions
+        table.gather()
+        if not trainer.is_global_zero:
+            table.parts.clear()
+            return
         scores = {}
         for graph_id in table:
             rows, mean, _ = table.graph(graph_id)

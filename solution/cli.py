@@ -13,7 +13,7 @@ from lightning.pytorch.cli import LightningCLI
 from .callbacks import LRMonitor, SubmissionWriter
 from .data import TpuGraphsDataModule
 from .module import RankingModule
-from .tracking import RunRecorder, describe
+from .tracking import RunRecorder, describe, unfinished_run
 
 DEFAULT_RUNS = "runs"
 RUN_LOGGER = "solution.tracking.RunLogger"
@@ -44,6 +44,21 @@ class CLI(LightningCLI):
         for key, value in describe(config.as_dict()).items():
             if logger.init_args.get(key) is None:
                 logger.init_args[key] = value
+        if config.ckpt_path == "last" and config.checkpoint.dirpath is None:
+            self.resume_unfinished(config, logger.init_args)
+
+    @staticmethod
+    def resume_unfinished(config, logger_args) -> None:
+        """`fit --ckpt_path last` with no checkpoint folder given: carry on the latest killed fit with the same
+        settings and seed, in its run folder and W&B run."""
+        found = unfinished_run(logger_args.get("save_dir") or DEFAULT_RUNS, config.as_dict())
+        if found is None:
+            raise SystemExit(f"--ckpt_path last: no unfinished fit with these settings and seed under "
+                             f"{logger_args.get('save_dir') or DEFAULT_RUNS}; name its folder with "
+                             "--checkpoint.dirpath RUN_FOLDER/checkpoints")
+        folder, run_id = found
+        config.checkpoint.dirpath = str(folder / "checkpoints")
+        logger_args["id"], logger_args["resume"] = run_id, "allow"
 
 
 def lightning_main(args: list[str], run: bool = True) -> CLI:

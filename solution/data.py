@@ -9,7 +9,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from .cache import ArrayCache
 from .configs import unpack
@@ -68,7 +68,8 @@ def sample_rows(target: np.ndarray, count: int, mode: str, rng: np.random.Genera
 
 
 class TrainSet(Dataset):
-    """Each item is one graph with `configs_per_graph` sampled configs; a fresh sample every epoch."""
+    """Each item is one graph with `configs_per_graph` sampled configs, drawn with the seed the sampler pairs with
+    the graph's index (a fresh sample every epoch)."""
 
     def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str) -> None:
         self.graphs, self.count, self.sampling = graphs, configs_per_graph, sampling
@@ -76,11 +77,30 @@ class TrainSet(Dataset):
     def __len__(self) -> int:
         return len(self.graphs)
 
-    def __getitem__(self, index: int) -> tuple[Graph, Item]:
+    def __getitem__(self, key: tuple[int, tuple[int, ...]]) -> tuple[Graph, Item]:
+        index, draw = key
         graph = self.graphs.load(index)
-        # drawn from torch's RNG so that seed_everything and DataLoader workers make it reproducible
-        rng = np.random.default_rng(int(torch.randint(2**62, ())))
+        rng = np.random.default_rng(draw)
         return graph, Item(index, sample_rows(np.asarray(graph.target), self.count, self.sampling, rng))
+
+
+class ShardSampler(DistributedSampler):
+    """This process's share of a dataset. Training: an order fixed by (seed, epoch), padded so that every rank
+    takes the same number of steps, each index paired with its own draw seed (seed, epoch, index), so that a
+    resumed or sharded run draws what an uninterrupted one would. Evaluation: every item exactly once over the
+    ranks, in order, no padding."""
+
+    def __init__(self, dataset: Dataset, train: bool, seed: int = 0, rank: int = 0, world: int = 1) -> None:
+        super().__init__(dataset, num_replicas=world, rank=rank, shuffle=train, seed=seed)
+        self.train = train
+
+    def __iter__(self):
+        if not self.train:
+            return iter(range(self.rank, len(self.dataset), self.num_replicas))
+        return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
+
+    def __len__(self) -> int:
+        return self.num_samples if self.train else len(range(self.rank, len(self.dataset), self.num_replicas))
 
 
 class ChunkSet(Dataset):
@@ -236,25 +256,28 @@ class TpuGraphsDataModule(pl.LightningDataModule):
             sums[name] = (np.asarray(total), np.asarray(total_sq), count)
         return sums
 
-    def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
-        workers = self.hparams.num_workers
-        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
-                          collate_fn=Collate(self.task, self.hparams.fill_default_layout),
+    def _loader(self, dataset: Dataset, batch_size: int, train: bool) -> DataLoader:
+        """Batches of this process's shard: the rank and world size come from the trainer (one process without)."""
+        trainer, workers = self.trainer, self.hparams.num_workers
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        seed = torch.initial_seed() % 2**62  # set by seed_everything
+        return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
+                          num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
         train = TrainSet(self.graphs("train"), self.hparams.configs_per_graph, self.hparams.sampling)
-        return self._loader(train, self.hparams.graphs_per_batch, shuffle=True)
+        return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
     def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:
         return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, self.hparams.seed)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, shuffle=False)
+        return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, train=False)
 
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()
 
     def predict_dataloader(self) -> DataLoader:
         chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)
-        return self._loader(chunks, self.hparams.eval_graphs_per_batch, shuffle=False)
+        return self._loader(chunks, self.hparams.eval_graphs_per_batch, train=False)

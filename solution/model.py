@@ -212,7 +212,7 @@ class TileRanker(nn.Module):
 
 
 # settings of the per-node config blocks, which the tile model does not have
-LAYOUT_ONLY = ("config_layers", "temperature")
+LAYOUT_ONLY = ("config_layers", "temperature", "encode_once")
 
 
 def build_model(task: str, node_feat_dim: int, **hparams) -> nn.Module:

@@ -45,6 +45,17 @@ class ScoreTable:
     def __iter__(self):
         return iter(sorted(self.parts))
 
+    def gather(self) -> None:
+        """Merge every process's parts into this table, on every process (nothing to do in one process)."""
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return
+        every: list[dict | None] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(every, self.parts)
+        self.parts = {}
+        for parts in every:
+            for graph_id, pieces in parts.items():
+                self.parts.setdefault(graph_id, []).extend(pieces)
+
 
 def graph_metrics(task: str, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
     """The collection's metrics for one graph; `score` is the one the competition averages."""
@@ -72,6 +83,8 @@ class RankingModule(pl.LightningModule):
         temperature: float = 0.5,
         edge_direction: str = "forward",
         dropout: float = 0.0,
+        encode_once: bool = True,
+        compile: bool = False,
         loss: str = "hinge",
         margin: float = 1.0,
         lr: float = 1e-3,
@@ -85,7 +98,7 @@ class RankingModule(pl.LightningModule):
         self.model = ConfigOnlyRanker(task, hidden) if variant == "config_only" else build_model(
             task, node_feat_dim, hidden=hidden, opcode_dim=opcode_dim, graph_layers=graph_layers,
             config_layers=config_layers, cross_attention=cross_attention, heads=heads, temperature=temperature,
-            edge_direction=edge_direction, dropout=dropout,
+            edge_direction=edge_direction, dropout=dropout, encode_once=encode_once,
         )
         self.node_scaler = Standardizer(node_feat_dim)
         self.config_scaler = Standardizer(TILE_CONFIG_DIM) if task == "tile" else None
@@ -94,6 +107,10 @@ class RankingModule(pl.LightningModule):
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
         self.predictions = ScoreTable()
+
+    def configure_model(self) -> None:
+        if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
+            self.model.compile(dynamic=True)
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -108,7 +125,7 @@ class RankingModule(pl.LightningModule):
         batch = dict(batch, node_feat=self.node_scaler(batch["node_feat"]))
         if self.config_scaler is not None:
             batch["config_feat"] = self.config_scaler(batch["config_feat"])
-        return self.model(batch)  # [G, C]
+        return self.model(batch).float()  # [G, C]; float32 also under bf16 autocast
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         scores = self(batch)
@@ -132,6 +149,7 @@ class RankingModule(pl.LightningModule):
         """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
         `graph_results` (graph id -> metrics) for run records."""
         self.last_table, self.val_table = self.val_table, ScoreTable()
+        self.last_table.gather()  # each process scored its shard: metrics over the whole set, once
         self.graph_results = {g: graph_metrics(self.hparams.task, *self.last_table.graph(g)[1:])
                               for g in self.last_table}
         per_graph = list(self.graph_results.values())
@@ -139,7 +157,8 @@ class RankingModule(pl.LightningModule):
             return
         for name in per_graph[0]:
             values = [m[name] for m in per_graph if np.isfinite(m[name])]
-            self.log(f"{prefix}/{name}", float(np.mean(values)) if values else 0.0, prog_bar=name == "score")
+            self.log(f"{prefix}/{name}", float(np.mean(values)) if values else 0.0, prog_bar=name == "score",
+                     sync_dist=True)  # the same value on every process: averaging leaves it unchanged
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         scores = self(batch)

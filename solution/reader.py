@@ -116,7 +116,10 @@ def list_files(root: str | Path, collection: str, split: str) -> list[Path]:
     folder = collection_dir(root, collection) / split
     if not folder.is_dir():
         raise DataError(folder.parent, split, "no such split folder", f"{folder} holding .npz files")
-    return sorted(folder.glob("*.npz"))
+    files = sorted(folder.glob("*.npz"))
+    if not files:
+        raise DataError(folder, split, "no .npz files", "one .npz file per graph")
+    return files
 
 
 def submission_id(collection: str, path: Path) -> str:
@@ -125,6 +128,35 @@ def submission_id(collection: str, path: Path) -> str:
 
 
 # ---------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class KeyFormat:
+    """How one key must look. `shape`: an int is a fixed size, a letter a length shared between keys (fixed by the
+    first key in FORMAT that has it), None any size. `bounds`: inclusive value range, 'n' standing for n - 1."""
+
+    dtype: str  # "float" (float dtypes, and integer ones: exact values) | "int" (integer dtypes only)
+    shape: tuple[int | str | None, ...]
+    bounds: tuple[int, int | str] | None = None
+    integral: bool = False  # float values that must be whole numbers
+
+
+# Checked in this order: node_feat fixes n, config_runtime fixes c, node_config_feat fixes nc.
+FORMAT = {
+    "node_feat": KeyFormat("float", ("n", NODE_FEAT_DIM)),
+    "node_opcode": KeyFormat("int", ("n",), (0, NUM_OPCODES - 1)),
+    "edge_index": KeyFormat("int", (None, 2), (0, "n")),
+    "config_runtime": KeyFormat("int", ("c",)),  # its values depend on the split: _check_runtimes
+    "config_feat": KeyFormat("float", ("c", TILE_CONFIG_DIM)),
+    "config_runtime_normalizers": KeyFormat("int", ("c",)),
+    "node_config_feat": KeyFormat("float", ("c", "nc", LAYOUT_CONFIG_DIM), (-1, LAYOUT_SYMBOLS - 2), integral=True),
+    "node_config_ids": KeyFormat("int", ("nc",), (0, "n")),
+    "node_splits": KeyFormat("int", (1, None), (0, "n")),
+}
+LENGTHS = {"n": "nodes", "c": "configs", "nc": "configurable nodes"}
+NONEMPTY = ("n", "c")  # a graph has nodes and a file at least one config
+_INT64_MAX = np.iinfo(np.int64).max
+_BLOCK = 1 << 22  # elements per chunk of the element-wise checks: bounded temporaries on 0.86 GB config blocks
 
 
 def read_graph(path: str | Path, split: str | None = None) -> RawGraph:
@@ -139,90 +171,109 @@ def read_graph(path: str | Path, split: str | None = None) -> RawGraph:
     allowed = required + (OPTIONAL_LAYOUT_KEYS if kind == "layout" else ())
     missing = [k for k in required if k not in arrays]
     if missing:
-        raise DataError(path, missing[0], "key missing", f"a {kind} file with keys {', '.join(required)}")
+        raise DataError(path, missing[0], f"key missing (the file holds {', '.join(sorted(arrays)) or 'no arrays'})",
+                        f"a {kind} file with keys {', '.join(required)}")
     extra = sorted(set(arrays) - set(allowed))
     if extra:
         raise DataError(path, extra[0], "unexpected key", f"only {', '.join(allowed)}")
 
-    node_feat = _float(path, arrays, "node_feat", (None, NODE_FEAT_DIM))
-    n = len(node_feat)
-    node_opcode = _int(path, arrays, "node_opcode", (n,))
-    _check_range(path, "node_opcode", node_opcode, 0, NUM_OPCODES - 1)
-    edge_index = _int(path, arrays, "edge_index", (None, 2))
-    _check_range(path, "edge_index", edge_index, 0, n - 1)
-    runtime = _int(path, arrays, "config_runtime", (None,))
-    c = len(runtime)
-    if c == 0:
-        raise DataError(path, "config_runtime", "0 configs", "at least one config")
-
-    graph = RawGraph(path, kind, node_feat, node_opcode, edge_index, np.empty(0), runtime)
-    if kind == "tile":
-        graph.config_feat = _float(path, arrays, "config_feat", (c, TILE_CONFIG_DIM))
-        graph.normalizers = _int(path, arrays, "config_runtime_normalizers", (c,))
-    else:
-        graph.config_feat = _float(path, arrays, "node_config_feat", (c, None, LAYOUT_CONFIG_DIM))
-        nc = graph.config_feat.shape[1]
-        graph.config_node_ids = _int(path, arrays, "node_config_ids", (nc,))
-        _check_config_nodes(path, graph.config_node_ids, node_opcode)
-        _check_layout_values(path, graph.config_feat)
-        if "node_splits" in arrays:
-            graph.node_splits = _int(path, arrays, "node_splits", None).reshape(-1)  # [1, k] -> [k]
+    checked = _check_keys(path, arrays)
+    graph = RawGraph(path, kind, checked["node_feat"], checked["node_opcode"], checked["edge_index"],
+                     checked["config_feat" if kind == "tile" else "node_config_feat"], checked["config_runtime"],
+                     config_node_ids=checked.get("node_config_ids"),
+                     normalizers=checked.get("config_runtime_normalizers"))
+    if "node_splits" in checked:
+        graph.node_splits = checked["node_splits"].reshape(-1)  # [1, k] -> [k]
+    if kind == "layout":
+        _check_config_nodes(path, graph.config_node_ids, graph.node_opcode)
     _check_runtimes(path, graph, split)
     return graph
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an npz; any failure to decode it is a DataError naming the file (and the array, if one)."""
     if not path.is_file():
         raise DataError(path, "<file>", "no such file", "a readable .npz file")
+    expected = "a complete .npz (zip) file of numeric arrays"
     try:
         loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a plain .npy array under an .npz name
-            raise ValueError(f"a single {type(loaded).__name__}, not an archive")
-        with loaded as npz:
-            return {key: npz[key] for key in npz.files}
-    except Exception as err:  # zipfile, zlib, numpy header parsing (tokenize), unsupported compression...
-        raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})",
-                        "a complete .npz (zip) file") from err
+    except Exception as err:  # zipfile, zlib, numpy header parsing (tokenize), pickled data, empty file...
+        raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})", expected) from err
+    if not isinstance(loaded, np.lib.npyio.NpzFile):  # a plain .npy array under an .npz name
+        raise DataError(path, "<file>", f"unreadable archive: a single {type(loaded).__name__}, not a zip", expected)
+    arrays = {}
+    with loaded as npz:
+        for key in npz.files:
+            try:
+                arrays[key] = npz[key]
+            except Exception as err:  # truncated or corrupt member, object (pickled) arrays, bad CRC...
+                raise DataError(path, "<file>", f"unreadable array '{key}' ({type(err).__name__}: {err})",
+                                expected) from err
+    return arrays
 
 
-def _shape_ok(shape: tuple[int, ...], expected: tuple[int | None, ...] | None) -> bool:
-    if expected is None:
-        return True
-    return len(shape) == len(expected) and all(e is None or s == e for s, e in zip(shape, expected))
+def _check_keys(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Check each array against FORMAT, in FORMAT's order; floats come back as float32, integers as int64."""
+    lengths: dict[str, tuple[int, str]] = {}  # length name -> (its value, the key that fixed it)
+    checked = {}
+    for key in (key for key in FORMAT if key in arrays):
+        checked[key] = _check_array(path, key, arrays[key], FORMAT[key], lengths)
+    return checked
 
 
-def _shape_text(expected: tuple[int | None, ...]) -> str:
-    return "(" + ", ".join("*" if e is None else str(e) for e in expected) + ("," if len(expected) == 1 else "") + ")"
-
-
-def _array(path: Path, arrays: dict, key: str, expected: tuple | None, kinds: str) -> np.ndarray:
-    value = arrays[key]
-    if value.dtype.kind not in kinds:
-        raise DataError(path, key, f"dtype {value.dtype}", f"a {'float' if 'f' in kinds else 'integer'} dtype")
-    if not _shape_ok(value.shape, expected):
-        raise DataError(path, key, f"shape {value.shape}", f"shape {_shape_text(expected)}")
+def _check_array(path: Path, key: str, value: np.ndarray, spec: KeyFormat, lengths: dict) -> np.ndarray:
+    """Dtype, then shape (recording the lengths it fixes), then values: finite, int64-sized, within bounds."""
+    if value.dtype.kind not in ("fiu" if spec.dtype == "float" else "iu"):
+        expected = "a float dtype (float32 in the real files)" if spec.dtype == "float" else "an integer dtype"
+        raise DataError(path, key, f"dtype {value.dtype}", expected)
+    _check_shape(path, key, value.shape, spec.shape, lengths)
+    if value.dtype == np.uint64 and value.size and value.max() > _INT64_MAX:  # would wrap round to negatives
+        raise DataError(path, key, f"value {value.max()}", f"values that fit in int64 (at most {_INT64_MAX})")
+    if spec.dtype == "int":
+        value = value.astype(np.int64, copy=False)
+    else:
+        with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf: reported just below
+            value = value.astype(np.float32, copy=False)
+        low, high = value.min(initial=0), value.max(initial=0)  # min/max propagate NaN and reach any inf
+        if not (np.isfinite(low) and np.isfinite(high)):
+            bad = sum(int((~np.isfinite(block)).sum()) for block in _blocks(value))
+            raise DataError(path, key, f"{bad} NaN/inf values", "finite values")
+    if spec.bounds is not None and value.size:
+        low, high = spec.bounds[0], lengths["n"][0] - 1 if spec.bounds[1] == "n" else spec.bounds[1]
+        found_low, found_high = value.min(), value.max()
+        fraction = spec.integral and any((block != np.round(block)).any() for block in _blocks(value))
+        if found_low < low or found_high > high or fraction:
+            raise DataError(path, key, f"values in [{_num(found_low)}, {_num(found_high)}]"
+                            + (", not integers" if fraction else ""), f"integers in [{low}, {high}]")
     return value
 
 
-def _float(path: Path, arrays: dict, key: str, expected: tuple) -> np.ndarray:
-    value = _array(path, arrays, key, expected, "fiu")
-    value = value.astype(np.float32, copy=False)
-    if not np.isfinite(value).all():
-        raise DataError(path, key, f"{int((~np.isfinite(value)).sum())} NaN/inf values", "finite values")
-    return value
+def _check_shape(path: Path, key: str, shape: tuple[int, ...], expected: tuple, lengths: dict) -> None:
+    sizes = [lengths.get(e, (None,))[0] if isinstance(e, str) else e for e in expected]
+    if len(shape) != len(expected) or any(want is not None and got != want for got, want in zip(shape, sizes)):
+        text = "(" + ", ".join("*" if s is None else str(s) for s in sizes) + ("," if len(sizes) == 1 else "") + ")"
+        named = [f"{lengths[e][0]} {LENGTHS[e]} as in '{lengths[e][1]}'" for e in expected if e in lengths]
+        raise DataError(path, key, f"shape {shape}", f"shape {text}" + (f" ({'; '.join(named)})" if named else ""))
+    for name, size in zip(expected, shape):
+        if isinstance(name, str) and name not in lengths:
+            if name in NONEMPTY and size == 0:
+                raise DataError(path, key, f"0 {LENGTHS[name]}", f"at least one {LENGTHS[name][:-1]}")
+            lengths[name] = (size, key)
 
 
-def _int(path: Path, arrays: dict, key: str, expected: tuple | None) -> np.ndarray:
-    return _array(path, arrays, key, expected, "iu").astype(np.int64, copy=False)
+def _blocks(value: np.ndarray):
+    """Views of `value` along its first axis of about _BLOCK elements each."""
+    step = max(1, _BLOCK // max(1, value[:1].size))
+    return (value[i:i + step] for i in range(0, len(value), step))
 
 
-def _check_range(path: Path, key: str, value: np.ndarray, low: int, high: int) -> None:
-    if value.size and (value.min() < low or value.max() > high):
-        raise DataError(path, key, f"values in [{value.min()}, {value.max()}]", f"values in [{low}, {high}]")
+def _num(value: np.number) -> str:
+    """-1, 6, 1000000000 for whole numbers; 2.5, 1e+30 otherwise."""
+    return str(int(value)) if value == np.round(value) and abs(value) < 1e18 else f"{value:g}"
 
 
 def _check_config_nodes(path: Path, ids: np.ndarray, opcode: np.ndarray) -> None:
-    _check_range(path, "node_config_ids", ids, 0, len(opcode) - 1)
+    """Each configurable node once (an error); opcodes other than conv/dot/reshape only warn."""
     if len(np.unique(ids)) != len(ids):
         raise DataError(path, "node_config_ids", "duplicated node ids", "each configurable node listed once")
     odd = ~np.isin(opcode[ids], CONFIGURABLE_OPCODES)
@@ -236,22 +287,12 @@ def _check_config_nodes(path: Path, ids: np.ndarray, opcode: np.ndarray) -> None
         )
 
 
-def _check_layout_values(path: Path, config_feat: np.ndarray) -> None:
-    low, high = config_feat.min(initial=-1), config_feat.max(initial=-1)
-    integral = np.array_equal(config_feat, np.round(config_feat))
-    if low < -1 or high > LAYOUT_SYMBOLS - 2 or not integral:
-        raise DataError(path, "node_config_feat", f"values in [{low}, {high}]{'' if integral else ', not integers'}",
-                        f"integers in [-1, {LAYOUT_SYMBOLS - 2}]")
-
-
 def _check_runtimes(path: Path, graph: RawGraph, split: str) -> None:
-    if graph.is_test:
-        if split != "test":
-            raise DataError(path, "config_runtime", f"all zero in a {split} file",
-                            "positive runtimes (only test files hold zeros)")
-        return
-    if split != "test" and graph.config_runtime.min() <= 0:
-        raise DataError(path, "config_runtime", f"minimum {graph.config_runtime.min()}", "positive runtimes")
-    if graph.normalizers is not None and split != "test" and graph.normalizers.min() <= 0:
-        raise DataError(path, "config_runtime_normalizers", f"minimum {graph.normalizers.min()}",
-                        "positive normalizers")
+    """Positive runtimes and normalizers; test files hold zeros (and may hold zero normalizers), never negatives."""
+    if graph.is_test and split != "test":
+        raise DataError(path, "config_runtime", f"all zero in a {split} file",
+                        "positive runtimes (only test files hold zeros)")
+    expected = "non-negative values (a test file)" if split == "test" else "positive values"
+    for key, values in (("config_runtime", graph.config_runtime), ("config_runtime_normalizers", graph.normalizers)):
+        if values is not None and (values.min() < 0 or (split != "test" and values.min() == 0)):
+            raise DataError(path, key, f"minimum {values.min()}", expected)

@@ -61,6 +61,12 @@ def _out_shape(src: torch.Tensor, dim: int, dim_size: int) -> list[int]:
     return shape
 
 
+def _fused() -> bool:
+    """torch_scatter's kernels, unless a torch.compile trace is running (it cannot trace them; inductor fuses
+    the plain-torch ops itself)."""
+    return BACKEND == "torch_scatter" and not torch.compiler.is_compiling()
+
+
 def _validate(src: torch.Tensor, index: torch.Tensor, dim: int) -> int:
     dim = dim % src.dim()
     if index.dim() != 1 or index.numel() != src.size(dim):
@@ -71,7 +77,7 @@ def _validate(src: torch.Tensor, index: torch.Tensor, dim: int) -> int:
 def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """out[..., i, ...] = sum of src[..., j, ...] over j with index[j] == i (slot i along `dim`)."""
     dim = _validate(src, index, dim)
-    if BACKEND == "torch_scatter":
+    if _fused():
         return torch_scatter.scatter_sum(src, index, dim, dim_size=dim_size)
     return src.new_zeros(_out_shape(src, dim, dim_size)).index_add_(dim, index, src)
 
@@ -79,7 +85,7 @@ def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int)
 def scatter_mean(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """Mean over the entries of each slot; 0 for empty slots."""
     dim = _validate(src, index, dim)
-    if BACKEND == "torch_scatter":
+    if _fused():
         return torch_scatter.scatter_mean(src, index, dim, dim_size=dim_size)
     count = torch.bincount(index, minlength=dim_size).clamp_min(1).to(src.dtype)  # [dim_size]
     shape = [1] * src.dim()
@@ -90,7 +96,7 @@ def scatter_mean(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int
 def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """Maximum over the entries of each slot (values only); 0 for empty slots."""
     dim = _validate(src, index, dim)
-    if BACKEND == "torch_scatter":
+    if _fused():
         return torch_scatter.scatter_max(src, _along(index, src, dim), dim, dim_size=dim_size)[0]
     out = src.new_zeros(_out_shape(src, dim, dim_size))
     return out.scatter_reduce(dim, _along(index, src, dim), src, "amax", include_self=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ HEADER = ("ID", "TopConfigs")
 ANSWERS_HEADER = ("ID", "Runtimes")
 SHOWN_PROBLEMS = 20  # problems quoted in a SubmissionError's message
 _INDEX = re.compile(r"\s*[0-9]+\s*", re.ASCII)
+MAX_DIGITS = 18  # any config index fits; more digits would overflow int64
+FIELD_LIMIT = 1 << 30  # csv's default 128 KiB field limit is below a 100,040-config layout permutation (~0.6 MB)
 
 
 class SubmissionError(ValueError):
@@ -194,19 +197,39 @@ def _read_csv(path: Path, header: tuple[str, str]) -> tuple[list[Row] | None, li
         return None, [f"not a text file; expected a CSV with header {expected}"]
     if not text.strip():
         return None, [f"empty file; expected a CSV with header {expected}"]
-    reader = csv.reader(text.splitlines())
-    found = next(reader)
-    if tuple(cell.strip() for cell in found) != header:
-        return None, [f"line 1: header {','.join(found)!r}; expected {expected}"]
-    rows, problems = [], []
-    for cells in reader:
-        if not any(cell.strip() for cell in cells):
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # process-wide, and only ever raised
+    reader = csv.reader(io.StringIO(text, newline=""))  # line_num counts \n, \r\n and \r line ends alike
+    rows: list[Row] | None = None  # None until the header is read
+    problems = []
+    while True:
+        line = reader.line_num + 1  # where the next row starts
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:  # e.g. a field over FIELD_LIMIT
+            problems.append(f"line {line}: unreadable CSV ({err}); expected {expected}")
+            if reader.line_num < line:  # no progress: stop rather than loop
+                break
             continue
-        if len(cells) != 2:
-            problems.append(f"line {reader.line_num}: {len(cells)} fields; expected 2 ({expected})")
-            continue
-        rows.append(Row(reader.line_num, cells[0].strip(), cells[1]))
+        if rows is None:
+            if tuple(cell.strip() for cell in cells) != header:
+                return None, [f"line {line}: header {_quote(','.join(cells))}; expected {expected}"]
+            rows = []
+        elif len(cells) <= 1 and not "".join(cells).strip():
+            continue  # a blank line
+        elif len(cells) != 2:
+            problems.append(f"line {line}: {len(cells)} fields; expected 2 ({expected})")
+        else:
+            rows.append(Row(line, cells[0].strip(), cells[1]))
+    if rows is None:  # every line unreadable
+        return None, problems or [f"no header; expected a CSV with header {expected}"]
     return rows, problems
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    """repr of `text`, shortened to about `limit` characters: a problem line must stay one readable line."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def _validate(rows: list[Row], expected: dict[str, int] | None,
@@ -216,7 +239,7 @@ def _validate(rows: list[Row], expected: dict[str, int] | None,
     problems: list[str] = []
     first_line: dict[str, int] = {}
     for row in rows:
-        where = f"line {row.line} ({row.id})"
+        where = f"line {row.line} ({row.id if len(row.id) <= 100 else row.id[:100] + '...'})"  # garbage IDs: short
         if row.id in first_line:
             problems.append(f"{where}: duplicate ID, first on line {first_line[row.id]}; expected each ID once")
             continue
@@ -250,36 +273,46 @@ def _parse_order(text: str) -> tuple[np.ndarray, str | None]:
     tokens = text.split(";")
     bad = [i for i, token in enumerate(tokens) if not _INDEX.fullmatch(token)]
     if bad:
-        return np.empty(0, np.int64), (f"entry {bad[0] + 1} {tokens[bad[0]]!r} is not a non-negative integer; "
-                                       "expected config indices joined by ';'")
+        return np.empty(0, np.int64), (f"entry {bad[0] + 1} {_quote(tokens[bad[0]])} is not a non-negative integer; "
+                                       "expected TopConfigs to hold config indices joined by ';'")
+    huge = [i for i, token in enumerate(tokens) if len(token.strip().lstrip("0")) > MAX_DIGITS]
+    if huge:
+        return np.empty(0, np.int64), (f"entry {huge[0] + 1} {_quote(tokens[huge[0]].strip())} out of range; "
+                                       "expected TopConfigs to hold config indices")
     order = np.array([int(token) for token in tokens], dtype=np.int64)
     values, counts = np.unique(order, return_counts=True)
     if (counts > 1).any():
-        return order, f"index {values[counts > 1][0]} repeated; expected distinct config indices"
+        return order, f"index {values[counts > 1][0]} repeated; expected distinct config indices in TopConfigs"
     return order, None
 
 
 def _tile_problem(order: np.ndarray, count: int | None) -> str | None:
     """Tile rows: the 5 fastest configs (all of them when the file has fewer); `count` = the file's configs."""
     if count is None:
-        return None if len(order) <= TILE_SUBMITTED else f"{len(order)} indices; expected {TILE_SUBMITTED}"
+        return None if len(order) <= TILE_SUBMITTED else \
+            f"{len(order)} indices; expected {TILE_SUBMITTED} in TopConfigs"
     if order.max() >= count:
-        return f"index {order.max()} out of range; the file has {count} configs (indices 0..{count - 1})"
+        return _out_of_range(order, count)
     want = min(TILE_SUBMITTED, count)
-    return None if len(order) == want else f"{len(order)} indices; expected {want} (the file has {count} configs)"
+    return None if len(order) == want else \
+        f"{len(order)} indices; expected {want} in TopConfigs (the file has {count} configs)"
+
+
+def _out_of_range(order: np.ndarray, count: int) -> str:
+    return f"index {order.max()} out of range; the file has {count} configs (TopConfigs indices 0..{count - 1})"
 
 
 def _layout_problem(order: np.ndarray, count: int | None) -> str | None:
     """Layout rows: a permutation of every config; without `count`, of 0..len-1."""
     if count is not None and order.max() >= count:
-        return f"index {order.max()} out of range; the file has {count} configs (indices 0..{count - 1})"
+        return _out_of_range(order, count)
     size = len(order) if count is None else count
     if len(order) == size and order.max() == size - 1:
         return None
-    missing = np.setdiff1d(np.arange(max(size, order.max() + 1)), order)
+    missing = np.setdiff1d(np.arange(size), order)  # never np.arange(order.max()): that may be 10**18
     listed = ", ".join(map(str, missing[:10].tolist())) + (" ..." if len(missing) > 10 else "")
     found = f"{len(order)} of {count} configs" if count is not None else f"{len(order)} indices up to {order.max()}"
-    return f"incomplete permutation: {found}, missing {listed}; expected every config index once"
+    return f"incomplete permutation: {found}, missing {listed}; expected every config index once in TopConfigs"
 
 
 def check(csv_path: str | Path, root: str | Path | None = None, expected: dict[str, int] | None = None) -> CheckReport:
@@ -290,6 +323,8 @@ def check(csv_path: str | Path, root: str | Path | None = None, expected: dict[s
     report = CheckReport(path, expected=None if expected is None else len(expected))
     rows, report.problems = _read_csv(path, HEADER)
     if rows is not None:
+        if not rows and not report.problems:
+            report.problems.append(f"no rows after the header; expected a row ({','.join(HEADER)}) per test file")
         report.rows, more = _validate(rows, expected)
         report.problems += more
     return report
@@ -326,7 +361,8 @@ def score(csv_path: str | Path, answers: dict[str, np.ndarray]) -> dict:
     path = Path(csv_path)
     rows, problems = _read_csv(path, HEADER)
     if problems or not rows:
-        raise SubmissionError(_error_text(path, problems or ["no rows; expected rows to score"]))
+        no_rows = f"no rows after the header; expected rows ({','.join(HEADER)}) to score"
+        raise SubmissionError(_error_text(path, problems or [no_rows]))
     present = {collection_of(row.id) for row in rows} - {None}
     expected = {row_id: len(runtimes) for row_id, runtimes in answers.items() if collection_of(row_id) in present}
     parsed, problems = _validate(rows, expected, against="file in the answers")

@@ -109,10 +109,10 @@ def setting_label(model: Mapping, data: Mapping) -> str:
         return f"config_only {model.get('loss', 'hinge')}"
     prune = data.get("prune", "k_hop")
     pruning = f"k_hop{data.get('hops', 1)}" if prune == "k_hop" else prune
-    tile = str(data.get("collection", "")).startswith("tile")  # kernels are never pruned
-    return " ".join([
+    return " ".join([  # pruning as set, also for tile (never pruned) so one setting is one row across collections
         "graph", "xattn" if model.get("cross_attention", True) else "no-xattn",
-        "pad-1" if data.get("sentinel", True) else "pad0", *([] if tile else [pruning]), model.get("loss", "hinge"),
+        "pad-1" if data.get("sentinel", True) else "pad0", pruning, model.get("loss", "hinge"),
+        *([] if model.get("encode_once", True) else ["early-fusion"]),
     ])
 
 
@@ -132,6 +132,21 @@ def describe(config: Mapping) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the run folder
+
+
+def unfinished_run(save_dir: str | Path, config: Mapping) -> tuple[Path, str] | None:
+    """(run folder, run id) of the latest fit under `save_dir` with these settings and seed that never finished
+    (it was killed), or None."""
+    digest, seed, found = settings_digest(config), config.get("seed_everything"), None
+    for path in Path(save_dir).rglob(SUMMARY):
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if (summary.get("status"), summary.get("digest"), summary.get("seed")) == ("running", digest, seed) and (
+                found is None or summary.get("started", 0) > found[0]):
+            found = (summary.get("started", 0), path.parent, str(summary.get("run_id")))
+    return found[1:] if found else None
 
 
 def run_folder(trainer: pl.Trainer) -> Path | None:
@@ -196,6 +211,9 @@ class RunRecorder(SaveConfigCallback):
         self.best: dict[str, float] | None = None
         self.last: dict[str, float] = {}
         self.perf: dict[str, float] = {}
+        if self.settings.get("ckpt_path") and (self.folder / SUMMARY).is_file():  # resuming: carry the record on
+            previous = json.loads((self.folder / SUMMARY).read_text())
+            self.started, self.best, self.last = previous["started"], previous["best"], previous["last"]
         if trainer.is_global_zero:
             self.folder.mkdir(parents=True, exist_ok=True)
             with atomic_write(self.folder / self.config_filename) as handle:
@@ -212,6 +230,8 @@ class RunRecorder(SaveConfigCallback):
         self.configs_seen += int(batch["config_mask"].sum())
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not getattr(self, "configs_seen", 0):  # resumed at the end of an epoch: nothing was timed
+            return
         seconds = max(time.perf_counter() - self.epoch_start, 1e-9)
         self.perf = {"perf/train_configs_per_s": self.configs_seen / seconds, "perf/peak_memory_mib": peak_memory_mib()}
         for name, value in self.perf.items():

@@ -171,7 +171,7 @@ def test_compare_reads_wandb_runs_through_the_api():
     ])
     (found,) = compare.runs_from_wandb("me/tpugraphs", api)
     assert (found.collection, found.setting, found.best, found.last, found.source) == (
-        "tile:xla", "graph xattn pad-1 hinge", 0.9, 0.8, "me/tpugraphs/x1")
+        "tile:xla", "graph xattn pad-1 none hinge", 0.9, 0.8, "me/tpugraphs/x1")
 
 
 def test_compare_errors_name_the_problem(tmp_path):

@@ -1,0 +1,213 @@
+"""Ablations: what each design choice buys, on small synthetic data, several seeds per collection.
+
+    python benchmarks/ablations.py --data data/synthetic-small --size small --seeds 0 1 2 --out docs/ablations.md
+    python benchmarks/ablations.py --smoke     # tiny data, one seed, one epoch: checks that the script runs
+    solution compare runs/ablations            # the same runs, as W&B-style run comparison
+
+Every variant is the full model with one setting changed. Each fit is a normal `solution fit` (configs/<collection>
+.yaml with configs/demo.yaml layered on top), logged to W&B (offline unless WANDB_MODE says otherwise) under
+--runs. A cell is the mean ± sample std over seeds of the best validation score (Kendall tau for layout, the tile
+top-5 score for tile); final is the mean of the five collections. Finished fits are recorded in
+<runs>/results.jsonl and reused when the script is run again with the same data and epochs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from solution import compare
+from solution.atomic import atomic_write
+from solution.cli import lightning_main
+from solution.constants import COLLECTIONS
+from solution.submission import collection_file_stem
+from solution.synth import generate
+from solution.tracking import SUMMARY, run_folder
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@dataclass(frozen=True)
+class Variant:
+    args: tuple[str, ...]  # command-line overrides of the full model
+    layout_only: bool = False  # tile kernels are never pruned and have no per-node configs to fuse
+
+
+VARIANTS = {
+    "full model": Variant(()),
+    "no cross-attention": Variant(("--model.cross_attention", "false")),
+    "config-only baseline": Variant(("--model.variant", "config_only")),
+    "early fusion": Variant(("--model.encode_once", "false"), layout_only=True),
+    "0 padding": Variant(("--data.sentinel", "false")),
+    "no pruning": Variant(("--data.prune", "none"), layout_only=True),
+    "2-hop pruning": Variant(("--data.hops", "2"), layout_only=True),
+    "output-path pruning": Variant(("--data.prune", "output_path"), layout_only=True),
+    "logistic loss": Variant(("--model.loss", "logistic")),
+    "ListMLE loss": Variant(("--model.loss", "listmle")),
+    "MSE loss": Variant(("--model.loss", "mse")),
+}
+QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
+    "Model: graph, cross-config attention, encode once": ["full model", "no cross-attention",
+                                                          "config-only baseline", "early fusion"],
+    "Padding: -1 (0 is a valid feature value) vs 0": ["full model", "0 padding"],
+    "Pruning (layout; the full model keeps configurable nodes and their 1-hop neighbours)":
+        ["full model", "no pruning", "2-hop pruning", "output-path pruning"],
+    "Loss (the full model uses the pairwise hinge)": ["full model", "logistic loss", "ListMLE loss", "MSE loss"],
+}
+
+
+def fit(collection: str, seed: int, variant: Variant, common: list[str]) -> dict:
+    """One fit; its best score, training throughput and the share of nodes the pruning kept."""
+    cli = lightning_main(["fit", "--config", str(CONFIGS / f"{collection_file_stem(collection)}.yaml"), *common,
+                          "--seed_everything", str(seed), *variant.args])
+    run = compare.run_from_summary(run_folder(cli.trainer) / SUMMARY)
+    meta = cli.datamodule.graphs("train").meta
+    return {"best": run.best, "configs_per_s": run.configs_per_s,
+            "kept": sum(m["nodes"] for m in meta) / sum(m["nodes_raw"] for m in meta)}
+
+
+class Results:
+    """Fits recorded one JSON line each, keyed by what makes them the same experiment."""
+
+    def __init__(self, path: Path, context: dict) -> None:
+        self.path, self.context = path, context
+        self.rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def get(self, **key) -> dict | None:
+        key = {**self.context, **key}
+        return next((r for r in self.rows if all(r.get(k) == v for k, v in key.items())), None)
+
+    def add(self, row: dict) -> None:
+        row = {**self.context, **row}
+        self.rows.append(row)
+        with atomic_write(self.path) as handle:
+            handle.write("".join(json.dumps(r) + "\n" for r in self.rows))
+
+    def values(self, variant: str, collection: str, key: str = "best") -> list[float]:
+        # tile is never pruned nor fused: a layout-only variant's tile runs are the full model's
+        name = "full model" if VARIANTS[variant].layout_only and collection.startswith("tile") else variant
+        return [r[key] for r in self.rows if r["variant"] == name and r["collection"] == collection
+                and all(r.get(k) == v for k, v in self.context.items())]
+
+
+def cell(values: list[float], digits: int = 3) -> str:
+    if not values:
+        return "–"
+    spread = np.std(values, ddof=1) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.{digits}f} ± {spread:.{digits}f}"
+
+
+def finals(results: Results, variant: str, collections: list[str]) -> list[float]:
+    """Per seed, the mean over collections (only seeds present in every collection)."""
+    per_collection = [results.values(variant, c) for c in collections]
+    seeds = min(map(len, per_collection))
+    return [float(np.mean([v[s] for v in per_collection])) for s in range(seeds)]
+
+
+def section(title: str, variants: list[str], results: Results, collections: list[str]) -> list[str]:
+    pruning = title.startswith("Pruning")
+    layout = [c for c in collections if c.startswith("layout")]
+    extra = ["nodes kept", "train configs/s"] if pruning else []
+    lines = [f"## {title}", "", "| variant | " + " | ".join(collections + ["final", "Δ final", *extra]) + " |",
+             "|---" * (len(collections) + 3 + len(extra)) + "|"]
+    reference = np.mean(finals(results, "full model", collections) or [np.nan])
+    for variant in variants:
+        final = finals(results, variant, collections)
+        delta = f"{np.mean(final) - reference:+.3f}" if final and variant != "full model" else "–"
+        row = [cell(results.values(variant, c)) for c in collections] + [cell(final), delta]
+        if pruning:
+            row += [f"{100 * np.mean([x for c in layout for x in results.values(variant, c, 'kept')]):.1f} %",
+                    f"{np.mean([x for c in layout for x in results.values(variant, c, 'configs_per_s')]):.0f}"]
+        lines.append(f"| {variant} | " + " | ".join(row) + " |")
+    return lines + [""]
+
+
+def chart(results: Results, collections: list[str], path: Path) -> None:
+    """Final score per variant (mean ± std over seeds), the full model's mean as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [v for v in VARIANTS if finals(results, v, collections)]
+    values = [finals(results, v, collections) for v in names]
+    figure, axis = plt.subplots(figsize=(7, 0.35 * len(names) + 1.2))
+    axis.barh(range(len(names)), [np.mean(v) for v in values],
+              xerr=[np.std(v, ddof=1) if len(v) > 1 else 0 for v in values], capsize=3, color="tab:blue")
+    axis.axvline(np.mean(values[0]), color="black", linewidth=0.8, linestyle="--")
+    axis.set_yticks(range(len(names)), names)
+    axis.invert_yaxis()
+    axis.set_xlabel("final score (mean of the collections' best validation scores)")
+    figure.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=90)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default="data/synthetic-small")
+    parser.add_argument("--size", default="small", choices=("tiny", "small"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=list(COLLECTIONS))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--max_epochs", type=int, default=20)
+    parser.add_argument("--runs", default="runs/ablations", help="W&B logs, run folders and results.jsonl")
+    parser.add_argument("--out", help="the report, its chart beside it (default docs/ablations.md)")
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        work = Path(tempfile.mkdtemp(prefix="solution-ablations-"))
+        args.data, args.size, args.seeds, args.max_epochs = str(work / "data"), "tiny", [0], 1
+        args.collections, args.runs = ["tile:xla", "layout:xla:default"], str(work / "runs")
+        args.variants, args.out = ["early fusion", "0 padding", "no pruning", "MSE loss"], args.out or work / "a.md"
+    root, runs = Path(args.data), Path(args.runs)
+    if not (root / "npz_all").is_dir():
+        generate(root, args.size, seed=0)
+    if "full model" not in args.variants:
+        args.variants.insert(0, "full model")
+    common = ["--config", str(CONFIGS / "demo.yaml"), "--data.root", str(root), "--trainer.max_epochs",
+              str(args.max_epochs), "--trainer.check_val_every_n_epoch", str(max(1, args.max_epochs // 5)),
+              "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", str(runs)]
+    results = Results(runs / "results.jsonl", {"data": str(root.resolve()), "epochs": args.max_epochs})
+    start = time.perf_counter()
+    for seed in args.seeds:  # seeds outermost: an interrupted run already covers every variant
+        for collection in args.collections:
+            for name in args.variants:
+                if VARIANTS[name].layout_only and collection.startswith("tile"):
+                    continue
+                if results.get(variant=name, collection=collection, seed=seed) is None:
+                    results.add({"variant": name, "collection": collection, "seed": seed,
+                                 **fit(collection, seed, VARIANTS[name], common)})
+                print(f"{collection:<20} {name:<22} seed {seed}: "
+                      f"{results.get(variant=name, collection=collection, seed=seed)['best']:.4f}", flush=True)
+    minutes = (time.perf_counter() - start) / 60
+    command = " ".join(["python benchmarks/ablations.py", *(argv if argv is not None else sys.argv[1:])])
+    out = Path(args.out or "docs/ablations.md")
+    lines = [f"# Ablations on {args.size} synthetic data", "",
+             f"Command: `{command}` ({minutes:.0f} min of fitting on this machine; fits already in "
+             f"{runs / 'results.jsonl'} are reused). {args.max_epochs} epochs, seeds {args.seeds}; each cell is "
+             "the mean ± sample std over seeds of the best validation score, final is the mean over collections "
+             "and Δ final its difference from the full model. Tile kernels are never pruned and have no per-node "
+             "configs, so layout-only variants reuse the full model's tile runs.", "",
+             f"![final score per variant]({out.stem}.png)", ""]
+    for title, names in QUESTIONS.items():
+        lines += section(title, [n for n in names if n in args.variants], results, args.collections)
+    report = "\n".join(lines)
+    print(report)
+    compare.main([str(runs), "--out", str(runs / "compare")])
+    with atomic_write(out) as handle:
+        handle.write(report)
+    chart(results, args.collections, out.with_suffix(".png"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
