@@ -267,7 +267,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'predict_repeats': 1,
                                  'num_workers': 4}}}
 
-LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks')
+LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io')
 
 SOURCES = {}
 
@@ -519,7 +519,8 @@ class ArrayCache:
 
 # ---------------------------------------- solution.callbacks
 SOURCES['solution.callbacks'] = '''\
-"""Trainer callbacks: the submission writer, and a learning-rate monitor that tolerates no logger."""
+"""Trainer callbacks and plugins: the submission writer, a learning-rate monitor that tolerates no logger, and
+atomic checkpoint writes."""
 
 from __future__ import annotations
 
@@ -527,7 +528,9 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
+import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .atomic import atomic_write
 from .submission import collection_file_stem, write_collection
@@ -579,6 +582,15 @@ class LRMonitor(LearningRateMonitor):
         if trainer.loggers:
             super().on_train_epoch_start(trainer, *args, **kwargs)
 
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
+    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        with atomic_write(path, "wb") as handle:
+            torch.save(checkpoint, handle)
 '''
 
 # ---------------------------------------- solution.configs
@@ -1050,7 +1062,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from .callbacks import SubmissionWriter
+from .callbacks import AtomicCheckpointIO, SubmissionWriter
 from .constants import COLLECTIONS
 from .data import TpuGraphsDataModule
 from .metrics import final_score
@@ -1183,7 +1195,7 @@ def train(collection: str, settings: Mapping, seconds: float, job: Job) -> Path:
     best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
     trainer = pl.Trainer(**settings["trainer"], **QUIET, max_time=timedelta(seconds=seconds),
-                         callbacks=[best, Progress(collection)])
+                         callbacks=[best, Progress(collection)], plugins=[AtomicCheckpointIO()])
     trainer.fit(model, datamodule=datamodule)
     if not best.best_model_path:
         trainer.save_checkpoint(path)

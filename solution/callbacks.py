@@ -1,4 +1,5 @@
-"""Trainer callbacks: the submission writer, and a learning-rate monitor that tolerates no logger."""
+"""Trainer callbacks and plugins: the submission writer, a learning-rate monitor that tolerates no logger, and
+atomic checkpoint writes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
+import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .atomic import atomic_write
 from .submission import collection_file_stem, write_collection
@@ -58,3 +61,12 @@ class LRMonitor(LearningRateMonitor):
         if trainer.loggers:
             super().on_train_epoch_start(trainer, *args, **kwargs)
 
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
+    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        with atomic_write(path, "wb") as handle:
+            torch.save(checkpoint, handle)

@@ -76,6 +76,7 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
             "logger": {"class_path": RUN_LOGGER, "init_args": {"save_dir": DEFAULT_RUNS}},
+            "plugins": [{"class_path": "solution.callbacks.AtomicCheckpointIO"}],
         },
     )
 

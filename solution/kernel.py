@@ -16,7 +16,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from .callbacks import SubmissionWriter
+from .callbacks import AtomicCheckpointIO, SubmissionWriter
 from .constants import COLLECTIONS
 from .data import TpuGraphsDataModule
 from .metrics import final_score
@@ -149,7 +149,7 @@ def train(collection: str, settings: Mapping, seconds: float, job: Job) -> Path:
     best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
     trainer = pl.Trainer(**settings["trainer"], **QUIET, max_time=timedelta(seconds=seconds),
-                         callbacks=[best, Progress(collection)])
+                         callbacks=[best, Progress(collection)], plugins=[AtomicCheckpointIO()])
     trainer.fit(model, datamodule=datamodule)
     if not best.best_model_path:
         trainer.save_checkpoint(path)

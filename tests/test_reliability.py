@@ -209,3 +209,22 @@ def test_bf16_and_compile_settings_train(tiny_root, tmp_path, setting):
                           "--trainer.check_val_every_n_epoch", "1", "--trainer.limit_train_batches", "2", *setting])
     score = float(cli.trainer.callback_metrics["val/score"])
     assert -1 <= score <= 1 and math.isfinite(float(cli.trainer.callback_metrics["train/loss"]))
+
+
+def test_a_crash_while_saving_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):
+    import torch
+
+    from solution.callbacks import AtomicCheckpointIO
+
+    io, path = AtomicCheckpointIO(), tmp_path / "last.ckpt"
+    io.save_checkpoint({"epoch": 1}, path)
+
+    def crash(obj, handle, *args, **kwargs):
+        handle.write(b"torn")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        io.save_checkpoint({"epoch": 2}, path)
+    monkeypatch.undo()
+    assert torch.load(path) == {"epoch": 1} and os.listdir(tmp_path) == ["last.ckpt"]
