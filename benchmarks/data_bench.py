@@ -86,7 +86,7 @@ def read_speed(root: Path, collection: str, cache_dir: Path) -> list[str]:
 def epoch_memory(root: str, collection: str, cache_dir: str, loads: int = 200) -> dict:
     """Draw `loads` training samples (about an nlp collection's 200 graphs; the collection's graphs repeat
     when it has fewer) with a warm cache, and record RSS after each."""
-    graphs = GraphSet(root, collection, "train", Preprocessing(), ArrayCache(cache_dir))
+    graphs = GraphSet(list_files(root, collection, "train"), "train", Preprocessing(), ArrayCache(cache_dir))
     train, collate = TrainSet(graphs, 128, "uniform"), Collate("layout")
     trace = []
     for step in range(loads):

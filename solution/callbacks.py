@@ -12,12 +12,12 @@ from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .atomic import atomic_write
-from .submission import collection_file_stem, write_collection
+from .ensemble import file_record, write_run
 
 
 class SubmissionWriter(pl.Callback):
-    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it (from every
-    process's predictions, written once)."""
+    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it, with the digest
+    and config count of each data file they cover (from every process's predictions, written once)."""
 
     def __init__(self, out_dir: str = "submissions") -> None:
         self.out_dir = Path(out_dir)
@@ -30,20 +30,17 @@ class SubmissionWriter(pl.Callback):
         if not trainer.is_global_zero:
             table.parts.clear()
             return
-        scores = {}
+        scores, files = {}, {}
         for graph_id in table:
             rows, mean, _ = table.graph(graph_id)
             if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
                 raise RuntimeError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
                                    f"{graphs.num_configs(graph_id)} configs")
-            scores[graphs.stems[graph_id]] = mean
+            path = graphs.paths[graph_id]
+            scores[path.stem] = mean
+            files[path.stem] = file_record(path, len(rows), graphs.cache)
         pl_module.predictions.parts.clear()
-        name = collection_file_stem(datamodule.hparams.collection)
-        if datamodule.hparams.predict_split != "test":
-            name += f".{datamodule.hparams.predict_split}"
-        write_collection(self.out_dir / f"{name}.csv", datamodule.hparams.collection, scores)
-        with atomic_write(self.out_dir / f"{name}.scores.npz", "wb") as handle:
-            np.savez(handle, **scores)
+        write_run(self.out_dir, datamodule.hparams.collection, datamodule.hparams.predict_split, scores, files)
 
 
 class LRMonitor(LearningRateMonitor):

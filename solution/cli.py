@@ -92,11 +92,13 @@ COMMANDS = {
     "kernel": ("bundle", "main"),
     "compare": ("compare", "main"),
     "sweep": ("sweep", "main"),
+    "ensemble": ("ensemble", "main"),
 }
 
 
 USAGE = """usage: solution {fit,validate,test,predict} --config configs/<collection>.yaml [--data.root PATH] ...
-       solution demo | synth | inspect | submit | check-submission | score | kernel | compare | sweep  [--help]"""
+       solution demo | synth | inspect | submit | check-submission | score | kernel | compare | sweep | ensemble
+       [--help]"""
 
 
 def main(argv: list[str] | None = None) -> int:

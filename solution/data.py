@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,10 +26,8 @@ SAMPLING = ("uniform", "stratified")
 class GraphSet:
     """The files of one collection split, preprocessed once through the cache and loaded on demand."""
 
-    def __init__(self, root: str | Path, collection: str, split: str, settings: Preprocessing,
-                 cache: ArrayCache | None, limit: int | None = None) -> None:
-        self.collection, self.split, self.settings, self.cache = collection, split, settings, cache
-        self.paths = list_files(root, collection, split)[:limit]
+    def __init__(self, paths: list[Path], split: str, settings: Preprocessing, cache: ArrayCache | None) -> None:
+        self.paths, self.split, self.settings, self.cache = list(paths), split, settings, cache
         self.meta = [self.load(i).meta for i in range(len(self.paths))]  # builds missing cache entries
 
     def __len__(self) -> int:
@@ -181,6 +180,34 @@ class Collate:
         return {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()}
 
 
+FOLD_GROUP = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
+
+
+def model_group(stem: str, variant_parts: str = FOLD_GROUP) -> str:
+    """The model a file belongs to: its stem without the parts that name a variant of one model (the default
+    drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a tile kernel's hash)."""
+    return re.sub(variant_parts, "", stem) or stem
+
+
+def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) -> np.ndarray:
+    """[F] fold of each file: whole model groups, in a fixed shuffled order, each to the fold with the fewest
+    files so far."""
+    groups: dict[str, list[int]] = {}
+    for i, stem in enumerate(stems):
+        groups.setdefault(model_group(stem, variant_parts), []).append(i)
+    if len(groups) < folds:
+        raise ValueError(f"data.folds={folds} but the files form only {len(groups)} model groups "
+                         f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
+    names = sorted(groups)
+    order = np.random.default_rng(0).permutation(len(names))
+    fold_of, sizes = np.zeros(len(stems), dtype=np.int64), np.zeros(folds, dtype=np.int64)
+    for g in order:
+        target = int(np.argmin(sizes))
+        fold_of[groups[names[g]]] = target
+        sizes[target] += len(groups[names[g]])
+    return fold_of
+
+
 def task_of(collection: str) -> str:
     if collection not in COLLECTIONS:
         raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
@@ -210,6 +237,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         predict_repeats: int = 1,
         predict_split: str = "test",
         limit_graphs: int | None = None,
+        folds: int = 0,
+        fold: int = 0,
+        fold_variant_parts: str = FOLD_GROUP,
         num_workers: int = 0,
         seed: int = 0,
     ) -> None:
@@ -217,6 +247,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         self.save_hyperparameters()
         self.task = task_of(collection)
         self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
+        if folds > 1 and not 0 <= fold < folds:
+            raise ValueError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
         if sampling not in SAMPLING:
             raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
         self.splits: dict[str, GraphSet] = {}
@@ -225,12 +257,21 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     def node_feat_dim(self) -> int:
         return NODE_FEAT_DIM + (2 * (SHAPE_DIMS.stop - SHAPE_DIMS.start) if self.hparams.extra_features else 0)
 
+    def files(self, split: str) -> list[Path]:
+        """The .npz files of a split; with `folds` > 1, train and valid are drawn from train + valid pooled:
+        valid is fold `fold` and train the others, each model's variants kept in one fold."""
+        hp = self.hparams
+        if hp.folds <= 1 or split not in ("train", "valid"):
+            return list_files(hp.root, hp.collection, split)[:hp.limit_graphs]
+        pool = list_files(hp.root, hp.collection, "train") + list_files(hp.root, hp.collection, "valid")
+        fold_of = assign_folds([p.stem for p in pool], hp.folds, hp.fold_variant_parts)
+        return [p for p, f in zip(pool, fold_of) if (f == hp.fold) == (split == "valid")][:hp.limit_graphs]
+
     def graphs(self, split: str) -> GraphSet:
         """The preprocessed files of a split (built on first use, then read from the cache)."""
         if split not in self.splits:
             cache = ArrayCache(self.hparams.cache_dir)
-            self.splits[split] = GraphSet(self.hparams.root, self.hparams.collection, split, self.settings, cache,
-                                          self.hparams.limit_graphs)
+            self.splits[split] = GraphSet(self.files(split), split, self.settings, cache)
             log.info("%s %s: %d graphs preprocessed", self.hparams.collection, split, len(self.splits[split]))
         return self.splits[split]
 

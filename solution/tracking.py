@@ -29,8 +29,9 @@ RANKS = "ranks.png"
 PLOTTED_GRAPHS = 4  # graphs in the predicted-vs-true rank plot
 SECTIONS = ("model", "data", "trainer")  # of a config: the settings that make an experiment
 # Settings that locate data or choose machines, not the experiment: left out of the digest.
-NOT_SETTINGS = {"seed", "root", "cache_dir", "num_workers", "logger", "callbacks", "default_root_dir", "devices",
-                "accelerator", "num_nodes", "enable_progress_bar"}
+# The fold, like the seed, picks a resample: runs of every fold share a digest (and a group).
+NOT_SETTINGS = {"seed", "fold", "root", "cache_dir", "num_workers", "logger", "callbacks", "default_root_dir",
+                "devices", "accelerator", "num_nodes", "enable_progress_bar"}
 
 
 def wandb_mode(requested: str | None = None) -> str:
@@ -113,6 +114,7 @@ def setting_label(model: Mapping, data: Mapping) -> str:
         "graph", "xattn" if model.get("cross_attention", True) else "no-xattn",
         "pad-1" if data.get("sentinel", True) else "pad0", pruning, model.get("loss", "hinge"),
         *([] if model.get("encode_once", True) else ["early-fusion"]),
+        *([f"{data['folds']}fold"] if (data.get("folds") or 0) > 1 else []),
     ])
 
 
@@ -127,23 +129,29 @@ def describe(config: Mapping) -> dict[str, Any]:
     """Run name, W&B group and tags of a `fit` config (sections model, data and seed_everything)."""
     model, data = config.get("model") or {}, config.get("data") or {}
     collection, seed, label = data.get("collection", "?"), config.get("seed_everything"), setting_label(model, data)
-    tags = [collection, *label.split(), f"seed{seed}"]
-    return {"name": f"{collection} {label} seed{seed}", "group": f"{collection} {label}", "tags": tags}
+    resample = f"seed{seed}" + (f" fold{data.get('fold', 0)}" if (data.get("folds") or 0) > 1 else "")
+    tags = [collection, *label.split(), *resample.split()]
+    return {"name": f"{collection} {label} {resample}", "group": f"{collection} {label}", "tags": tags}
 
 
 # ---------------------------------------------------------------- the run folder
 
 
 def unfinished_run(save_dir: str | Path, config: Mapping) -> tuple[Path, str] | None:
-    """(run folder, run id) of the latest fit under `save_dir` with these settings and seed that never finished
-    (it was killed), or None."""
-    digest, seed, found = settings_digest(config), config.get("seed_everything"), None
+    """(run folder, run id) of the latest fit under `save_dir` with these settings, seed and fold that never
+    finished (it was killed), or None."""
+    def key(summary: Mapping) -> tuple:  # the settings, seed and fold
+        data = (summary.get("config") or {}).get("data") or {}
+        return summary.get("digest"), summary.get("seed"), data.get("fold")
+
+    wanted = key({"digest": settings_digest(config), "seed": config.get("seed_everything"), "config": config})
+    found = None
     for path in Path(save_dir).rglob(SUMMARY):
         try:
             summary = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if (summary.get("status"), summary.get("digest"), summary.get("seed")) == ("running", digest, seed) and (
+        if summary.get("status") == "running" and key(summary) == wanted and (
                 found is None or summary.get("started", 0) > found[0]):
             found = (summary.get("started", 0), path.parent, str(summary.get("run_id")))
     return found[1:] if found else None

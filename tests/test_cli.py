@@ -10,6 +10,7 @@ import pytest
 
 from solution.cli import lightning_main, main
 from solution.constants import COLLECTIONS
+from solution.ensemble import read_run
 from solution.submission import check, collection_file_stem, read_answers, score
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -45,8 +46,8 @@ def test_fit_predict_submit_gives_a_valid_scored_submission(predicted, tiny_root
     assert main(["check-submission", str(out / "submission.csv"), "--data.root", str(tiny_root)]) == 0
     scores = score(out / "submission.csv", read_answers(tiny_root / "answers.csv"))
     assert set(COLLECTIONS) <= set(scores) and np.isfinite(scores["final"])
-    raw = np.load(out / "layout_xla_random.scores.npz")
-    assert sorted(raw.files) == sorted(i.split(":")[-1] for i in report.rows if i.startswith("layout:xla:random"))
+    raw = read_run(out / "layout_xla_random.scores.npz")
+    assert sorted(raw.scores) == sorted(i.split(":")[-1] for i in report.rows if i.startswith("layout:xla:random"))
 
 
 def test_predict_is_deterministic_and_permutation_averaging_covers_all(predicted, tiny_root, tmp_path):

@@ -8,7 +8,8 @@ import torch
 
 from solution.configs import unpack
 from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
-from solution.data import ChunkSet, Collate, TpuGraphsDataModule, layout_configs, sample_rows
+from solution.data import (ChunkSet, Collate, TpuGraphsDataModule, assign_folds, layout_configs, model_group,
+                           sample_rows)
 from solution.reader import read_graph
 
 
@@ -111,3 +112,38 @@ def test_predict_repeats_cover_each_graph_repeat_times(datamodule):
         assert np.bincount(rows).tolist() == [3] * graphs.num_configs(index)
     again = datamodule.eval_set("valid", repeats=3)
     assert all(np.array_equal(a.rows, b.rows) for a, b in zip(chunks.items, again.items))
+
+
+@pytest.mark.parametrize("stem, group", [
+    ("bert_pretraining.4x4.fp16", "bert_pretraining"), ("mlperf_bert_batch_24_2x2", "mlperf_bert"),
+    ("resnet_v1_50_official_batch_128_bf16", "resnet_v1_50_official"),
+    ("alexnet_train_batch_32_-1bac9e5e4d6bbbc4", "alexnet_train"), ("resnet_like_7", "resnet_like_7"),
+])
+def test_model_group_drops_the_parts_that_name_a_variant(stem, group):
+    assert model_group(stem) == group
+
+
+def test_folds_keep_model_variants_together_and_are_balanced():
+    stems = [f"net{i}.{t}.fp{p}" for i in range(7) for t in ("2x2", "4x4") for p in (16, 32)] + ["solo"]
+    fold_of = assign_folds(stems, 3)
+    for i in range(7):
+        assert len({f for s, f in zip(stems, fold_of) if s.startswith(f"net{i}.")}) == 1
+    assert sorted(np.bincount(fold_of)) == [8, 9, 12] and np.array_equal(fold_of, assign_folds(stems, 3))
+    with pytest.raises(ValueError, match="data.folds=9 but the files form only 8 model groups"):
+        assign_folds(stems, 9)
+
+
+def test_k_fold_splits_pool_train_and_valid_into_disjoint_folds(tiny_root, tmp_path):
+    kwargs = dict(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path))
+    plain = TpuGraphsDataModule(**kwargs)
+    pool = sorted(plain.files("train") + plain.files("valid"))
+    valids = []
+    for fold in range(3):
+        dm = TpuGraphsDataModule(**kwargs, folds=3, fold=fold)
+        train, valid = dm.files("train"), dm.files("valid")
+        assert valid and not set(train) & set(valid) and sorted(train + valid) == pool
+        assert dm.files("test") == plain.files("test")
+        valids += valid
+    assert sorted(valids) == pool  # every graph is validated exactly once over the folds
+    with pytest.raises(ValueError, match="data.fold=3; expected 0..2"):
+        TpuGraphsDataModule(**kwargs, folds=3, fold=3)

@@ -115,7 +115,8 @@ def test_an_unwritable_cache_folder_says_how_to_choose_another(tmp_path, monkeyp
         ArrayCache(tmp_path / "cache").load(source, {}, lambda: ({}, {}))
 
 
-@pytest.mark.parametrize("fault, message", [("missing", "valid.*no such split folder"), ("empty", "valid.*no .npz files")])
+@pytest.mark.parametrize("fault, message", [("missing", "valid.*no such split folder"),
+                                            ("empty", "valid.*no .npz files")])
 def test_a_missing_or_empty_split_is_named(tiny_root, tmp_path, fault, message):
     root = shutil.copytree(tiny_root, tmp_path / "data")
     split = next(root.rglob("layout/xla/default/valid"))

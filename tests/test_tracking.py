@@ -220,7 +220,7 @@ def test_sweep_runs_the_grid_locally(tiny_root, tmp_path, monkeypatch):
     extra = ["--data.root", str(tiny_root), "--trainer.max_epochs", "1", "--model.hidden", "16"]
     assert sweep.main([str(path), "--", *extra]) == 0
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("summary.json")]
-    assert sorted(s["setting"] for s in summaries) == ["graph no-xattn pad-1 hinge", "graph xattn pad-1 hinge"]
+    assert sorted(s["setting"] for s in summaries) == ["graph no-xattn pad-1 none hinge", "graph xattn pad-1 none hinge"]
     assert not (tmp_path / "runs" / "wandb").exists()
 
 
@@ -234,3 +234,30 @@ def test_without_a_logger_records_only_beside_an_explicit_checkpoint_folder(tiny
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["wandb"] is None and summary["status"] == "finished"
     assert (tmp_path / "run" / "config.yaml").is_file()
+
+
+def test_folds_share_a_group_and_digest_but_resume_only_their_own_fold(tmp_path):
+    def config(fold: int) -> dict:
+        return {"model": {"loss": "hinge"}, "data": {"collection": "layout:xla:default", "folds": 5, "fold": fold},
+                "trainer": {}, "seed_everything": 1}
+
+    first, second = tracking.describe(config(0)), tracking.describe(config(3))
+    assert first["group"] == second["group"] == "layout:xla:default graph xattn pad-1 k_hop1 hinge 5fold"
+    assert first["name"].endswith("seed1 fold0") and "fold3" in second["tags"]
+    assert tracking.settings_digest(config(0)) == tracking.settings_digest(config(3))
+    for fold in (0, 3):
+        folder = tmp_path / f"run{fold}"
+        folder.mkdir()
+        (folder / tracking.SUMMARY).write_text(json.dumps({
+            "status": "running", "digest": tracking.settings_digest(config(fold)), "seed": 1, "run_id": f"r{fold}",
+            "started": 10 - fold, "config": config(fold)}))
+    assert tracking.unfinished_run(tmp_path, config(0)) == (tmp_path / "run0", "r0")
+    assert tracking.unfinished_run(tmp_path, config(3)) == (tmp_path / "run3", "r3")
+    assert tracking.unfinished_run(tmp_path, config(1)) is None
+
+
+def test_shipped_folds_sweep_covers_every_fold_and_seed():
+    spec = sweep.read_sweep(CONFIGS / "folds.yaml")
+    runs = sweep.grid(spec["parameters"])
+    assert {(r["data.fold"], r["seed_everything"]) for r in runs} == {(f, s) for f in range(5) for s in (0, 1)}
+    assert all(r["data.folds"] == 5 for r in runs)
