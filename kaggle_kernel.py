@@ -1013,6 +1013,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1228,7 +1229,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         table, merged = ensemble(args.runs, args.out, args.method, args.weights, args.root)
     except (EnsembleError, SubmissionError, DataError) as err:
-        print(f"error: {err}")
+        print(f"error: {err}", file=sys.stderr)
         return 1
     print(f"{'collection':<32}{'runs':>6}  method")
     for label, count, method in table:

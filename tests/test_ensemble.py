@@ -140,14 +140,14 @@ def test_runs_on_other_files_are_refused(run_a, tiny_root, tmp_path, change, cap
         files[stem] = {**files[stem], "digest": "0" * 32}
     other = write_run(tmp_path / "other", collection, "test", scores, files)[1]
     assert main([str(run_a), str(tmp_path / "other"), "--out", str(tmp_path / "ens")]) == 1
-    message = capsys.readouterr().out
+    message = capsys.readouterr().err
     assert stem in message and str(run_a / "layout_xla_default.scores.npz") in message and str(other) in message
     assert collection in message and not (tmp_path / "ens").exists()  # nothing written
 
 
 def test_weights_must_match_the_runs_and_be_positive(run_a, tmp_path, capsys):
     assert main([str(run_a), str(run_a), "--weights", "1", "2", "3", "--out", str(tmp_path / "e")]) == 1
-    assert "3 value(s) for 2 run(s)" in capsys.readouterr().out
+    assert "3 value(s) for 2 run(s)" in capsys.readouterr().err
     with pytest.raises(EnsembleError, match="positive"):
         ensemble([run_a, run_a], tmp_path / "e", weights=[1, 0])
     assert not (tmp_path / "e").exists()
@@ -156,7 +156,7 @@ def test_weights_must_match_the_runs_and_be_positive(run_a, tmp_path, capsys):
 def test_scores_without_provenance_ask_for_a_new_predict(tmp_path, capsys):
     np.savez(tmp_path / "tile_xla.scores.npz", k=np.zeros(3))  # as written before provenance was recorded
     assert main([str(tmp_path), "--out", str(tmp_path / "e")]) == 1
-    assert "solution predict` again" in capsys.readouterr().out
+    assert "solution predict` again" in capsys.readouterr().err
 
 
 def test_predict_records_the_files_it_scored(tiny_root, tmp_path):
