@@ -1,8 +1,9 @@
 """Ablations: what each design choice buys, on small synthetic data, several seeds per collection.
 
     python benchmarks/ablations.py --data data/synthetic-small --size small --seeds 0 1 2 --out docs/ablations.md
-    python benchmarks/ablations.py --smoke     # tiny data, one seed, one epoch: checks that the script runs
-    solution compare runs/ablations            # the same runs, as W&B-style run comparison
+    python benchmarks/ablations.py --report_only   # the report from the fits recorded so far, fitting nothing
+    python benchmarks/ablations.py --smoke         # tiny data, one seed, one epoch: checks that the script runs
+    solution compare runs/ablations                # the same runs, as W&B-style run comparison
 
 Every variant is the full model with one setting changed. Each fit is a normal `solution fit` (configs/<collection>
 .yaml with configs/demo.yaml layered on top), logged to W&B (offline unless WANDB_MODE says otherwise) under
@@ -97,11 +98,13 @@ class Results:
                 and all(r.get(k) == v for k, v in self.context.items())]
 
 
-def cell(values: list[float], digits: int = 3) -> str:
+def cell(values: list[float], seeds: int, digits: int = 3) -> str:
+    """mean ± sample std, and how many seeds where fewer than `seeds` were fitted."""
     if not values:
         return "–"
     spread = np.std(values, ddof=1) if len(values) > 1 else 0.0
-    return f"{np.mean(values):.{digits}f} ± {spread:.{digits}f}"
+    fewer = f" (n={len(values)})" if len(values) < seeds else ""
+    return f"{np.mean(values):.{digits}f} ± {spread:.{digits}f}{fewer}"
 
 
 def finals(results: Results, variant: str, collections: list[str]) -> list[float]:
@@ -111,7 +114,7 @@ def finals(results: Results, variant: str, collections: list[str]) -> list[float
     return [float(np.mean([v[s] for v in per_collection])) for s in range(seeds)]
 
 
-def section(title: str, variants: list[str], results: Results, collections: list[str]) -> list[str]:
+def section(title: str, variants: list[str], results: Results, collections: list[str], seeds: int) -> list[str]:
     pruning = title.startswith("Pruning")
     layout = [c for c in collections if c.startswith("layout")]
     extra = ["nodes kept", "train configs/s"] if pruning else []
@@ -121,7 +124,7 @@ def section(title: str, variants: list[str], results: Results, collections: list
     for variant in variants:
         final = finals(results, variant, collections)
         delta = f"{np.mean(final) - reference:+.3f}" if final and variant != "full model" else "–"
-        row = [cell(results.values(variant, c)) for c in collections] + [cell(final), delta]
+        row = [cell(results.values(variant, c), seeds) for c in collections] + [cell(final, seeds), delta]
         if pruning:
             row += [f"{100 * np.mean([x for c in layout for x in results.values(variant, c, 'kept')]):.1f} %",
                     f"{np.mean([x for c in layout for x in results.values(variant, c, 'configs_per_s')]):.0f}"]
@@ -137,6 +140,8 @@ def chart(results: Results, collections: list[str], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = [v for v in VARIANTS if finals(results, v, collections)]
+    if "full model" not in names:  # nothing to compare yet
+        return
     values = [finals(results, v, collections) for v in names]
     figure, axis = plt.subplots(figsize=(7, 0.35 * len(names) + 1.2))
     axis.barh(range(len(names)), [np.mean(v) for v in values],
@@ -161,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max_epochs", type=int, default=20)
     parser.add_argument("--runs", default="runs/ablations", help="W&B logs, run folders and results.jsonl")
     parser.add_argument("--out", help="the report, its chart beside it (default docs/ablations.md)")
+    parser.add_argument("--report_only", action="store_true", help="write the report from the recorded fits only")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -183,11 +189,12 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.variants:
                 if VARIANTS[name].layout_only and collection.startswith("tile"):
                     continue
-                if results.get(variant=name, collection=collection, seed=seed) is None:
+                if results.get(variant=name, collection=collection, seed=seed) is None and not args.report_only:
                     results.add({"variant": name, "collection": collection, "seed": seed,
                                  **fit(collection, seed, VARIANTS[name], common)})
-                print(f"{collection:<20} {name:<22} seed {seed}: "
-                      f"{results.get(variant=name, collection=collection, seed=seed)['best']:.4f}", flush=True)
+                row = results.get(variant=name, collection=collection, seed=seed)
+                score = f"{row['best']:.4f}" if row else "not fitted"
+                print(f"{collection:<20} {name:<22} seed {seed}: {score}", flush=True)
     minutes = (time.perf_counter() - start) / 60
     command = " ".join(["python benchmarks/ablations.py", *(argv if argv is not None else sys.argv[1:])])
     out = Path(args.out or "docs/ablations.md")
@@ -199,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
              "configs, so layout-only variants reuse the full model's tile runs.", "",
              f"![final score per variant]({out.stem}.png)", ""]
     for title, names in QUESTIONS.items():
-        lines += section(title, [n for n in names if n in args.variants], results, args.collections)
+        lines += section(title, [n for n in names if n in args.variants], results, args.collections, len(args.seeds))
     report = "\n".join(lines)
     print(report)
     compare.main([str(runs), "--out", str(runs / "compare")])
