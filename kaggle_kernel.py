@@ -534,6 +534,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .atomic import atomic_write
 from .ensemble import file_record, write_run
+from .module import ScoreTable
 
 
 class SubmissionWriter(pl.Callback):
@@ -546,10 +547,9 @@ class SubmissionWriter(pl.Callback):
     def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = trainer.datamodule
         graphs = datamodule.graphs(datamodule.hparams.predict_split)
-        table = pl_module.predictions
+        table, pl_module.predictions = pl_module.predictions, ScoreTable()  # the next predict starts empty
         table.gather()
         if not trainer.is_global_zero:
-            table.parts.clear()
             return
         scores, files = {}, {}
         for graph_id in table:
@@ -560,7 +560,6 @@ class SubmissionWriter(pl.Callback):
             path = graphs.paths[graph_id]
             scores[path.stem] = mean
             files[path.stem] = file_record(path, len(rows), graphs.cache)
-        pl_module.predictions.parts.clear()
         write_run(self.out_dir, datamodule.hparams.collection, datamodule.hparams.predict_split, scores, files)
 
 
@@ -776,11 +775,14 @@ class ShardSampler(DistributedSampler):
 
     def __iter__(self):
         if not self.train:
-            return iter(range(self.rank, len(self.dataset), self.num_replicas))
+            return iter(self._evaluation_share())
         return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
 
     def __len__(self) -> int:
-        return self.num_samples if self.train else len(range(self.rank, len(self.dataset), self.num_replicas))
+        return self.num_samples if self.train else len(self._evaluation_share())
+
+    def _evaluation_share(self) -> range:
+        return range(self.rank, len(self.dataset), self.num_replicas)
 
 
 class ChunkSet(Dataset):

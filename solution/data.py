@@ -95,11 +95,14 @@ class ShardSampler(DistributedSampler):
 
     def __iter__(self):
         if not self.train:
-            return iter(range(self.rank, len(self.dataset), self.num_replicas))
+            return iter(self._evaluation_share())
         return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
 
     def __len__(self) -> int:
-        return self.num_samples if self.train else len(range(self.rank, len(self.dataset), self.num_replicas))
+        return self.num_samples if self.train else len(self._evaluation_share())
+
+    def _evaluation_share(self) -> range:
+        return range(self.rank, len(self.dataset), self.num_replicas)
 
 
 class ChunkSet(Dataset):
