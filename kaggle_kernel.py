@@ -94,6 +94,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                         'edge_direction': 'both',
                         'dropout': 0.0,
                         'compile': False,
+                        'head_epochs': 0,
                         'loss': 'hinge',
                         'margin': 1.0,
                         'lr': 0.001,
@@ -107,6 +108,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'sentinel': True,
                        'extra_features': True,
                        'fill_default_layout': True,
+                       'segment_nodes': 4096,
                        'graphs_per_batch': 16,
                        'configs_per_graph': 32,
                        'sampling': 'uniform',
@@ -132,6 +134,11 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'edge_direction': 'both',
                                  'dropout': 0.0,
                                  'compile': False,
+                                 'segment_sampled': 1,
+                                 'segment_keep_stale': 0.5,
+                                 'segment_refresh_every': 1,
+                                 'segment_halo': 0,
+                                 'head_epochs': 0,
                                  'loss': 'hinge',
                                  'margin': 1.0,
                                  'lr': 0.001,
@@ -145,6 +152,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'fill_default_layout': True,
+                                'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
                                 'configs_per_graph': 128,
                                 'sampling': 'uniform',
@@ -170,6 +178,11 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'edge_direction': 'both',
                                   'dropout': 0.0,
                                   'compile': False,
+                                  'segment_sampled': 1,
+                                  'segment_keep_stale': 0.5,
+                                  'segment_refresh_every': 1,
+                                  'segment_halo': 0,
+                                  'head_epochs': 0,
                                   'loss': 'hinge',
                                   'margin': 1.0,
                                   'lr': 0.001,
@@ -183,6 +196,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'fill_default_layout': True,
+                                 'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
                                  'configs_per_graph': 64,
                                  'sampling': 'stratified',
@@ -208,6 +222,11 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'edge_direction': 'both',
                                  'dropout': 0.0,
                                  'compile': False,
+                                 'segment_sampled': 1,
+                                 'segment_keep_stale': 0.5,
+                                 'segment_refresh_every': 1,
+                                 'segment_halo': 0,
+                                 'head_epochs': 0,
                                  'loss': 'hinge',
                                  'margin': 1.0,
                                  'lr': 0.001,
@@ -221,6 +240,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'fill_default_layout': True,
+                                'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
                                 'configs_per_graph': 128,
                                 'sampling': 'uniform',
@@ -246,6 +266,11 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'edge_direction': 'both',
                                   'dropout': 0.0,
                                   'compile': False,
+                                  'segment_sampled': 1,
+                                  'segment_keep_stale': 0.5,
+                                  'segment_refresh_every': 1,
+                                  'segment_halo': 0,
+                                  'head_epochs': 0,
                                   'loss': 'hinge',
                                   'margin': 1.0,
                                   'lr': 0.001,
@@ -259,6 +284,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'fill_default_layout': True,
+                                 'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
                                  'configs_per_graph': 64,
                                  'sampling': 'stratified',
@@ -395,7 +421,7 @@ from .atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 META = "meta.json"
 _CHUNK = 1 << 22
 
@@ -697,6 +723,7 @@ from .configs import unpack
 from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 from .preprocess import Graph, Preprocessing, load_graph
 from .reader import list_files
+from .segments import partition
 
 log = logging.getLogger(__name__)
 
@@ -835,10 +862,11 @@ def target_of(graph: Graph, rows: np.ndarray) -> np.ndarray:
 
 
 class Collate:
-    """Batches (graph, item) pairs into the model's dict: nodes concatenated, configs padded with -1."""
+    """Batches (graph, item) pairs into the model's dict: nodes concatenated, configs padded with -1; with a
+    `segment_nodes` budget, layout batches also carry each node's segment (segment training)."""
 
-    def __init__(self, task: str, fill_default_layout: bool = True) -> None:
-        self.task, self.fill_default = task, fill_default_layout
+    def __init__(self, task: str, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
+        self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
 
     def __call__(self, samples: list[tuple[Graph, Item]]) -> dict[str, torch.Tensor]:
         graphs, items = zip(*samples)
@@ -858,9 +886,19 @@ class Collate:
             configs = [layout_configs(g, i.rows, self.fill_default) for g, i in zip(graphs, items)]
             batch["config_feat"] = _pad(configs, PAD)  # [G, C, K, 18]
             batch["config_node"] = _pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD)  # [G, K]
+            if self.segment_nodes:
+                batch["node_segment"] = self._segments(graphs)  # [N]
         else:
             batch["config_feat"] = _pad([np.asarray(g.configs[i.rows]) for g, i in zip(graphs, items)], PAD)
         return {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()}
+
+    def _segments(self, graphs: tuple[Graph, ...]) -> np.ndarray:
+        """[N] segment of each node, numbered across the batch (consecutive within a graph)."""
+        parts, first = [], 0
+        for graph in graphs:
+            parts.append(partition(len(graph.node_opcode), np.asarray(graph.node_split), self.segment_nodes) + first)
+            first = int(parts[-1].max()) + 1
+        return np.concatenate(parts)
 
 
 FOLD_GROUP = r"\\..*$|_batch_\\d+|_(?:fp|bf)\\d+|_\\d+x\\d+(?:x\\d+)?|_-?[0-9a-f]{16}$"
@@ -912,6 +950,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sentinel: bool = True,
         extra_features: bool = True,
         fill_default_layout: bool = True,
+        segment_nodes: int = 0,
         graphs_per_batch: int = 1,
         configs_per_graph: int = 64,
         sampling: str = "uniform",
@@ -932,6 +971,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
         if folds > 1 and not 0 <= fold < folds:
             raise ValueError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
+        if segment_nodes < 0:
+            raise ValueError(f"segment_nodes={segment_nodes}; expected a node budget per segment, or 0 for whole graphs")
         if sampling not in SAMPLING:
             raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
         self.splits: dict[str, GraphSet] = {}
@@ -986,7 +1027,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         seed = torch.initial_seed() % 2**62  # set by seed_everything
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
-                          num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout),
+                          num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout,
+                                                                  self.hparams.segment_nodes),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
@@ -2031,19 +2073,24 @@ class LayoutRanker(nn.Module):
         shape = (h.size(0), config_feat.size(1), h.size(-1))
         return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
         mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
-        node_graph = batch["node_graph"]
-        h = self.encoder(batch, None if self.encode_once else configs)  # [N, d] or [N, C, d]
+        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
         z = self.broadcast(h, batch)  # [N, C, d]
-        node_mask = mask[node_graph]  # [N, C]
+        node_mask = mask[batch["node_graph"]]  # [N, C]
         for i, block in enumerate(self.blocks):
             z = block(z, batch["edge_index"])
             if self.cross is not None:
                 z = self.cross[i](z, node_mask)
-        graph_part = per_config(pool(h, node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, node_graph, graphs), graph_part], -1), mask)  # [G, C]
+        return h, z
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
+        h, z = self.embed(batch)
+        graph_part = per_config(pool(h, batch["node_graph"], graphs)).expand(-1, configs, -1)  # [G, C, 2d]
+        return self.readout(torch.cat([pool(z, batch["node_graph"], graphs), graph_part], -1), mask)  # [G, C]
 
 
 class TileRanker(nn.Module):
@@ -2108,6 +2155,7 @@ from .features import Standardizer
 from .losses import get_loss
 from .metrics import kendall_tau, ordered_pair_accuracy, tile_score, tile_topk_error
 from .model import build_model
+from .segments import SegmentTraining
 
 
 VARIANTS = ("graph", "config_only")
@@ -2179,6 +2227,11 @@ class RankingModule(pl.LightningModule):
         dropout: float = 0.0,
         encode_once: bool = True,
         compile: bool = False,
+        segment_sampled: int = 1,
+        segment_keep_stale: float = 0.5,
+        segment_refresh_every: int = 1,
+        segment_halo: int = 0,
+        head_epochs: int = 0,
         loss: str = "hinge",
         margin: float = 1.0,
         lr: float = 1e-3,
@@ -2189,6 +2242,8 @@ class RankingModule(pl.LightningModule):
         self.save_hyperparameters()
         if variant not in VARIANTS:
             raise ValueError(f"variant={variant!r}; expected one of {', '.join(VARIANTS)}")
+        if head_epochs and variant != "graph":
+            raise ValueError(f"head_epochs={head_epochs} needs variant='graph' (a model with a readout head)")
         self.model = ConfigOnlyRanker(task, hidden) if variant == "config_only" else build_model(
             task, node_feat_dim, hidden=hidden, opcode_dim=opcode_dim, graph_layers=graph_layers,
             config_layers=config_layers, cross_attention=cross_attention, heads=heads, temperature=temperature,
@@ -2197,6 +2252,7 @@ class RankingModule(pl.LightningModule):
         self.node_scaler = Standardizer(node_feat_dim)
         self.config_scaler = Standardizer(TILE_CONFIG_DIM) if task == "tile" else None
         self.register_buffer("scalers_fitted", torch.tensor(False))
+        self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
         self.loss_fn = get_loss(loss, **({"margin": margin} if loss == "hinge" else {}))
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
@@ -2219,7 +2275,28 @@ class RankingModule(pl.LightningModule):
         batch = dict(batch, node_feat=self.node_scaler(batch["node_feat"]))
         if self.config_scaler is not None:
             batch["config_feat"] = self.config_scaler(batch["config_feat"])
-        return self.model(batch).float()  # [G, C]; float32 also under bf16 autocast
+        return self._score(batch).float()  # [G, C]; float32 also under bf16 autocast
+
+    def _score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The model's scores; graphs of several segments (data.segment_nodes) go through segment training."""
+        segmented = "node_segment" in batch and self.hparams.variant == "graph" and \\
+            int(batch["node_segment"].max()) + 1 > batch["config_mask"].size(0)
+        if not segmented:
+            return self.model(batch)
+        mode = ("head" if self.head_phase else "train") if self.training else "eval"
+        return self.segments.scores(self.model, batch, mode, self.current_epoch if self._trainer else 0)
+
+    @property
+    def head_phase(self) -> bool:
+        """Whether training is in its last `head_epochs`, which train the readout only."""
+        trainer = self._trainer
+        return bool(self.hparams.head_epochs) and trainer is not None and trainer.max_epochs is not None and \\
+            self.current_epoch >= trainer.max_epochs - self.hparams.head_epochs
+
+    def on_train_epoch_start(self) -> None:
+        if self.hparams.head_epochs:  # the head phase freezes everything but the readout
+            self.model.requires_grad_(not self.head_phase)
+            self.model.readout.requires_grad_(True)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         scores = self(batch)
@@ -2322,11 +2399,21 @@ class Graph:
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
+    node_split: np.ndarray  # [k] int64 first pruned node of each HLO computation (node_splits; may be empty)
     meta: dict
 
     @property
     def num_configs(self) -> int:
         return len(self.target)
+
+
+def pruned_starts(starts: np.ndarray | None, keep: np.ndarray) -> np.ndarray:
+    """[k] the first kept node at or after each start, as a pruned id (duplicates and the end dropped)."""
+    if starts is None:
+        return np.zeros(0, np.int64)
+    kept_before = np.concatenate([[0], np.cumsum(keep)])  # [n + 1]
+    first = np.unique(kept_before[starts])  # [k'] sorted
+    return first[first < kept_before[-1]].astype(np.int64)
 
 
 def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
@@ -2352,6 +2439,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),
+        "node_split": pruned_starts(raw.node_splits, keep),
     }
     meta = {
         "kind": raw.kind, "is_test": raw.is_test,
@@ -2880,6 +2968,218 @@ def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int)
         return torch_scatter.scatter_max(src, _along(index, src, dim), dim, dim_size=dim_size)[0]
     out = src.new_zeros(_out_shape(src, dim, dim_size))
     return out.scatter_reduce(dim, _along(index, src, dim), src, "amax", include_self=False)
+'''
+
+# ---------------------------------------- solution.segments
+SOURCES['solution.segments'] = '''\
+"""Graph segment training: a large layout graph cut into segments, gradients through a few of them per step.
+
+After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
+pruning and config broadcasting. The readout pools every node's state by mean and max, and both decompose
+exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
+So a training step runs forward and backward through `sampled` segments per graph and assembles the others
+without a graph for autograd:
+
+- a segment with a configurable node (or one within its halo) is computed afresh under no_grad: its states
+  depend on the step's configs;
+- a config-free segment's states are the same for every config: they come from a historical table, computed
+  when first needed and again once `refresh_every` epochs old, each table entry dropped from the pool with
+  probability 1 - `keep_stale` (stale-embedding dropout);
+- a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
+- evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
+
+A `halo` of k hops gives each segment the nodes within k edges of it as context (not pooled); with k at least
+the model's total number of message-passing layers the segments reproduce the whole-graph scores exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .constants import PAD
+from .model import valid_configs
+
+
+def partition(num_nodes: int, starts: np.ndarray, budget: int) -> np.ndarray:
+    """[n] segment of each node: the graph's computations (`starts`: the first node of each, as node_splits)
+    cut into balanced runs of at most `budget` consecutive nodes, then consecutive runs merged while they fit
+    the budget. Node order is topological in the files, so a run of consecutive nodes is mostly connected."""
+    if budget < 1:
+        raise ValueError(f"segment budget {budget}; expected a positive number of nodes")
+    bounds = np.unique(np.concatenate([[0, num_nodes], starts[(starts > 0) & (starts < num_nodes)]]))
+    runs = []  # (first node, size) of each balanced run
+    for low, high in zip(bounds[:-1], bounds[1:]):
+        pieces = -(-(high - low) // budget)
+        cuts = low + (high - low) * np.arange(pieces + 1) // pieces
+        runs += [(a, b - a) for a, b in zip(cuts[:-1], cuts[1:])]
+    firsts, filled = [0], 0
+    for first, size in runs:
+        if filled + size > budget and filled:
+            firsts.append(first)
+            filled = 0
+        filled += size
+    return np.searchsorted(np.array(firsts), np.arange(num_nodes), side="right") - 1
+
+
+@dataclass
+class Segment:
+    """One segment of one graph of a batch, as index tensors into the batch."""
+
+    graph: int  # the graph's row in the batch
+    index: int  # the segment's number within its graph
+    nodes: torch.Tensor  # [n] batch node ids: the segment and its halo, in node order
+    owned: torch.Tensor  # [n] bool: pooled (False for halo nodes)
+    edge_index: torch.Tensor  # [2, e] edges among `nodes`, re-indexed to 0..n-1
+    slots: torch.Tensor  # [k] the graph's configurable-node slots whose node is in `nodes`
+    config_node: torch.Tensor  # [k] those nodes, re-indexed
+
+    @property
+    def config_free(self) -> bool:
+        return self.slots.numel() == 0
+
+    def batch(self, batch: dict[str, torch.Tensor], configs: int | None = None) -> dict[str, torch.Tensor]:
+        """The segment as a one-graph batch (its first `configs` configs only, when given)."""
+        g, keep = self.graph, slice(None, configs)
+        return {
+            "node_feat": batch["node_feat"][self.nodes], "node_opcode": batch["node_opcode"][self.nodes],
+            "edge_index": self.edge_index, "node_graph": torch.zeros_like(self.nodes),
+            "config_node": self.config_node[None],  # [1, k]
+            "config_feat": batch["config_feat"][g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
+            "config_mask": batch["config_mask"][g:g + 1, keep],  # [1, C]
+        }
+
+
+def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
+    """The segments of a batch from its `node_segment` ids (consecutive within a graph), each grown by `halo`
+    hops of context in both edge directions."""
+    node_segment, edge_index = batch["node_segment"], batch["edge_index"]
+    first_of_graph = torch.full((int(batch["config_mask"].size(0)),), -1, dtype=torch.long)
+    segments = []
+    for s in range(int(node_segment.max()) + 1):
+        owned = node_segment == s  # [N]
+        if not owned.any():
+            continue
+        member = owned.clone()
+        for _ in range(halo):
+            touched = member[edge_index[0]] | member[edge_index[1]]  # [E]
+            member[edge_index[:, touched].flatten()] = True
+        nodes = member.nonzero().flatten()  # [n]
+        local = torch.full_like(node_segment, PAD)
+        local[nodes] = torch.arange(nodes.numel(), device=nodes.device)
+        edges = edge_index[:, member[edge_index[0]] & member[edge_index[1]]]  # [2, e]
+        graph = int(batch["node_graph"][nodes[0]])
+        if first_of_graph[graph] < 0:
+            first_of_graph[graph] = s
+        config_node = batch["config_node"][graph]  # [K]
+        slots = ((config_node != PAD) & member[config_node.clamp(min=0)]).nonzero().flatten()  # [k]
+        segments.append(Segment(graph, s - int(first_of_graph[graph]), nodes, owned[nodes], local[edges],
+                                slots, local[config_node[slots]]))
+    return segments
+
+
+@dataclass
+class Pool:
+    """Sums, maxima and count of one segment's pooled node states: z (config-aware) and h (the encoder's)."""
+
+    z_sum: torch.Tensor  # [C, d], or [1, d] when the same for every config
+    z_max: torch.Tensor
+    h_sum: torch.Tensor  # [d], or [C, d] under early fusion
+    h_max: torch.Tensor
+    count: int
+
+    @classmethod
+    def of(cls, h: torch.Tensor, z: torch.Tensor, owned: torch.Tensor) -> Pool:
+        """From one segment's states h [n, (C,) d] and z [n, C, d]."""
+        h, z = h[owned], z[owned]
+        return cls(z.sum(0), z.amax(0), h.sum(0), h.amax(0), int(owned.sum()))
+
+    @staticmethod
+    def features(pools: list[Pool], configs: int) -> torch.Tensor:
+        """[C, 4d] mean and max of z, then of h, over the union of the segments: what the whole-graph readout
+        pools, assembled from parts."""
+        count = sum(p.count for p in pools)
+        parts = [sum(p.z_sum for p in pools) / count, _maximum([p.z_max for p in pools]),
+                 sum(p.h_sum for p in pools) / count, _maximum([p.h_max for p in pools])]
+        return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
+
+
+def _maximum(tensors: list[torch.Tensor]) -> torch.Tensor:
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = torch.maximum(out, t)
+    return out
+
+
+class SegmentTraining:
+    """Scores a batch of segmented layout graphs with a LayoutRanker, keeping the historical table of
+    config-free segments between steps."""
+
+    MODES = ("train", "head", "eval")
+
+    def __init__(self, sampled: int = 1, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
+        if sampled < 1:
+            raise ValueError(f"segment_sampled={sampled}; expected at least 1 segment per graph")
+        if not 0.0 < keep_stale <= 1.0:
+            raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
+        if refresh_every < 1 or halo < 0:
+            raise ValueError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
+        self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
+        self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)
+
+    def scores(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], mode: str, epoch: int = 0
+               ) -> torch.Tensor:
+        """[G, C] scores; `mode` train (sampled segments with gradients, the table for config-free ones), head
+        (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
+        if mode not in self.MODES:
+            raise ValueError(f"mode={mode!r}; expected one of {', '.join(self.MODES)}")
+        mask = batch["config_mask"]
+        graphs, configs = mask.shape
+        segments = split(batch, self.halo)
+        pools: list[list[Pool]] = [[] for _ in range(graphs)]
+        for g in range(graphs):
+            mine = [s for s in segments if s.graph == g]
+            chosen = set(random.sample(range(len(mine)), min(self.sampled, len(mine)))) if mode == "train" else ()
+            for i, segment in enumerate(mine):
+                if i in chosen:
+                    pools[g].append(self._fresh(model, batch, segment, epoch, grad=True))
+                elif mode == "train" and segment.config_free:
+                    pool = self._historical(model, batch, segment, epoch)
+                    if random.random() < self.keep_stale:
+                        pools[g].append(pool)
+                else:
+                    pools[g].append(self._fresh(model, batch, segment, epoch, grad=False))
+        features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
+        return model.readout(features, valid_configs(batch))  # [G, C]
+
+    def _fresh(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, epoch: int,
+               grad: bool) -> Pool:
+        with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
+            pool = Pool.of(*model.embed(segment.batch(batch)), segment.owned)
+        if grad and segment.config_free:
+            self._store(batch, segment, epoch, pool)
+        return pool
+
+    def _historical(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, epoch: int
+                    ) -> Pool:
+        key = (int(batch["graph_id"][segment.graph]), segment.index)
+        stored = self.table.get(key)
+        if stored is None or epoch - stored[0] >= self.refresh_every:
+            with torch.no_grad():  # one config is enough: the states are the same for all
+                stored = self._store(batch, segment, epoch, Pool.of(*model.embed(segment.batch(batch, 1)),
+                                                                    segment.owned))
+        return stored[1]
+
+    def _store(self, batch: dict[str, torch.Tensor], segment: Segment, epoch: int, pool: Pool
+               ) -> tuple[int, Pool]:
+        key = (int(batch["graph_id"][segment.graph]), segment.index)
+        first = slice(None, 1)  # the rows are the same for every config: keep one
+        self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
+                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count))
+        return self.table[key]
 '''
 
 # ---------------------------------------- solution.submission

@@ -53,6 +53,7 @@ VARIANTS = {
     "logistic loss": Variant(("--model.loss", "logistic")),
     "ListMLE loss": Variant(("--model.loss", "listmle")),
     "MSE loss": Variant(("--model.loss", "mse")),
+    "segment training": Variant(("--data.segment_nodes", "64"), layout_only=True),
 }
 QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
     "Model: graph, cross-config attention, encode once": ["full model", "no cross-attention",
@@ -61,6 +62,8 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
     "Pruning (layout; the full model keeps configurable nodes and their 1-hop neighbours)":
         ["full model", "no pruning", "2-hop pruning", "output-path pruning"],
     "Loss (the full model uses the pairwise hinge)": ["full model", "logistic loss", "ListMLE loss", "MSE loss"],
+    "Segment training (64-node segments: most pruned graphs here have 2-4; whole graphs in the full model)":
+        ["full model", "segment training"],
 }
 
 
@@ -173,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix="solution-ablations-"))
         args.data, args.size, args.seeds, args.max_epochs = str(work / "data"), "tiny", [0], 1
         args.collections, args.runs = ["tile:xla", "layout:xla:default"], str(work / "runs")
-        args.variants, args.out = ["early fusion", "0 padding", "no pruning", "MSE loss"], args.out or work / "a.md"
+        args.variants = ["early fusion", "0 padding", "no pruning", "MSE loss", "segment training"]
+        args.out = args.out or work / "a.md"
     root, runs = Path(args.data), Path(args.runs)
     if not (root / "npz_all").is_dir():
         generate(root, args.size, seed=0)

@@ -141,10 +141,11 @@ def measure(job: dict) -> dict:
     return {"seconds": seconds, "configs_per_s": job["configs"] / seconds, "peak_mib": memory.peak}
 
 
-def in_child(job: dict, timeout: float) -> dict:
-    """`measure(job)` in a fresh interpreter; a failure (out of memory, time-out) is reported, not raised."""
+def in_child(job: dict, timeout: float, script: str = __file__) -> dict:
+    """`script --child job` (its `measure(job)`) in a fresh interpreter; a failure (out of memory, time-out) is
+    reported, not raised."""
     try:
-        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(job)], capture_output=True,
+        done = subprocess.run([sys.executable, script, "--child", json.dumps(job)], capture_output=True,
                               text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"over {timeout:.0f} s"}
@@ -170,6 +171,23 @@ def cell(result: dict, key: str, digits: int = 0) -> str:
     return result["error"] if "error" in result else f"{result[key]:,.{digits}f}"
 
 
+def machine() -> tuple[str, int, str]:
+    """(device, its memory in bytes, a description) of where the benchmark runs: the GPU when there is one."""
+    if torch.cuda.is_available():
+        return "cuda", torch.cuda.get_device_properties(0).total_memory, torch.cuda.get_device_name(0)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return "cpu", memory, f"CPU, {torch.get_num_threads()} threads"
+
+
+def write_report(lines: list[str], out: str | None, name: str, device: str) -> None:
+    """The report's lines to `out` (default docs/<name>-<cpu|gpu>.md), atomically, and to the terminal."""
+    text = "\n".join(lines) + "\n"
+    path = Path(out or f"docs/{name}-{'gpu' if device == 'cuda' else 'cpu'}.md")
+    with atomic_write(path) as handle:
+        handle.write(text)
+    print(f"\n{text}\nwrote {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[5000, 15000, 40000])
@@ -188,13 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.smoke:
         args.nodes, args.configs, args.rank, args.chunk, args.repeats = [300], [4, 8], [64, 256], 32, 1
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    memory = torch.cuda.get_device_properties(0).total_memory if device == "cuda" else \
-        os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    device, memory, where = machine()
     limit = args.limit_gib or 0.5 * memory / 2**30
-    threads = torch.get_num_threads()
-    base = {"device": device, "threads": threads, "repeats": args.repeats, "backend": scatter.BACKEND}
-    where = torch.cuda.get_device_name(0) if device == "cuda" else f"CPU, {threads} threads"
+    base = {"device": device, "threads": torch.get_num_threads(), "repeats": args.repeats, "backend": scatter.BACKEND}
     lines = [f"# Speed and memory ({where})", "",
              f"Command: `python benchmarks/speed.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
              f"Layout model, hidden {HIDDEN}, random XLA-like graphs processed whole (1 % configurable nodes). "
@@ -239,11 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {total:,} | {cell(result, 'seconds', 2)} | {cell(result, 'configs_per_s')} | "
                      f"{cell(result, 'peak_mib')} |")
         print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    out = Path(args.out or f"docs/benchmarks-{'gpu' if device == 'cuda' else 'cpu'}.md")
-    with atomic_write(out) as handle:
-        handle.write(text)
-    print(f"\n{text}\nwrote {out}")
+    write_report(lines, args.out, "benchmarks", device)
     return 0
 
 

@@ -17,6 +17,7 @@ from .configs import unpack
 from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 from .preprocess import Graph, Preprocessing, load_graph
 from .reader import list_files
+from .segments import partition
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +156,11 @@ def target_of(graph: Graph, rows: np.ndarray) -> np.ndarray:
 
 
 class Collate:
-    """Batches (graph, item) pairs into the model's dict: nodes concatenated, configs padded with -1."""
+    """Batches (graph, item) pairs into the model's dict: nodes concatenated, configs padded with -1; with a
+    `segment_nodes` budget, layout batches also carry each node's segment (segment training)."""
 
-    def __init__(self, task: str, fill_default_layout: bool = True) -> None:
-        self.task, self.fill_default = task, fill_default_layout
+    def __init__(self, task: str, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
+        self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
 
     def __call__(self, samples: list[tuple[Graph, Item]]) -> dict[str, torch.Tensor]:
         graphs, items = zip(*samples)
@@ -178,9 +180,19 @@ class Collate:
             configs = [layout_configs(g, i.rows, self.fill_default) for g, i in zip(graphs, items)]
             batch["config_feat"] = _pad(configs, PAD)  # [G, C, K, 18]
             batch["config_node"] = _pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD)  # [G, K]
+            if self.segment_nodes:
+                batch["node_segment"] = self._segments(graphs)  # [N]
         else:
             batch["config_feat"] = _pad([np.asarray(g.configs[i.rows]) for g, i in zip(graphs, items)], PAD)
         return {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()}
+
+    def _segments(self, graphs: tuple[Graph, ...]) -> np.ndarray:
+        """[N] segment of each node, numbered across the batch (consecutive within a graph)."""
+        parts, first = [], 0
+        for graph in graphs:
+            parts.append(partition(len(graph.node_opcode), np.asarray(graph.node_split), self.segment_nodes) + first)
+            first = int(parts[-1].max()) + 1
+        return np.concatenate(parts)
 
 
 FOLD_GROUP = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
@@ -232,6 +244,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sentinel: bool = True,
         extra_features: bool = True,
         fill_default_layout: bool = True,
+        segment_nodes: int = 0,
         graphs_per_batch: int = 1,
         configs_per_graph: int = 64,
         sampling: str = "uniform",
@@ -252,6 +265,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
         if folds > 1 and not 0 <= fold < folds:
             raise ValueError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
+        if segment_nodes < 0:
+            raise ValueError(f"segment_nodes={segment_nodes}; expected a node budget per segment, or 0 for whole graphs")
         if sampling not in SAMPLING:
             raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
         self.splits: dict[str, GraphSet] = {}
@@ -306,7 +321,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         seed = torch.initial_seed() % 2**62  # set by seed_everything
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
-                          num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout),
+                          num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout,
+                                                                  self.hparams.segment_nodes),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:

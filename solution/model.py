@@ -166,19 +166,24 @@ class LayoutRanker(nn.Module):
         shape = (h.size(0), config_feat.size(1), h.size(-1))
         return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
         mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
-        node_graph = batch["node_graph"]
-        h = self.encoder(batch, None if self.encode_once else configs)  # [N, d] or [N, C, d]
+        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
         z = self.broadcast(h, batch)  # [N, C, d]
-        node_mask = mask[node_graph]  # [N, C]
+        node_mask = mask[batch["node_graph"]]  # [N, C]
         for i, block in enumerate(self.blocks):
             z = block(z, batch["edge_index"])
             if self.cross is not None:
                 z = self.cross[i](z, node_mask)
-        graph_part = per_config(pool(h, node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, node_graph, graphs), graph_part], -1), mask)  # [G, C]
+        return h, z
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
+        h, z = self.embed(batch)
+        graph_part = per_config(pool(h, batch["node_graph"], graphs)).expand(-1, configs, -1)  # [G, C, 2d]
+        return self.readout(torch.cat([pool(z, batch["node_graph"], graphs), graph_part], -1), mask)  # [G, C]
 
 
 class TileRanker(nn.Module):

@@ -14,6 +14,7 @@ from .features import Standardizer
 from .losses import get_loss
 from .metrics import kendall_tau, ordered_pair_accuracy, tile_score, tile_topk_error
 from .model import build_model
+from .segments import SegmentTraining
 
 
 VARIANTS = ("graph", "config_only")
@@ -85,6 +86,11 @@ class RankingModule(pl.LightningModule):
         dropout: float = 0.0,
         encode_once: bool = True,
         compile: bool = False,
+        segment_sampled: int = 1,
+        segment_keep_stale: float = 0.5,
+        segment_refresh_every: int = 1,
+        segment_halo: int = 0,
+        head_epochs: int = 0,
         loss: str = "hinge",
         margin: float = 1.0,
         lr: float = 1e-3,
@@ -95,6 +101,8 @@ class RankingModule(pl.LightningModule):
         self.save_hyperparameters()
         if variant not in VARIANTS:
             raise ValueError(f"variant={variant!r}; expected one of {', '.join(VARIANTS)}")
+        if head_epochs and variant != "graph":
+            raise ValueError(f"head_epochs={head_epochs} needs variant='graph' (a model with a readout head)")
         self.model = ConfigOnlyRanker(task, hidden) if variant == "config_only" else build_model(
             task, node_feat_dim, hidden=hidden, opcode_dim=opcode_dim, graph_layers=graph_layers,
             config_layers=config_layers, cross_attention=cross_attention, heads=heads, temperature=temperature,
@@ -103,6 +111,7 @@ class RankingModule(pl.LightningModule):
         self.node_scaler = Standardizer(node_feat_dim)
         self.config_scaler = Standardizer(TILE_CONFIG_DIM) if task == "tile" else None
         self.register_buffer("scalers_fitted", torch.tensor(False))
+        self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
         self.loss_fn = get_loss(loss, **({"margin": margin} if loss == "hinge" else {}))
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
@@ -125,7 +134,28 @@ class RankingModule(pl.LightningModule):
         batch = dict(batch, node_feat=self.node_scaler(batch["node_feat"]))
         if self.config_scaler is not None:
             batch["config_feat"] = self.config_scaler(batch["config_feat"])
-        return self.model(batch).float()  # [G, C]; float32 also under bf16 autocast
+        return self._score(batch).float()  # [G, C]; float32 also under bf16 autocast
+
+    def _score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The model's scores; graphs of several segments (data.segment_nodes) go through segment training."""
+        segmented = "node_segment" in batch and self.hparams.variant == "graph" and \
+            int(batch["node_segment"].max()) + 1 > batch["config_mask"].size(0)
+        if not segmented:
+            return self.model(batch)
+        mode = ("head" if self.head_phase else "train") if self.training else "eval"
+        return self.segments.scores(self.model, batch, mode, self.current_epoch if self._trainer else 0)
+
+    @property
+    def head_phase(self) -> bool:
+        """Whether training is in its last `head_epochs`, which train the readout only."""
+        trainer = self._trainer
+        return bool(self.hparams.head_epochs) and trainer is not None and trainer.max_epochs is not None and \
+            self.current_epoch >= trainer.max_epochs - self.hparams.head_epochs
+
+    def on_train_epoch_start(self) -> None:
+        if self.hparams.head_epochs:  # the head phase freezes everything but the readout
+            self.model.requires_grad_(not self.head_phase)
+            self.model.readout.requires_grad_(True)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         scores = self(batch)

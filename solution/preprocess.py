@@ -45,11 +45,21 @@ class Graph:
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
+    node_split: np.ndarray  # [k] int64 first pruned node of each HLO computation (node_splits; may be empty)
     meta: dict
 
     @property
     def num_configs(self) -> int:
         return len(self.target)
+
+
+def pruned_starts(starts: np.ndarray | None, keep: np.ndarray) -> np.ndarray:
+    """[k] the first kept node at or after each start, as a pruned id (duplicates and the end dropped)."""
+    if starts is None:
+        return np.zeros(0, np.int64)
+    kept_before = np.concatenate([[0], np.cumsum(keep)])  # [n + 1]
+    first = np.unique(kept_before[starts])  # [k'] sorted
+    return first[first < kept_before[-1]].astype(np.int64)
 
 
 def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
@@ -75,6 +85,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),
+        "node_split": pruned_starts(raw.node_splits, keep),
     }
     meta = {
         "kind": raw.kind, "is_test": raw.is_test,

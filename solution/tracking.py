@@ -114,6 +114,8 @@ def setting_label(model: Mapping, data: Mapping) -> str:
         "graph", "xattn" if model.get("cross_attention", True) else "no-xattn",
         "pad-1" if data.get("sentinel", True) else "pad0", pruning, model.get("loss", "hinge"),
         *([] if model.get("encode_once", True) else ["early-fusion"]),
+        *([f"seg{data['segment_nodes']}"] if data.get("segment_nodes") else []),
+        *([f"head{model['head_epochs']}"] if model.get("head_epochs") else []),
         *([f"{data['folds']}fold"] if (data.get("folds") or 0) > 1 else []),
     ])
 

@@ -19,14 +19,15 @@ def load(name: str):
     return module
 
 
-@pytest.mark.parametrize("name", ["data_bench", "ablations", "speed"])
+@pytest.mark.parametrize("name", ["data_bench", "ablations", "speed", "segments"])
 def test_benchmark_smoke(name, capsys, tmp_path):
     out_file = ["--out", str(tmp_path / f"{name}.md")] if name != "data_bench" else []
     assert load(name).main(["--smoke", *out_file]) == 0
     out = capsys.readouterr().out
     expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS"],
                 "ablations": ["tile:xla", "layout:xla:default", "early fusion", "no pruning", "nodes kept", "±"],
-                "speed": ["Same predictions", "Training step", "Inference pass", "| torch |", "| 256 |"]}[name]
+                "speed": ["Same predictions", "Training step", "Inference pass", "| torch |", "| 256 |"],
+                "segments": ["| 800 | 4 |", "largest graph / the smallest", "| layout:nlp:random |", "speed-up"]}[name]
     for text in expected:
         assert text in out
 

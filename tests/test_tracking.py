@@ -108,8 +108,8 @@ def test_fit_leaves_config_summary_and_per_graph_table(two_runs, tiny_root):
         assert (folder / "ranks.png").read_bytes()[:4] == PNG
         assert (folder / "checkpoints" / "best.ckpt").is_file()
     first, second = (json.loads((f / "summary.json").read_text()) for f in two_runs.folders)
-    assert first["setting"] == "graph xattn pad-1 k_hop1 hinge"
-    assert second["setting"] == "graph no-xattn pad-1 k_hop1 hinge"
+    assert first["setting"] == "graph xattn pad-1 k_hop1 hinge seg4096"
+    assert second["setting"] == "graph no-xattn pad-1 k_hop1 hinge seg4096"
     assert first["name"].startswith("layout:xla:random graph xattn") and first["digest"] != second["digest"]
 
 
@@ -220,7 +220,7 @@ def test_sweep_runs_the_grid_locally(tiny_root, tmp_path, monkeypatch):
     extra = ["--data.root", str(tiny_root), "--trainer.max_epochs", "1", "--model.hidden", "16"]
     assert sweep.main([str(path), "--", *extra]) == 0
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("summary.json")]
-    assert sorted(s["setting"] for s in summaries) == ["graph no-xattn pad-1 none hinge", "graph xattn pad-1 none hinge"]
+    assert sorted(s["setting"] for s in summaries) == ["graph no-xattn pad-1 none hinge seg4096", "graph xattn pad-1 none hinge seg4096"]
     assert not (tmp_path / "runs" / "wandb").exists()
 
 

@@ -1,0 +1,155 @@
+"""Segment training vs whole-graph training: peak memory of a training step as the graph grows, and the time
+of a training epoch on realistic synthetic graphs.
+
+    python benchmarks/segments.py                       # both parts; on the GPU when there is one
+    python benchmarks/segments.py --nodes 10000 50000 200000 --budget 2048 --configs 16
+    python benchmarks/segments.py --smoke               # seconds: checks that the script runs
+
+Memory: random XLA-like graphs (benchmarks/speed.py's, 1 % configurable nodes, processed whole: no pruning)
+of growing size, one training step (forward + backward) of the layout model on `--configs` configs, each
+measurement in a child process of its own (GPU memory allocated, or resident memory on the CPU, above the
+level after building the model and batch). Whole-graph training is skipped where its estimated activations
+exceed half the memory. Segment training cuts the graph into `--budget`-node segments and backpropagates
+through one per step (the others computed without gradients, or read from the historical table).
+
+Epoch time: `--epochs` epochs of `solution`'s own training loop (configs/<collection>.yaml + configs/demo.yaml)
+on the train split of a realistic synthetic collection, unpruned (`--data.prune none`: 1-hop pruning leaves
+these graphs a few hundred nodes, one segment), with and without `--data.segment_nodes`; the mean time of the
+epochs after the first, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+
+from solution.cli import lightning_main
+from solution.segments import SegmentTraining, partition
+from solution.synth import generate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # speed.py beside this file: its graphs and probes
+from speed import HIDDEN, PeakMemory, in_child, layout_batch, machine, model, timed, write_report  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def measure(job: dict) -> dict:
+    """One training step's time and peak memory (run in a child process)."""
+    device = job["device"]
+    torch.set_num_threads(job["threads"])
+    net = model(True, device)
+    batch = layout_batch(job["nodes"], job["configs"], device=device)
+    segmented = job["budget"] is not None
+    if segmented:
+        cut = partition(job["nodes"], np.zeros(0, np.int64), job["budget"])
+        batch.update(node_segment=torch.from_numpy(cut).to(device), graph_id=torch.zeros(1, dtype=torch.long))
+    training = SegmentTraining(sampled=1)
+
+    def step():
+        net.zero_grad(set_to_none=True)
+        scores = training.scores(net, batch, "train") if segmented else net(batch)
+        scores.sum().backward()
+
+    with PeakMemory(device) as memory:
+        seconds = timed(step, device, job["repeats"])
+    return {"seconds": seconds, "peak_mib": memory.peak}
+
+
+class EpochTimer(pl.Callback):
+    """Wall time of each training epoch."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def on_train_epoch_start(self, trainer, module) -> None:
+        self.start = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer, module) -> None:
+        self.seconds.append(time.perf_counter() - self.start)
+
+
+def epoch_seconds(root: str, collection: str, epochs: int, extra: list[str], scratch: str) -> tuple[float, int]:
+    """Mean seconds of the training epochs after the first, and the number of training graphs."""
+    stem = collection.replace(":", "_")
+    cli = lightning_main(["fit", "--config", str(CONFIGS / f"{stem}.yaml"), "--config", str(CONFIGS / "demo.yaml"),
+                          "--data.root", root, "--trainer.max_epochs", str(epochs), "--trainer.limit_val_batches",
+                          "0", "--trainer.logger", "false", "--trainer.default_root_dir", scratch,
+                          "--trainer.enable_progress_bar", "false", "--data.prune", "none",
+                          f"--trainer.callbacks+={EpochTimer.__module__}.EpochTimer", *extra])
+    timer = next(c for c in cli.trainer.callbacks if isinstance(c, EpochTimer))
+    return float(np.mean(timer.seconds[1:] or timer.seconds)), len(cli.datamodule.graphs("train"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 200_000])
+    parser.add_argument("--configs", type=int, default=16)
+    parser.add_argument("--budget", type=int, default=2048, help="nodes per segment")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--data", default="data/synthetic-realistic", help="realistic data for the epoch times")
+    parser.add_argument("--collections", nargs="+", default=["layout:nlp:random", "layout:xla:random"])
+    parser.add_argument("--epoch_budget", type=int, default=2048, help="segment budget of the epoch-time runs")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--out", default=None, help="default docs/segments-<cpu|gpu>.md")
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(measure(json.loads(args.child))))
+        return 0
+    scratch = tempfile.mkdtemp(prefix="segments-")  # the fits' checkpoints (and the smoke data), not kept
+    if args.smoke:
+        args.nodes, args.configs, args.budget, args.repeats, args.epochs = [400, 800], 4, 200, 1, 2
+        args.collections, args.epoch_budget = args.collections[:1], 64
+        args.data = str(generate(Path(scratch) / "data", "tiny", collections=args.collections))
+    device, memory, where = machine()
+    base = {"device": device, "threads": torch.get_num_threads(), "configs": args.configs, "repeats": args.repeats}
+    lines = [f"# Segment training ({where})", "",
+             f"Command: `python benchmarks/segments.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
+             f"## Peak memory of a training step ({args.configs} configs, hidden {HIDDEN}, whole graphs, "
+             f"{args.budget:,}-node segments)", "",
+             "| nodes | segments | whole graph: MiB | s/step | segment training: MiB | s/step | memory ratio |",
+             "|---|---|---|---|---|---|---|"]
+    peaks = []
+    for nodes in args.nodes:
+        estimate = nodes * args.configs * HIDDEN * 4 * 40  # bytes: [N, C, d] floats, ~40 kept for backward
+        whole = in_child({**base, "nodes": nodes, "budget": None}, args.timeout, __file__) \
+            if estimate <= memory / 2 else {"error": f"skipped (~{estimate / 2**30:.0f} GiB est.)"}
+        seg = in_child({**base, "nodes": nodes, "budget": args.budget}, args.timeout, __file__)
+        cells = [f"{r['peak_mib']:,.0f} | {r['seconds']:.2f}" if "error" not in r else f"{r['error']} | –"
+                 for r in (whole, seg)]
+        ratio = f"{seg['peak_mib'] / max(whole['peak_mib'], 1e-9):.3f}x" \
+            if "error" not in whole and "error" not in seg else "–"
+        lines.append(f"| {nodes:,} | {-(-nodes // args.budget)} | {cells[0]} | {cells[1]} | {ratio} |")
+        peaks += [seg["peak_mib"]] if "error" not in seg else []
+        print(lines[-1], flush=True)
+    if len(peaks) > 1:
+        lines += ["", f"Segment training, peak memory of the largest graph / the smallest: "
+                  f"{peaks[-1] / max(peaks[0], 1e-9):.2f}x"]
+    lines += ["", f"## Training epoch time on `{args.data}`, unpruned (configs/<collection>.yaml + "
+              f"configs/demo.yaml, mean of epochs 2..{args.epochs})", "",
+              f"| collection | train graphs | whole graphs: s/epoch | {args.epoch_budget}-node segments: s/epoch "
+              "| speed-up |", "|---|---|---|---|---|"]
+    for collection in args.collections:
+        whole, graphs = epoch_seconds(args.data, collection, args.epochs, [], scratch)
+        seg, _ = epoch_seconds(args.data, collection, args.epochs, ["--data.segment_nodes", str(args.epoch_budget)],
+                               scratch)
+        lines.append(f"| {collection} | {graphs} | {whole:.1f} | {seg:.1f} | {whole / seg:.2f}x |")
+        print(lines[-1], flush=True)
+    shutil.rmtree(scratch)
+    write_report(lines, args.out, "segments", device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Graph segment training: a large layout graph cut into segments, gradients through a few of them per step.
+
+After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
+pruning and config broadcasting. The readout pools every node's state by mean and max, and both decompose
+exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
+So a training step runs forward and backward through `sampled` segments per graph and assembles the others
+without a graph for autograd:
+
+- a segment with a configurable node (or one within its halo) is computed afresh under no_grad: its states
+  depend on the step's configs;
+- a config-free segment's states are the same for every config: they come from a historical table, computed
+  when first needed and again once `refresh_every` epochs old, each table entry dropped from the pool with
+  probability 1 - `keep_stale` (stale-embedding dropout);
+- a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
+- evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
+
+A `halo` of k hops gives each segment the nodes within k edges of it as context (not pooled); with k at least
+the model's total number of message-passing layers the segments reproduce the whole-graph scores exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .constants import PAD
+from .model import valid_configs
+
+
+def partition(num_nodes: int, starts: np.ndarray, budget: int) -> np.ndarray:
+    """[n] segment of each node: the graph's computations (`starts`: the first node of each, as node_splits)
+    cut into balanced runs of at most `budget` consecutive nodes, then consecutive runs merged while they fit
+    the budget. Node order is topological in the files, so a run of consecutive nodes is mostly connected."""
+    if budget < 1:
+        raise ValueError(f"segment budget {budget}; expected a positive number of nodes")
+    bounds = np.unique(np.concatenate([[0, num_nodes], starts[(starts > 0) & (starts < num_nodes)]]))
+    runs = []  # (first node, size) of each balanced run
+    for low, high in zip(bounds[:-1], bounds[1:]):
+        pieces = -(-(high - low) // budget)
+        cuts = low + (high - low) * np.arange(pieces + 1) // pieces
+        runs += [(a, b - a) for a, b in zip(cuts[:-1], cuts[1:])]
+    firsts, filled = [0], 0
+    for first, size in runs:
+        if filled + size > budget and filled:
+            firsts.append(first)
+            filled = 0
+        filled += size
+    return np.searchsorted(np.array(firsts), np.arange(num_nodes), side="right") - 1
+
+
+@dataclass
+class Segment:
+    """One segment of one graph of a batch, as index tensors into the batch."""
+
+    graph: int  # the graph's row in the batch
+    index: int  # the segment's number within its graph
+    nodes: torch.Tensor  # [n] batch node ids: the segment and its halo, in node order
+    owned: torch.Tensor  # [n] bool: pooled (False for halo nodes)
+    edge_index: torch.Tensor  # [2, e] edges among `nodes`, re-indexed to 0..n-1
+    slots: torch.Tensor  # [k] the graph's configurable-node slots whose node is in `nodes`
+    config_node: torch.Tensor  # [k] those nodes, re-indexed
+
+    @property
+    def config_free(self) -> bool:
+        return self.slots.numel() == 0
+
+    def batch(self, batch: dict[str, torch.Tensor], configs: int | None = None) -> dict[str, torch.Tensor]:
+        """The segment as a one-graph batch (its first `configs` configs only, when given)."""
+        g, keep = self.graph, slice(None, configs)
+        return {
+            "node_feat": batch["node_feat"][self.nodes], "node_opcode": batch["node_opcode"][self.nodes],
+            "edge_index": self.edge_index, "node_graph": torch.zeros_like(self.nodes),
+            "config_node": self.config_node[None],  # [1, k]
+            "config_feat": batch["config_feat"][g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
+            "config_mask": batch["config_mask"][g:g + 1, keep],  # [1, C]
+        }
+
+
+def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
+    """The segments of a batch from its `node_segment` ids (consecutive within a graph), each grown by `halo`
+    hops of context in both edge directions."""
+    node_segment, edge_index = batch["node_segment"], batch["edge_index"]
+    first_of_graph = torch.full((int(batch["config_mask"].size(0)),), -1, dtype=torch.long)
+    segments = []
+    for s in range(int(node_segment.max()) + 1):
+        owned = node_segment == s  # [N]
+        if not owned.any():
+            continue
+        member = owned.clone()
+        for _ in range(halo):
+            touched = member[edge_index[0]] | member[edge_index[1]]  # [E]
+            member[edge_index[:, touched].flatten()] = True
+        nodes = member.nonzero().flatten()  # [n]
+        local = torch.full_like(node_segment, PAD)
+        local[nodes] = torch.arange(nodes.numel(), device=nodes.device)
+        edges = edge_index[:, member[edge_index[0]] & member[edge_index[1]]]  # [2, e]
+        graph = int(batch["node_graph"][nodes[0]])
+        if first_of_graph[graph] < 0:
+            first_of_graph[graph] = s
+        config_node = batch["config_node"][graph]  # [K]
+        slots = ((config_node != PAD) & member[config_node.clamp(min=0)]).nonzero().flatten()  # [k]
+        segments.append(Segment(graph, s - int(first_of_graph[graph]), nodes, owned[nodes], local[edges],
+                                slots, local[config_node[slots]]))
+    return segments
+
+
+@dataclass
+class Pool:
+    """Sums, maxima and count of one segment's pooled node states: z (config-aware) and h (the encoder's)."""
+
+    z_sum: torch.Tensor  # [C, d], or [1, d] when the same for every config
+    z_max: torch.Tensor
+    h_sum: torch.Tensor  # [d], or [C, d] under early fusion
+    h_max: torch.Tensor
+    count: int
+
+    @classmethod
+    def of(cls, h: torch.Tensor, z: torch.Tensor, owned: torch.Tensor) -> Pool:
+        """From one segment's states h [n, (C,) d] and z [n, C, d]."""
+        h, z = h[owned], z[owned]
+        return cls(z.sum(0), z.amax(0), h.sum(0), h.amax(0), int(owned.sum()))
+
+    @staticmethod
+    def features(pools: list[Pool], configs: int) -> torch.Tensor:
+        """[C, 4d] mean and max of z, then of h, over the union of the segments: what the whole-graph readout
+        pools, assembled from parts."""
+        count = sum(p.count for p in pools)
+        parts = [sum(p.z_sum for p in pools) / count, _maximum([p.z_max for p in pools]),
+                 sum(p.h_sum for p in pools) / count, _maximum([p.h_max for p in pools])]
+        return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
+
+
+def _maximum(tensors: list[torch.Tensor]) -> torch.Tensor:
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = torch.maximum(out, t)
+    return out
+
+
+class SegmentTraining:
+    """Scores a batch of segmented layout graphs with a LayoutRanker, keeping the historical table of
+    config-free segments between steps."""
+
+    MODES = ("train", "head", "eval")
+
+    def __init__(self, sampled: int = 1, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
+        if sampled < 1:
+            raise ValueError(f"segment_sampled={sampled}; expected at least 1 segment per graph")
+        if not 0.0 < keep_stale <= 1.0:
+            raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
+        if refresh_every < 1 or halo < 0:
+            raise ValueError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
+        self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
+        self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)
+
+    def scores(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], mode: str, epoch: int = 0
+               ) -> torch.Tensor:
+        """[G, C] scores; `mode` train (sampled segments with gradients, the table for config-free ones), head
+        (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
+        if mode not in self.MODES:
+            raise ValueError(f"mode={mode!r}; expected one of {', '.join(self.MODES)}")
+        mask = batch["config_mask"]
+        graphs, configs = mask.shape
+        segments = split(batch, self.halo)
+        pools: list[list[Pool]] = [[] for _ in range(graphs)]
+        for g in range(graphs):
+            mine = [s for s in segments if s.graph == g]
+            chosen = set(random.sample(range(len(mine)), min(self.sampled, len(mine)))) if mode == "train" else ()
+            for i, segment in enumerate(mine):
+                if i in chosen:
+                    pools[g].append(self._fresh(model, batch, segment, epoch, grad=True))
+                elif mode == "train" and segment.config_free:
+                    pool = self._historical(model, batch, segment, epoch)
+                    if random.random() < self.keep_stale:
+                        pools[g].append(pool)
+                else:
+                    pools[g].append(self._fresh(model, batch, segment, epoch, grad=False))
+        features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
+        return model.readout(features, valid_configs(batch))  # [G, C]
+
+    def _fresh(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, epoch: int,
+               grad: bool) -> Pool:
+        with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
+            pool = Pool.of(*model.embed(segment.batch(batch)), segment.owned)
+        if grad and segment.config_free:
+            self._store(batch, segment, epoch, pool)
+        return pool
+
+    def _historical(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, epoch: int
+                    ) -> Pool:
+        key = (int(batch["graph_id"][segment.graph]), segment.index)
+        stored = self.table.get(key)
+        if stored is None or epoch - stored[0] >= self.refresh_every:
+            with torch.no_grad():  # one config is enough: the states are the same for all
+                stored = self._store(batch, segment, epoch, Pool.of(*model.embed(segment.batch(batch, 1)),
+                                                                    segment.owned))
+        return stored[1]
+
+    def _store(self, batch: dict[str, torch.Tensor], segment: Segment, epoch: int, pool: Pool
+               ) -> tuple[int, Pool]:
+        key = (int(batch["graph_id"][segment.graph]), segment.index)
+        first = slice(None, 1)  # the rows are the same for every config: keep one
+        self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
+                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count))
+        return self.table[key]
