@@ -19,7 +19,7 @@ def load(name: str):
     return module
 
 
-@pytest.mark.parametrize("name", ["data_bench", "ablations", "speed", "segments"])
+@pytest.mark.parametrize("name", ["data_bench", "ablations", "speed", "segments", "ensembles"])
 def test_benchmark_smoke(name, capsys, tmp_path):
     out_file = ["--out", str(tmp_path / f"{name}.md")] if name != "data_bench" else []
     assert load(name).main(["--smoke", *out_file]) == 0
@@ -27,7 +27,9 @@ def test_benchmark_smoke(name, capsys, tmp_path):
     expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS"],
                 "ablations": ["tile:xla", "layout:xla:default", "early fusion", "no pruning", "nodes kept", "±"],
                 "speed": ["Same predictions", "Training step", "Inference pass", "| torch |", "| 256 |"],
-                "segments": ["| 800 | 4 |", "largest graph / the smallest", "| layout:nlp:random |", "speed-up"]}[name]
+                "segments": ["| 800 | 4 |", "largest graph / the smallest", "| layout:nlp:random |", "speed-up"],
+                "ensembles": ["| tile:xla |", "| layout:xla:random |", "2-seed ensemble", "2-fold ensemble",
+                              "x2 chunkings", "±", "**mean**"]}[name]
     for text in expected:
         assert text in out
 

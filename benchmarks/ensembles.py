@@ -1,0 +1,135 @@
+"""Ensembles: one model vs a 5-seed ensemble vs a 5-fold ensemble, and test-time permutation averaging, scored
+on the synthetic test answers.
+
+    python benchmarks/ensembles.py --data data/synthetic-small --size small --out docs/ensembles.md
+    python benchmarks/ensembles.py --smoke      # tiny data, two seeds, two folds, one epoch: checks that it runs
+
+Per collection: `--seeds` fits on train (configs/<collection>.yaml + configs/demo.yaml), each predicting the
+test split once and again averaged over `--repeats` random chunkings (`--data.predict_repeats`); `--folds` fits
+on train + valid pooled (`--data.folds`, one fold held out each, seed 0). `solution ensemble` (rank averaging)
+combines the seeds' predictions, and the folds'. Every prediction is scored on answers.csv with the
+competition metric (layout: Kendall tau over all configs; tile: the top-5 score). Predictions already in
+<runs>/predictions are reused, so the script resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from solution.atomic import atomic_write
+from solution.constants import COLLECTIONS
+from solution.demo import predict, train
+from solution.ensemble import SUFFIX, ensemble
+from solution.submission import collection_file_stem, read_answers, score
+from solution.synth import generate
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def test_score(folder: Path, collection: str, answers: dict[str, np.ndarray]) -> float:
+    return score(folder / f"{collection_file_stem(collection)}.csv", answers)[collection]["score"]
+
+
+def predicted(folder: Path, collection: str) -> bool:
+    return (folder / f"{collection_file_stem(collection)}{SUFFIX}").is_file()
+
+
+def fit_and_predict(collection: str, common: list[str], extra: list[str], outs: dict[Path, list[str]]) -> None:
+    """One fit, then one prediction per output folder (with that folder's extra predict settings); skipped when
+    every folder already holds this collection."""
+    if all(predicted(out, collection) for out in outs):
+        return
+    _, checkpoint = train(collection, common, extra)
+    for out, settings in outs.items():
+        predict(collection, [*common, *extra, *settings], checkpoint, out)
+
+
+def spread(values: list[float]) -> str:
+    return f"{np.mean(values):.4f} ± {np.std(values, ddof=1) if len(values) > 1 else 0.0:.4f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default="data/synthetic-small")
+    parser.add_argument("--size", default="small", choices=("tiny", "small"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=4, help="random chunkings averaged at test time")
+    parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=list(COLLECTIONS))
+    parser.add_argument("--max_epochs", type=int, default=None, help="override configs/demo.yaml")
+    parser.add_argument("--runs", default="runs/ensembles", help="logs, checkpoints and predictions")
+    parser.add_argument("--out", help="the report (default docs/ensembles.md)")
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        work = Path(tempfile.mkdtemp(prefix="solution-ensembles-"))
+        args.data, args.size, args.seeds, args.folds, args.repeats = str(work / "data"), "tiny", [0, 1], 2, 2
+        args.collections, args.max_epochs, args.runs = ["tile:xla", "layout:xla:random"], 1, str(work / "runs")
+        args.out = args.out or str(work / "ensembles.md")
+    args.out = args.out or "docs/ensembles.md"
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    os.environ.setdefault("WANDB_SILENT", "true")
+    root, runs = Path(args.data), Path(args.runs)
+    if not (root / "npz_all").is_dir():
+        generate(root, args.size, seed=0)
+    answers = read_answers(root / "answers.csv")
+    common = ["--config", str(CONFIGS / "demo.yaml"), "--data.root", str(root), "--trainer.logger.init_args.save_dir",
+              str(runs), "--trainer.enable_progress_bar", "false",
+              *(["--trainer.max_epochs", str(args.max_epochs)] if args.max_epochs else [])]
+    preds = runs / "predictions"
+    rows = {}
+    for collection in args.collections:
+        seeds, tta, folds = [], [], []
+        for seed in args.seeds:
+            once, averaged = preds / f"seed{seed}", preds / f"seed{seed}-x{args.repeats}"
+            fit_and_predict(collection, common, ["--seed_everything", str(seed)],
+                            {once: [], averaged: ["--data.predict_repeats", str(args.repeats)]})
+            seeds.append(once)
+            tta.append(averaged)
+        for fold in range(args.folds):
+            folds.append(preds / f"fold{fold}-of{args.folds}")
+            fit_and_predict(collection, common, ["--seed_everything", "0", "--data.folds", str(args.folds),
+                                                 "--data.fold", str(fold)], {folds[-1]: []})
+        merged = {}
+        for name, members in (("seeds", seeds), ("folds", folds)):
+            merged[name] = runs / "ensembles" / f"{name}-{collection_file_stem(collection)}"
+            ensemble([m / f"{collection_file_stem(collection)}{SUFFIX}" for m in members], merged[name])
+        single = [test_score(f, collection, answers) for f in seeds]
+        rows[collection] = {
+            "1 model": spread(single),
+            f"1 model, x{args.repeats} chunkings": spread([test_score(f, collection, answers) for f in tta]),
+            f"{len(seeds)}-seed ensemble": f"{test_score(merged['seeds'], collection, answers):.4f}",
+            f"{args.folds}-fold ensemble": f"{test_score(merged['folds'], collection, answers):.4f}",
+            "best single seed": f"{max(single):.4f}",
+        }
+        print(collection, rows[collection], flush=True)
+    write(rows, args, argv)
+    return 0
+
+
+def write(rows: dict[str, dict[str, str]], args: argparse.Namespace, argv: list[str] | None) -> None:
+    """The table (collections x columns, with the mean over collections) to `--out`."""
+    columns = list(next(iter(rows.values())))
+    lines = [f"# Ensembles ({args.size} synthetic data, test split, {len(args.seeds)} seeds, {args.folds} folds)", "",
+             f"Command: `python benchmarks/ensembles.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
+             "| collection | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for collection, values in rows.items():
+        lines.append(f"| {collection} | " + " | ".join(values.values()) + " |")
+    means = [np.mean([float(v[c].split()[0]) for v in rows.values()]) for c in columns]
+    lines.append("| **mean** | " + " | ".join(f"**{m:.4f}**" for m in means) + " |")
+    text = "\n".join(lines) + "\n"
+    with atomic_write(Path(args.out)) as handle:
+        handle.write(text)
+    print(f"\n{text}\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
