@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 import torch
@@ -128,16 +129,9 @@ class Pool:
         """[C, 4d] mean and max of z, then of h, over the union of the segments: what the whole-graph readout
         pools, assembled from parts."""
         count = sum(p.count for p in pools)
-        parts = [sum(p.z_sum for p in pools) / count, _maximum([p.z_max for p in pools]),
-                 sum(p.h_sum for p in pools) / count, _maximum([p.h_max for p in pools])]
+        parts = [sum(p.z_sum for p in pools) / count, reduce(torch.maximum, [p.z_max for p in pools]),
+                 sum(p.h_sum for p in pools) / count, reduce(torch.maximum, [p.h_max for p in pools])]
         return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
-
-
-def _maximum(tensors: list[torch.Tensor]) -> torch.Tensor:
-    out = tensors[0]
-    for t in tensors[1:]:
-        out = torch.maximum(out, t)
-    return out
 
 
 class SegmentTraining:
