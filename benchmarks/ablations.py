@@ -54,6 +54,8 @@ VARIANTS = {
     "ListMLE loss": Variant(("--model.loss", "listmle")),
     "MSE loss": Variant(("--model.loss", "mse")),
     "segment training": Variant(("--data.segment_nodes", "64"), layout_only=True),
+    "segments, GST sampling (1 per step)": Variant(("--data.segment_nodes", "64", "--model.segment_sampled", "1"),
+                                                   layout_only=True),
 }
 QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
     "Model: graph, cross-config attention, encode once": ["full model", "no cross-attention",
@@ -62,8 +64,9 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
     "Pruning (layout; the full model keeps configurable nodes and their 1-hop neighbours)":
         ["full model", "no pruning", "2-hop pruning", "output-path pruning"],
     "Loss (the full model uses the pairwise hinge)": ["full model", "logistic loss", "ListMLE loss", "MSE loss"],
-    "Segment training (64-node segments: most pruned graphs here have 2-4; whole graphs in the full model)":
-        ["full model", "segment training"],
+    "Segment training (64-node segments, every one with gradients unless sampled; most pruned graphs here have "
+    "2-4 segments; the full model trains whole graphs)":
+        ["full model", "segment training", "segments, GST sampling (1 per step)"],
 }
 
 

@@ -9,12 +9,13 @@ Memory: random XLA-like graphs (benchmarks/speed.py's, 1 % configurable nodes, p
 of growing size, one training step (forward + backward) of the layout model on `--configs` configs, each
 measurement in a child process of its own (GPU memory allocated, or resident memory on the CPU, above the
 level after building the model and batch). Whole-graph training is skipped where its estimated activations
-exceed half the memory. Segment training cuts the graph into `--budget`-node segments and backpropagates
-through one per step (the others computed without gradients, or read from the historical table).
+exceed half the memory. Segment training cuts the graph into `--budget`-node segments and computes one at a
+time: by default every segment with gradients (checkpointed), or GST's sampling of one segment per step (the
+others without gradients, or from the historical table).
 
 Epoch time: `--epochs` epochs of `solution`'s own training loop (configs/<collection>.yaml + configs/demo.yaml)
 on the train split of a realistic synthetic collection, unpruned (`--data.prune none`: 1-hop pruning leaves
-these graphs a few hundred nodes, one segment), with and without `--data.segment_nodes`; the mean time of the
+these graphs a few hundred nodes, one segment), whole and in the two segment modes; the mean time of the
 epochs after the first, side by side.
 """
 
@@ -40,6 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # speed.py beside this
 from speed import HIDDEN, PeakMemory, in_child, layout_batch, machine, model, timed, write_report  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+# large blocks straight from mmap, so that freed tensors leave resident memory as they leave allocated memory on
+# a GPU; glibc's default keeps them in its heap, and resident memory then grows with the number of tensors made
+CPU_HEAP = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
 def measure(job: dict) -> dict:
@@ -48,11 +52,11 @@ def measure(job: dict) -> dict:
     torch.set_num_threads(job["threads"])
     net = model(True, device)
     batch = layout_batch(job["nodes"], job["configs"], device=device)
-    segmented = job["budget"] is not None
+    segmented = job["sampled"] is not None
     if segmented:
         cut = partition(job["nodes"], np.zeros(0, np.int64), job["budget"])
         batch.update(node_segment=torch.from_numpy(cut).to(device), graph_id=torch.zeros(1, dtype=torch.long))
-    training = SegmentTraining(sampled=1)
+        training = SegmentTraining(sampled=job["sampled"])
 
     def step():
         net.zero_grad(set_to_none=True)
@@ -113,38 +117,46 @@ def main(argv: list[str] | None = None) -> int:
         args.collections, args.epoch_budget = args.collections[:1], 64
         args.data = str(generate(Path(scratch) / "data", "tiny", collections=args.collections))
     device, memory, where = machine()
-    base = {"device": device, "threads": torch.get_num_threads(), "configs": args.configs, "repeats": args.repeats}
+    base = {"device": device, "threads": torch.get_num_threads(), "configs": args.configs, "repeats": args.repeats,
+            "budget": args.budget}
+    modes = {"whole graph": None, "every segment (default)": 0, "GST, 1 segment sampled": 1}  # segment_sampled
     lines = [f"# Segment training ({where})", "",
              f"Command: `python benchmarks/segments.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
              f"## Peak memory of a training step ({args.configs} configs, hidden {HIDDEN}, whole graphs, "
              f"{args.budget:,}-node segments)", "",
-             "| nodes | segments | whole graph: MiB | s/step | segment training: MiB | s/step | memory ratio |",
-             "|---|---|---|---|---|---|---|"]
-    peaks = []
+             "Peak MiB (seconds per step); memory ratios against the whole graph.", "",
+             "| nodes | segments | " + " | ".join(modes) + " | memory ratios |", "|---" * (len(modes) + 3) + "|"]
+    peaks: dict[str, list[float]] = {name: [] for name in modes}
     for nodes in args.nodes:
         estimate = nodes * args.configs * HIDDEN * 4 * 40  # bytes: [N, C, d] floats, ~40 kept for backward
-        whole = in_child({**base, "nodes": nodes, "budget": None}, args.timeout, __file__) \
-            if estimate <= memory / 2 else {"error": f"skipped (~{estimate / 2**30:.0f} GiB est.)"}
-        seg = in_child({**base, "nodes": nodes, "budget": args.budget}, args.timeout, __file__)
-        cells = [f"{r['peak_mib']:,.0f} | {r['seconds']:.2f}" if "error" not in r else f"{r['error']} | –"
-                 for r in (whole, seg)]
-        ratio = f"{seg['peak_mib'] / max(whole['peak_mib'], 1e-9):.3f}x" \
-            if "error" not in whole and "error" not in seg else "–"
-        lines.append(f"| {nodes:,} | {-(-nodes // args.budget)} | {cells[0]} | {cells[1]} | {ratio} |")
-        peaks += [seg["peak_mib"]] if "error" not in seg else []
+        results = {name: in_child({**base, "nodes": nodes, "sampled": sampled}, args.timeout, __file__, CPU_HEAP)
+                   if sampled is not None or estimate <= memory / 2
+                   else {"error": f"skipped (~{estimate / 2**30:.0f} GiB est.)"} for name, sampled in modes.items()}
+        whole = results["whole graph"]
+        ratios = [f"{r['peak_mib'] / whole['peak_mib']:.3f}x" for name, r in results.items()
+                  if name != "whole graph" and "error" not in r and "error" not in whole]
+        lines.append(f"| {nodes:,} | {-(-nodes // args.budget)} | " + " | ".join(
+            r["error"] if "error" in r else f"{r['peak_mib']:,.0f} ({r['seconds']:.2f} s)" for r in results.values())
+            + f" | {', '.join(ratios) or '–'} |")
+        for name, r in results.items():
+            peaks[name] += [r["peak_mib"]] if "error" not in r else []
         print(lines[-1], flush=True)
-    if len(peaks) > 1:
-        lines += ["", f"Segment training, peak memory of the largest graph / the smallest: "
-                  f"{peaks[-1] / max(peaks[0], 1e-9):.2f}x"]
+    lines.append("")
+    for name, values in peaks.items():
+        if len(values) > 1 and name != "whole graph":
+            lines.append(f"- {name}: peak memory of the largest graph / the smallest = {values[-1] / values[0]:.2f}x")
     lines += ["", f"## Training epoch time on `{args.data}`, unpruned (configs/<collection>.yaml + "
-              f"configs/demo.yaml, mean of epochs 2..{args.epochs})", "",
-              f"| collection | train graphs | whole graphs: s/epoch | {args.epoch_budget}-node segments: s/epoch "
-              "| speed-up |", "|---|---|---|---|---|"]
+              f"configs/demo.yaml, mean of epochs 2..{args.epochs}, {args.epoch_budget:,}-node segments)", "",
+              "Seconds per epoch (speed-up against whole graphs).", "",
+              "| collection | train graphs | " + " | ".join(modes) + " |", "|---" * (len(modes) + 2) + "|"]
     for collection in args.collections:
-        whole, graphs = epoch_seconds(args.data, collection, args.epochs, [], scratch)
-        seg, _ = epoch_seconds(args.data, collection, args.epochs, ["--data.segment_nodes", str(args.epoch_budget)],
-                               scratch)
-        lines.append(f"| {collection} | {graphs} | {whole:.1f} | {seg:.1f} | {whole / seg:.2f}x |")
+        seconds = {}
+        for name, sampled in modes.items():
+            extra = [] if sampled is None else ["--data.segment_nodes", str(args.epoch_budget),
+                                                "--model.segment_sampled", str(sampled)]
+            seconds[name], graphs = epoch_seconds(args.data, collection, args.epochs, extra, scratch)
+        lines.append(f"| {collection} | {graphs} | " + " | ".join(
+            f"{t:.1f} ({seconds['whole graph'] / t:.2f}x)" for t in seconds.values()) + " |")
         print(lines[-1], flush=True)
     shutil.rmtree(scratch)
     write_report(lines, args.out, "segments", device)

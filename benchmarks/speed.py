@@ -141,12 +141,12 @@ def measure(job: dict) -> dict:
     return {"seconds": seconds, "configs_per_s": job["configs"] / seconds, "peak_mib": memory.peak}
 
 
-def in_child(job: dict, timeout: float, script: str = __file__) -> dict:
-    """`script --child job` (its `measure(job)`) in a fresh interpreter; a failure (out of memory, time-out) is
-    reported, not raised."""
+def in_child(job: dict, timeout: float, script: str = __file__, env: dict[str, str] | None = None) -> dict:
+    """`script --child job` (its `measure(job)`) in a fresh interpreter, with `env` added to the environment; a
+    failure (out of memory, time-out) is reported, not raised."""
     try:
         done = subprocess.run([sys.executable, script, "--child", json.dumps(job)], capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=timeout, env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         return {"error": f"over {timeout:.0f} s"}
     if done.returncode != 0:

@@ -86,7 +86,7 @@ class RankingModule(pl.LightningModule):
         dropout: float = 0.0,
         encode_once: bool = True,
         compile: bool = False,
-        segment_sampled: int = 1,
+        segment_sampled: int = 0,
         segment_keep_stale: float = 0.5,
         segment_refresh_every: int = 1,
         segment_halo: int = 0,

@@ -1,16 +1,18 @@
-"""Graph segment training: a large layout graph cut into segments, gradients through a few of them per step.
+"""Graph segment training: a large layout graph cut into segments, so that training memory is one segment's.
 
 After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
 pruning and config broadcasting. The readout pools every node's state by mean and max, and both decompose
 exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
-So a training step runs forward and backward through `sampled` segments per graph and assembles the others
-without a graph for autograd:
+A training step computes one segment at a time:
 
-- a segment with a configurable node (or one within its halo) is computed afresh under no_grad: its states
-  depend on the step's configs;
-- a config-free segment's states are the same for every config: they come from a historical table, computed
-  when first needed and again once `refresh_every` epochs old, each table entry dropped from the pool with
-  probability 1 - `keep_stale` (stale-embedding dropout);
+- segments with gradients are checkpointed: their forward keeps no activations, and the backward recomputes
+  them one segment at a time. With `sampled` = 0 every segment gets gradients: the whole graph's gradient
+  (on the segmented graph) for one segment's memory, at the price of a second forward;
+- with `sampled` = k > 0 (GST), k segments per graph get gradients and the others contribute without: a
+  segment with a configurable node (or one within its halo) is computed afresh under no_grad, its states
+  depend on the step's configs; a config-free segment's states are the same for every config and come from a
+  historical table, computed when first needed and again once `refresh_every` epochs old, each table entry
+  dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
 - a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
 - evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
 
@@ -26,6 +28,7 @@ from functools import reduce
 
 import numpy as np
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from .constants import PAD
 from .model import valid_configs
@@ -119,10 +122,20 @@ class Pool:
     count: int
 
     @classmethod
-    def of(cls, h: torch.Tensor, z: torch.Tensor, owned: torch.Tensor) -> Pool:
-        """From one segment's states h [n, (C,) d] and z [n, C, d]."""
-        h, z = h[owned], z[owned]
-        return cls(z.sum(0), z.amax(0), h.sum(0), h.amax(0), int(owned.sum()))
+    def of(cls, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, configs: int | None = None,
+           grad: bool = False) -> Pool:
+        """A segment's pool under `model`; with `grad`, checkpointed: its activations are recomputed in the
+        backward pass instead of kept."""
+        def pooled() -> tuple[torch.Tensor, ...]:
+            h, z = model.embed(segment.batch(batch, configs))  # [n, (C,) d], [n, C, d]
+            h, z = h[segment.owned], z[segment.owned]
+            return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
+
+        count = int(segment.owned.sum())
+        if grad and torch.is_grad_enabled():
+            return cls(*checkpoint(pooled, use_reentrant=False), count)
+        with torch.no_grad():
+            return cls(*pooled(), count)
 
     @staticmethod
     def features(pools: list[Pool], configs: int) -> torch.Tensor:
@@ -140,9 +153,9 @@ class SegmentTraining:
 
     MODES = ("train", "head", "eval")
 
-    def __init__(self, sampled: int = 1, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
-        if sampled < 1:
-            raise ValueError(f"segment_sampled={sampled}; expected at least 1 segment per graph")
+    def __init__(self, sampled: int = 0, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
+        if sampled < 0:
+            raise ValueError(f"segment_sampled={sampled}; expected a number of segments per graph, or 0 for all")
         if not 0.0 < keep_stale <= 1.0:
             raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
         if refresh_every < 1 or halo < 0:
@@ -152,8 +165,8 @@ class SegmentTraining:
 
     def scores(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], mode: str, epoch: int = 0
                ) -> torch.Tensor:
-        """[G, C] scores; `mode` train (sampled segments with gradients, the table for config-free ones), head
-        (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
+        """[G, C] scores; `mode` train (sampled segments with gradients, the table for the other config-free ones),
+        head (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
         if mode not in self.MODES:
             raise ValueError(f"mode={mode!r}; expected one of {', '.join(self.MODES)}")
         mask = batch["config_mask"]
@@ -162,7 +175,8 @@ class SegmentTraining:
         pools: list[list[Pool]] = [[] for _ in range(graphs)]
         for g in range(graphs):
             mine = [s for s in segments if s.graph == g]
-            chosen = set(random.sample(range(len(mine)), min(self.sampled, len(mine)))) if mode == "train" else ()
+            count = len(mine) if self.sampled == 0 else min(self.sampled, len(mine))
+            chosen = set(random.sample(range(len(mine)), count)) if mode == "train" else ()
             for i, segment in enumerate(mine):
                 if i in chosen:
                     pools[g].append(self._fresh(model, batch, segment, epoch, grad=True))
@@ -177,9 +191,8 @@ class SegmentTraining:
 
     def _fresh(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, epoch: int,
                grad: bool) -> Pool:
-        with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
-            pool = Pool.of(*model.embed(segment.batch(batch)), segment.owned)
-        if grad and segment.config_free:
+        pool = Pool.of(model, batch, segment, grad=grad)
+        if grad and segment.config_free and self.sampled:
             self._store(batch, segment, epoch, pool)
         return pool
 
@@ -187,10 +200,8 @@ class SegmentTraining:
                     ) -> Pool:
         key = (int(batch["graph_id"][segment.graph]), segment.index)
         stored = self.table.get(key)
-        if stored is None or epoch - stored[0] >= self.refresh_every:
-            with torch.no_grad():  # one config is enough: the states are the same for all
-                stored = self._store(batch, segment, epoch, Pool.of(*model.embed(segment.batch(batch, 1)),
-                                                                    segment.owned))
+        if stored is None or epoch - stored[0] >= self.refresh_every:  # one config: the states are the same for all
+            stored = self._store(batch, segment, epoch, Pool.of(model, batch, segment, configs=1))
         return stored[1]
 
     def _store(self, batch: dict[str, torch.Tensor], segment: Segment, epoch: int, pool: Pool

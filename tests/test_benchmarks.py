@@ -27,7 +27,8 @@ def test_benchmark_smoke(name, capsys, tmp_path):
     expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS"],
                 "ablations": ["tile:xla", "layout:xla:default", "early fusion", "no pruning", "nodes kept", "±"],
                 "speed": ["Same predictions", "Training step", "Inference pass", "| torch |", "| 256 |"],
-                "segments": ["| 800 | 4 |", "largest graph / the smallest", "| layout:nlp:random |", "speed-up"],
+                "segments": ["| 800 | 4 |", "every segment (default): peak memory of the largest graph / the smallest",
+                             "| layout:nlp:random |", "GST, 1 segment sampled"],
                 "ensembles": ["| tile:xla |", "| layout:xla:random |", "2-seed ensemble", "2-fold ensemble",
                               "x2 chunkings", "±", "**mean**"]}[name]
     for text in expected:

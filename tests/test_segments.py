@@ -99,9 +99,21 @@ def test_training_backpropagates_through_the_sampled_segments_only():
         return h, z
 
     model.embed = spy
-    training.scores(model, batch, "train").sum().backward()
-    assert sum(used) == 1  # one segment with gradients, the others without
+    scores = training.scores(model, batch, "train")
+    assert sum(used) == 1 and len(used) == 5  # one segment with gradients, the others without
+    scores.sum().backward()
+    assert sum(used) == 2  # the checkpointed segment, computed again in the backward pass
     assert all(p.grad is not None for p in model.encoder.parameters())
+
+
+@pytest.mark.parametrize("settings", [{}, {"encode_once": False}])
+def test_every_segment_with_gradients_gives_the_whole_graph_gradient(settings):
+    batch = segmented(layout_graphs(), budget=9)
+    whole, parts = make_model("layout", **settings), make_model("layout", **settings)
+    whole(batch).square().sum().backward()
+    SegmentTraining(sampled=0, halo=LAYERS).scores(parts, batch, "train").square().sum().backward()
+    for (name, a), b in zip(whole.named_parameters(), parts.parameters()):
+        torch.testing.assert_close(b.grad, a.grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
 def test_the_table_holds_config_free_segments_until_refreshed():
@@ -128,7 +140,7 @@ def test_the_table_holds_config_free_segments_until_refreshed():
 
 def test_stale_dropout_leaves_table_entries_out_of_the_pool():
     model, batch = make_model("layout"), segmented([config_free_tail()], budget=8)
-    kept, dropped = SegmentTraining(keep_stale=1.0), SegmentTraining(keep_stale=1e-9)
+    kept, dropped = SegmentTraining(sampled=1, keep_stale=1.0), SegmentTraining(sampled=1, keep_stale=1e-9)
     with torch.no_grad():
         for training in (kept, dropped):
             training.scores(model, batch, "train")  # fills the table
@@ -139,7 +151,7 @@ def test_stale_dropout_leaves_table_entries_out_of_the_pool():
 
 
 def test_settings_are_checked():
-    for bad in ({"sampled": 0}, {"keep_stale": 0.0}, {"keep_stale": 1.5}, {"refresh_every": 0}, {"halo": -1}):
+    for bad in ({"sampled": -1}, {"keep_stale": 0.0}, {"keep_stale": 1.5}, {"refresh_every": 0}, {"halo": -1}):
         with pytest.raises(ValueError):
             SegmentTraining(**bad)
     with pytest.raises(ValueError, match="segment_nodes"):
