@@ -203,11 +203,13 @@ def main(argv: list[str] | None = None) -> int:
                 score = f"{row['best']:.4f}" if row else "not fitted"
                 print(f"{collection:<20} {name:<22} seed {seed}: {score}", flush=True)
     minutes = (time.perf_counter() - start) / 60
-    command = " ".join(["python benchmarks/ablations.py", *(argv if argv is not None else sys.argv[1:])])
+    given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report_only"]
+    command = " ".join(["python benchmarks/ablations.py", *given])
+    how = f"report written with `--report_only` from the fits recorded in {runs / 'results.jsonl'}" if args.report_only \
+        else f"{minutes:.0f} min of fitting on this machine; fits already in {runs / 'results.jsonl'} are reused"
     out = Path(args.out or "docs/ablations.md")
     lines = [f"# Ablations on {args.size} synthetic data", "",
-             f"Command: `{command}` ({minutes:.0f} min of fitting on this machine; fits already in "
-             f"{runs / 'results.jsonl'} are reused). {args.max_epochs} epochs, seeds {args.seeds}; each cell is "
+             f"Command: `{command}` ({how}). {args.max_epochs} epochs, seeds {args.seeds}; each cell is "
              "the mean ± sample std over seeds of the best validation score, final is the mean over collections "
              "and Δ final its difference from the full model. Tile kernels are never pruned and have no per-node "
              "configs, so layout-only variants reuse the full model's tile runs.", "",
