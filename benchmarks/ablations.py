@@ -205,8 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     minutes = (time.perf_counter() - start) / 60
     given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report_only"]
     command = " ".join(["python benchmarks/ablations.py", *given])
-    how = f"report written with `--report_only` from the fits recorded in {runs / 'results.jsonl'}" if args.report_only \
-        else f"{minutes:.0f} min of fitting on this machine; fits already in {runs / 'results.jsonl'} are reused"
+    record = runs / "results.jsonl"
+    how = f"report written with `--report_only` from the fits recorded in {record}" if args.report_only \
+        else f"{minutes:.0f} min of fitting on this machine; fits already in {record} are reused"
     out = Path(args.out or "docs/ablations.md")
     lines = [f"# Ablations on {args.size} synthetic data", "",
              f"Command: `{command}` ({how}). {args.max_epochs} epochs, seeds {args.seeds}; each cell is "

@@ -266,7 +266,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         if folds > 1 and not 0 <= fold < folds:
             raise ValueError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
         if segment_nodes < 0:
-            raise ValueError(f"segment_nodes={segment_nodes}; expected a node budget per segment, or 0 for whole graphs")
+            raise ValueError(f"segment_nodes={segment_nodes}; expected a node budget per segment, "
+                             "or 0 for whole graphs")
         if sampling not in SAMPLING:
             raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
         self.splits: dict[str, GraphSet] = {}

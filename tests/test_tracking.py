@@ -220,7 +220,8 @@ def test_sweep_runs_the_grid_locally(tiny_root, tmp_path, monkeypatch):
     extra = ["--data.root", str(tiny_root), "--trainer.max_epochs", "1", "--model.hidden", "16"]
     assert sweep.main([str(path), "--", *extra]) == 0
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("summary.json")]
-    assert sorted(s["setting"] for s in summaries) == ["graph no-xattn pad-1 none hinge seg4096", "graph xattn pad-1 none hinge seg4096"]
+    assert sorted(s["setting"] for s in summaries) == ["graph no-xattn pad-1 none hinge seg4096",
+                                                       "graph xattn pad-1 none hinge seg4096"]
     assert not (tmp_path / "runs" / "wandb").exists()
 
 
