@@ -133,7 +133,10 @@ class Pool:
 
         count = int(segment.owned.sum())
         if grad and torch.is_grad_enabled():
-            return cls(*checkpoint(pooled, use_reentrant=False), count)
+            # re-entrant: one autograd node per segment (its forward runs without a graph); the anchor input makes
+            # the outputs require gradients, which then reach the parameters when the backward recomputes
+            anchor = torch.zeros((), requires_grad=True)
+            return cls(*checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count)
         with torch.no_grad():
             return cls(*pooled(), count)
 
