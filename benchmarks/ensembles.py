@@ -110,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.folds}-fold ensemble": f"{test_score(merged['folds'], collection, answers):.4f}",
             "best single seed": f"{max(single):.4f}",
         }
-        print(collection, rows[collection], flush=True)
-    write(rows, args, argv)
+        write(rows, args, argv)  # after every collection: a stopped run still leaves its finished rows
     return 0
 
 
@@ -128,7 +127,7 @@ def write(rows: dict[str, dict[str, str]], args: argparse.Namespace, argv: list[
     text = "\n".join(lines) + "\n"
     with atomic_write(Path(args.out)) as handle:
         handle.write(text)
-    print(f"\n{text}\nwrote {args.out}")
+    print(f"\n{text}\nwrote {args.out}", flush=True)
 
 
 if __name__ == "__main__":
