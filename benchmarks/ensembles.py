@@ -119,6 +119,12 @@ def write(rows: dict[str, dict[str, str]], args: argparse.Namespace, argv: list[
     columns = list(next(iter(rows.values())))
     lines = [f"# Ensembles ({args.size} synthetic data, test split, {len(args.seeds)} seeds, {args.folds} folds)", "",
              f"Command: `python benchmarks/ensembles.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
+             "Scores on the test split (answers.csv), with the competition metric. 1 model: mean ± sample std over "
+             f"the seeds, each trained on train. x{args.repeats} chunkings: the same models, each graph's scores "
+             f"averaged over {args.repeats} random chunkings of its configs (`--data.predict_repeats`). Ensembles: "
+             "`solution ensemble` rank averaging of the seeds' predictions, and of the folds' (each trained on "
+             f"{args.folds - 1}/{args.folds} of train + valid pooled, seed 0). Best single seed: the best of the "
+             "single models, which no one can pick in advance.", "",
              "| collection | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for collection, values in rows.items():
         lines.append(f"| {collection} | " + " | ".join(values.values()) + " |")
