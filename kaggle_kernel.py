@@ -886,7 +886,7 @@ class Collate:
             configs = [layout_configs(g, i.rows, self.fill_default) for g, i in zip(graphs, items)]
             batch["config_feat"] = _pad(configs, PAD)  # [G, C, K, 18]
             batch["config_node"] = _pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD)  # [G, K]
-            if self.segment_nodes:
+            if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
                 batch["node_segment"] = self._segments(graphs)  # [N]
         else:
             batch["config_feat"] = _pad([np.asarray(g.configs[i.rows]) for g, i in zip(graphs, items)], PAD)
@@ -2279,10 +2279,9 @@ class RankingModule(pl.LightningModule):
         return self._score(batch).float()  # [G, C]; float32 also under bf16 autocast
 
     def _score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The model's scores; graphs of several segments (data.segment_nodes) go through segment training."""
-        segmented = "node_segment" in batch and self.hparams.variant == "graph" and \\
-            int(batch["node_segment"].max()) + 1 > batch["config_mask"].size(0)
-        if not segmented:
+        """The model's scores; batches with a graph over the budget (data.segment_nodes) go through segment
+        training."""
+        if "node_segment" not in batch or self.hparams.variant != "graph":
             return self.model(batch)
         mode = ("head" if self.head_phase else "train") if self.training else "eval"
         return self.segments.scores(self.model, batch, mode, self.current_epoch if self._trainer else 0)
@@ -3035,7 +3034,6 @@ class Segment:
     """One segment of one graph of a batch, as index tensors into the batch."""
 
     graph: int  # the graph's row in the batch
-    index: int  # the segment's number within its graph
     nodes: torch.Tensor  # [n] batch node ids: the segment and its halo, in node order
     owned: torch.Tensor  # [n] bool: pooled (False for halo nodes)
     edge_index: torch.Tensor  # [2, e] edges among `nodes`, re-indexed to 0..n-1
@@ -3062,7 +3060,6 @@ def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
     """The segments of a batch from its `node_segment` ids (consecutive within a graph), each grown by `halo`
     hops of context in both edge directions."""
     node_segment, edge_index = batch["node_segment"], batch["edge_index"]
-    first_of_graph = torch.full((int(batch["config_mask"].size(0)),), -1, dtype=torch.long)
     segments = []
     for s in range(int(node_segment.max()) + 1):
         owned = node_segment == s  # [N]
@@ -3077,11 +3074,9 @@ def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
         local[nodes] = torch.arange(nodes.numel(), device=nodes.device)
         edges = edge_index[:, member[edge_index[0]] & member[edge_index[1]]]  # [2, e]
         graph = int(batch["node_graph"][nodes[0]])
-        if first_of_graph[graph] < 0:
-            first_of_graph[graph] = s
         config_node = batch["config_node"][graph]  # [K]
         slots = ((config_node != PAD) & member[config_node.clamp(min=0)]).nonzero().flatten()  # [k]
-        segments.append(Segment(graph, s - int(first_of_graph[graph]), nodes, owned[nodes], local[edges],
+        segments.append(Segment(graph, nodes, owned[nodes], local[edges],
                                 slots, local[config_node[slots]]))
     return segments
 
@@ -3155,36 +3150,29 @@ class SegmentTraining:
             mine = [s for s in segments if s.graph == g]
             count = len(mine) if self.sampled == 0 else min(self.sampled, len(mine))
             chosen = set(random.sample(range(len(mine)), count)) if mode == "train" else ()
-            for i, segment in enumerate(mine):
+            graph_id = int(batch["graph_id"][g])
+            for i, segment in enumerate(mine):  # the table's key: (graph id, i)
                 if i in chosen:
-                    pools[g].append(self._fresh(model, batch, segment, epoch, grad=True))
+                    pools[g].append(Pool.of(model, batch, segment, grad=True))
+                    if segment.config_free and self.sampled:
+                        self._store((graph_id, i), epoch, pools[g][-1])
                 elif mode == "train" and segment.config_free:
-                    pool = self._historical(model, batch, segment, epoch)
+                    pool = self._historical(model, batch, segment, (graph_id, i), epoch)
                     if random.random() < self.keep_stale:
                         pools[g].append(pool)
                 else:
-                    pools[g].append(self._fresh(model, batch, segment, epoch, grad=False))
+                    pools[g].append(Pool.of(model, batch, segment))
         features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
         return model.readout(features, valid_configs(batch))  # [G, C]
 
-    def _fresh(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, epoch: int,
-               grad: bool) -> Pool:
-        pool = Pool.of(model, batch, segment, grad=grad)
-        if grad and segment.config_free and self.sampled:
-            self._store(batch, segment, epoch, pool)
-        return pool
-
-    def _historical(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, epoch: int
-                    ) -> Pool:
-        key = (int(batch["graph_id"][segment.graph]), segment.index)
+    def _historical(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment,
+                    key: tuple[int, int], epoch: int) -> Pool:
         stored = self.table.get(key)
         if stored is None or epoch - stored[0] >= self.refresh_every:  # one config: the states are the same for all
-            stored = self._store(batch, segment, epoch, Pool.of(model, batch, segment, configs=1))
+            stored = self._store(key, epoch, Pool.of(model, batch, segment, configs=1))
         return stored[1]
 
-    def _store(self, batch: dict[str, torch.Tensor], segment: Segment, epoch: int, pool: Pool
-               ) -> tuple[int, Pool]:
-        key = (int(batch["graph_id"][segment.graph]), segment.index)
+    def _store(self, key: tuple[int, int], epoch: int, pool: Pool) -> tuple[int, Pool]:
         first = slice(None, 1)  # the rows are the same for every config: keep one
         self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
                                        pool.h_sum.detach(), pool.h_max.detach(), pool.count))

@@ -180,7 +180,7 @@ class Collate:
             configs = [layout_configs(g, i.rows, self.fill_default) for g, i in zip(graphs, items)]
             batch["config_feat"] = _pad(configs, PAD)  # [G, C, K, 18]
             batch["config_node"] = _pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD)  # [G, K]
-            if self.segment_nodes:
+            if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
                 batch["node_segment"] = self._segments(graphs)  # [N]
         else:
             batch["config_feat"] = _pad([np.asarray(g.configs[i.rows]) for g, i in zip(graphs, items)], PAD)

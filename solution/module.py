@@ -137,10 +137,9 @@ class RankingModule(pl.LightningModule):
         return self._score(batch).float()  # [G, C]; float32 also under bf16 autocast
 
     def _score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The model's scores; graphs of several segments (data.segment_nodes) go through segment training."""
-        segmented = "node_segment" in batch and self.hparams.variant == "graph" and \
-            int(batch["node_segment"].max()) + 1 > batch["config_mask"].size(0)
-        if not segmented:
+        """The model's scores; batches with a graph over the budget (data.segment_nodes) go through segment
+        training."""
+        if "node_segment" not in batch or self.hparams.variant != "graph":
             return self.model(batch)
         mode = ("head" if self.head_phase else "train") if self.training else "eval"
         return self.segments.scores(self.model, batch, mode, self.current_epoch if self._trainer else 0)

@@ -119,7 +119,7 @@ def test_every_segment_with_gradients_gives_the_whole_graph_gradient(settings):
 def test_the_table_holds_config_free_segments_until_refreshed():
     model, batch = make_model("layout"), segmented([config_free_tail()], budget=8)
     segments = split(batch)
-    free = [s.index for s in segments if s.config_free]
+    free = [i for i, s in enumerate(segments) if s.config_free]  # one graph: the position is the table key
     assert free == [1, 2, 3, 4] and len(segments) == 5
     training = SegmentTraining(sampled=5, keep_stale=1.0, refresh_every=2)
     with torch.no_grad():
