@@ -115,6 +115,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'eval_chunk': 256,
                        'eval_graphs_per_batch': 32,
                        'predict_repeats': 1,
+                       'skip_bad_files': True,
                        'num_workers': 4}},
  'layout:xla:random': {'seed_everything': 0,
                        'trainer': {'accelerator': 'auto',
@@ -159,6 +160,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'eval_chunk': 256,
                                 'eval_graphs_per_batch': 1,
                                 'predict_repeats': 1,
+                                'skip_bad_files': True,
                                 'num_workers': 4}},
  'layout:xla:default': {'seed_everything': 0,
                         'trainer': {'accelerator': 'auto',
@@ -203,6 +205,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'eval_chunk': 256,
                                  'eval_graphs_per_batch': 1,
                                  'predict_repeats': 1,
+                                 'skip_bad_files': True,
                                  'num_workers': 4}},
  'layout:nlp:random': {'seed_everything': 0,
                        'trainer': {'accelerator': 'auto',
@@ -247,6 +250,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'eval_chunk': 256,
                                 'eval_graphs_per_batch': 1,
                                 'predict_repeats': 1,
+                                'skip_bad_files': True,
                                 'num_workers': 4}},
  'layout:nlp:default': {'seed_everything': 0,
                         'trainer': {'accelerator': 'auto',
@@ -291,6 +295,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'eval_chunk': 256,
                                  'eval_graphs_per_batch': 1,
                                  'predict_repeats': 1,
+                                 'skip_bad_files': True,
                                  'num_workers': 4}}}
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io')
@@ -421,7 +426,7 @@ from .atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 META = "meta.json"
 _CHUNK = 1 << 22
 
@@ -722,7 +727,7 @@ from .cache import ArrayCache
 from .configs import unpack
 from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 from .preprocess import Graph, Preprocessing, load_graph
-from .reader import list_files
+from .reader import DataError, list_files
 from .segments import partition
 
 log = logging.getLogger(__name__)
@@ -731,11 +736,28 @@ SAMPLING = ("uniform", "stratified")
 
 
 class GraphSet:
-    """The files of one collection split, preprocessed once through the cache and loaded on demand."""
+    """The files of one collection split, preprocessed once through the cache and loaded on demand. With
+    `skip_bad`, a file that fails its checks is left out (and listed in `skipped`) instead of stopping the run."""
 
-    def __init__(self, paths: list[Path], split: str, settings: Preprocessing, cache: ArrayCache | None) -> None:
-        self.paths, self.split, self.settings, self.cache = list(paths), split, settings, cache
-        self.meta = [self.load(i).meta for i in range(len(self.paths))]  # builds missing cache entries
+    def __init__(self, paths: list[Path], split: str, settings: Preprocessing, cache: ArrayCache | None,
+                 skip_bad: bool = False) -> None:
+        self.split, self.settings, self.cache = split, settings, cache
+        self.paths: list[Path] = []
+        self.meta: list[dict] = []
+        self.skipped: list[DataError] = []
+        for path in paths:  # builds missing cache entries
+            try:
+                self.meta.append(load_graph(path, split, settings, cache).meta)
+            except DataError as err:
+                if not skip_bad:
+                    raise
+                log.warning("skipped a %s file that fails its checks: %s", split, err)
+                self.skipped.append(err)
+                continue
+            self.paths.append(path)
+        if paths and not self.paths:
+            raise DataError(paths[0].parent, split, f"every one of its {len(paths)} files fails its checks "
+                            f"(first: {self.skipped[0]})", "at least one readable file")
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -959,6 +981,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         predict_repeats: int = 1,
         predict_split: str = "test",
         limit_graphs: int | None = None,
+        skip_bad_files: bool = True,
         folds: int = 0,
         fold: int = 0,
         fold_variant_parts: str = FOLD_GROUP,
@@ -993,18 +1016,27 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return [p for p, f in zip(pool, fold_of) if (f == hp.fold) == (split == "valid")][:hp.limit_graphs]
 
     def graphs(self, split: str) -> GraphSet:
-        """The preprocessed files of a split (built on first use, then read from the cache)."""
+        """The preprocessed files of a split (built on first use, then read from the cache); with
+        `skip_bad_files`, train and valid files that fail their checks are left out, never test files."""
         if split not in self.splits:
             cache = ArrayCache(self.hparams.cache_dir)
-            self.splits[split] = GraphSet(self.files(split), split, self.settings, cache)
+            skip = self.hparams.skip_bad_files and split in ("train", "valid")
+            self.splits[split] = GraphSet(self.files(split), split, self.settings, cache, skip)
             log.info("%s %s: %d graphs preprocessed", self.hparams.collection, split, len(self.splits[split]))
         return self.splits[split]
+
+    def skipped_files(self) -> list[dict[str, str]]:
+        """The files left out so far for failing their checks: split, file and the check's message."""
+        return [{"split": split, "file": err.file, "error": str(err)}
+                for split, graphs in self.splits.items() for err in graphs.skipped]
 
     def setup(self, stage: str) -> None:
         needed = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("valid",),
                   "predict": (self.hparams.predict_split,)}[stage]
         for split in needed:
-            self.graphs(split)
+            graphs = self.graphs(split)
+            if stage == "predict" and graphs.skipped:  # a submission needs every file of the split it ranks
+                raise graphs.skipped[0]
 
     def feature_sums(self) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
         """Column sums, sums of squares and row counts of node features (and tile configs) over train."""
@@ -1384,6 +1416,7 @@ from .callbacks import AtomicCheckpointIO, SubmissionWriter
 from .constants import COLLECTIONS
 from .data import TpuGraphsDataModule
 from .metrics import final_score
+from .reader import find_collections
 from .module import RankingModule
 from .submission import check, collection_file_stem, format_scores, merge
 
@@ -1570,14 +1603,20 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
     warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
     say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {job.profile}, "
         f"training budget {job.budget:.0f} s, {torch.cuda.device_count()} GPU(s)")
-    profiled = {c: layered(settings[c], PROFILES[job.profile]) for c in COLLECTIONS}
-    checkpoints = given_checkpoints(job.checkpoints)
-    checkpoints.update(train_all([c for c in COLLECTIONS if c not in checkpoints], profiled, job))
-    scores = {c: evaluate(c, checkpoints[c], profiled[c], job) for c in COLLECTIONS}
-    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
+    present = [c for c in COLLECTIONS if c in find_collections(job.root)]
+    missing = [c for c in COLLECTIONS if c not in present]
+    if missing:
+        say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
+            f" skipped, and submission.csv covers only {', '.join(present)}")
+    profiled = {c: layered(settings[c], PROFILES[job.profile]) for c in present}
+    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    checkpoints.update(train_all([c for c in present if c not in checkpoints], profiled, job))
+    scores = {c: evaluate(c, checkpoints[c], profiled[c], job) for c in present}
+    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
     say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
-    scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
+    if not missing:
+        scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
     say(f"\\nvalidation scores of the checkpoints used:\\n{format_scores(scores)}")
     return 0
 '''
@@ -2399,7 +2438,7 @@ class Graph:
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
-    node_split: np.ndarray  # [k] int64 first pruned node of each HLO computation (node_splits; may be empty)
+    node_split: np.ndarray  # [k + 1] int64 computation bounds 0 < ... < n in pruned ids (as node_splits; tile: [0, n])
     meta: dict
 
     @property
@@ -2407,13 +2446,11 @@ class Graph:
         return len(self.target)
 
 
-def pruned_starts(starts: np.ndarray | None, keep: np.ndarray) -> np.ndarray:
-    """[k] the first kept node at or after each start, as a pruned id (duplicates and the end dropped)."""
-    if starts is None:
-        return np.zeros(0, np.int64)
+def pruned_bounds(bounds: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """[k' + 1] computation bounds (0, ..., n as RawGraph.computation_bounds) in pruned ids: each bound becomes
+    the number of kept nodes before it; computations left without a kept node disappear."""
     kept_before = np.concatenate([[0], np.cumsum(keep)])  # [n + 1]
-    first = np.unique(kept_before[starts])  # [k'] sorted
-    return first[first < kept_before[-1]].astype(np.int64)
+    return np.unique(kept_before[bounds]).astype(np.int64)
 
 
 def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
@@ -2439,7 +2476,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),
-        "node_split": pruned_starts(raw.node_splits, keep),
+        "node_split": pruned_bounds(raw.computation_bounds(), keep),
     }
     meta = {
         "kind": raw.kind, "is_test": raw.is_test,
@@ -2603,6 +2640,10 @@ class ConfigNodeWarning(UserWarning):
     """A configurable node that points at an opcode other than convolution, dot or reshape."""
 
 
+class ExtraKeyWarning(UserWarning):
+    """A key the format does not define: read past, not refused (nothing in the format forbids more arrays)."""
+
+
 @dataclass
 class RawGraph:
     """One file as read from disk, checked, in the real files' dtypes."""
@@ -2615,7 +2656,7 @@ class RawGraph:
     config_feat: np.ndarray  # layout [c, nc, 18] float32; tile [c, 24] float32
     config_runtime: np.ndarray  # [c] int64 (all zero in test files)
     config_node_ids: np.ndarray | None = None  # [nc] int64, layout only
-    node_splits: np.ndarray | None = None  # [k] int64, layout only, optional
+    node_splits: np.ndarray | None = None  # [k] int64 computation bounds 0, ..., n (layout only, optional)
     normalizers: np.ndarray | None = None  # [c] int64, tile only
 
     @property
@@ -2627,11 +2668,25 @@ class RawGraph:
         return len(self.config_runtime)
 
     def target(self) -> np.ndarray:
-        """Runtime to rank, lower is faster: runtime / normalizer for tile, runtime (ns) for layout."""
+        """Runtime to rank, lower is faster: runtime / normalizer for tile (0 where a test file's normalizer is 0),
+        runtime (ns) for layout."""
         runtime = self.config_runtime.astype(np.float64)
-        if self.kind == "tile" and not self.is_test:  # test files may hold zero normalizers
-            return runtime / self.normalizers
+        if self.kind == "tile":
+            return np.divide(runtime, self.normalizers, out=np.zeros_like(runtime), where=self.normalizers > 0)
         return runtime
+
+    def computation_bounds(self) -> np.ndarray:
+        """[k + 1] node ids 0 = b0 < b1 < ... < bk = n: computation i holds nodes b_i .. b_(i+1) - 1."""
+        return computation_bounds(self.node_splits, len(self.node_feat))
+
+
+def computation_bounds(node_splits: np.ndarray | None, num_nodes: int) -> np.ndarray:
+    """node_splits in the official encoder's form (0, the running node count after each major computation, n) as
+    strictly increasing bounds from 0 to n: a missing trailing n is implied (the last computation runs to the end)
+    and repeated values (empty computations) are dropped. None (no node_splits) is one computation."""
+    inner = np.zeros(0, np.int64) if node_splits is None else np.asarray(node_splits, np.int64).reshape(-1)
+    inner = inner[(inner > 0) & (inner < num_nodes)]
+    return np.unique(np.concatenate([[0, num_nodes], inner])).astype(np.int64)
 
 
 # ---------------------------------------------------------------- discovery
@@ -2699,11 +2754,11 @@ def submission_id(collection: str, path: Path) -> str:
 @dataclass(frozen=True)
 class KeyFormat:
     """How one key must look. `shape`: an int is a fixed size, a letter a length shared between keys (fixed by the
-    first key in FORMAT that has it), None any size. `bounds`: inclusive value range, 'n' standing for n - 1."""
+    first key in FORMAT that has it), None any size. `bounds`: inclusive value range."""
 
     dtype: str  # "float" (float dtypes, and integer ones: exact values) | "int" (integer dtypes only)
     shape: tuple[int | str | None, ...]
-    bounds: tuple[int, int | str] | None = None
+    bounds: tuple[int, int | str] | None = None  # "node": a node id (n - 1 at most); "count": a node count (n)
     integral: bool = False  # float values that must be whole numbers
 
 
@@ -2711,13 +2766,14 @@ class KeyFormat:
 FORMAT = {
     "node_feat": KeyFormat("float", ("n", NODE_FEAT_DIM)),
     "node_opcode": KeyFormat("int", ("n",), (0, NUM_OPCODES - 1)),
-    "edge_index": KeyFormat("int", (None, 2), (0, "n")),
+    "edge_index": KeyFormat("int", (None, 2), (0, "node")),
     "config_runtime": KeyFormat("int", ("c",)),  # its values depend on the split: _check_runtimes
     "config_feat": KeyFormat("float", ("c", TILE_CONFIG_DIM)),
     "config_runtime_normalizers": KeyFormat("int", ("c",)),
     "node_config_feat": KeyFormat("float", ("c", "nc", LAYOUT_CONFIG_DIM), (-1, LAYOUT_SYMBOLS - 2), integral=True),
-    "node_config_ids": KeyFormat("int", ("nc",), (0, "n")),
-    "node_splits": KeyFormat("int", (1, None), (0, "n")),
+    "node_config_ids": KeyFormat("int", ("nc",), (0, "node")),
+    # cumulative node counts (the official encoder): 0, the count after each major computation, n; ordered below
+    "node_splits": KeyFormat("int", (1, None), (0, "count")),
 }
 LENGTHS = {"n": "nodes", "c": "configs", "nc": "configurable nodes"}
 NONEMPTY = ("n", "c")  # a graph has nodes and a file at least one config
@@ -2741,15 +2797,17 @@ def read_graph(path: str | Path, split: str | None = None) -> RawGraph:
                         f"a {kind} file with keys {', '.join(required)}")
     extra = sorted(set(arrays) - set(allowed))
     if extra:
-        raise DataError(path, extra[0], "unexpected key", f"only {', '.join(allowed)}")
+        warnings.warn(f"{path}: key(s) {', '.join(extra)}: unexpected in a {kind} file; read past (the format "
+                      f"defines {', '.join(allowed)})", ExtraKeyWarning, stacklevel=2)
 
-    checked = _check_keys(path, arrays)
+    checked = _check_keys(path, {key: arrays[key] for key in allowed if key in arrays})
     graph = RawGraph(path, kind, checked["node_feat"], checked["node_opcode"], checked["edge_index"],
                      checked["config_feat" if kind == "tile" else "node_config_feat"], checked["config_runtime"],
                      config_node_ids=checked.get("node_config_ids"),
                      normalizers=checked.get("config_runtime_normalizers"))
     if "node_splits" in checked:
         graph.node_splits = checked["node_splits"].reshape(-1)  # [1, k] -> [k]
+        _check_splits(path, graph.node_splits)
     if kind == "layout":
         _check_config_nodes(path, graph.config_node_ids, graph.node_opcode)
     _check_runtimes(path, graph, split)
@@ -2805,7 +2863,8 @@ def _check_array(path: Path, key: str, value: np.ndarray, spec: KeyFormat, lengt
             bad = sum(int((~np.isfinite(block)).sum()) for block in _blocks(value))
             raise DataError(path, key, f"{bad} NaN/inf values", "finite values")
     if spec.bounds is not None and value.size:
-        low, high = spec.bounds[0], lengths["n"][0] - 1 if spec.bounds[1] == "n" else spec.bounds[1]
+        n = lengths["n"][0]
+        low, high = spec.bounds[0], {"node": n - 1, "count": n}.get(spec.bounds[1], spec.bounds[1])
         found_low, found_high = value.min(), value.max()
         fraction = spec.integral and any((block != np.round(block)).any() for block in _blocks(value))
         if found_low < low or found_high > high or fraction:
@@ -2836,6 +2895,17 @@ def _blocks(value: np.ndarray):
 def _num(value: np.number) -> str:
     """-1, 6, 1000000000 for whole numbers; 2.5, 1e+30 otherwise."""
     return str(int(value)) if value == np.round(value) and abs(value) < 1e18 else f"{value:g}"
+
+
+def _check_splits(path: Path, splits: np.ndarray) -> None:
+    """The official encoder's order: 0 first, then non-decreasing (the values were bounded by n above)."""
+    if splits.size and splits[0] != 0:
+        raise DataError(path, "node_splits", f"first value {splits[0]}", "0 first (cumulative node counts)")
+    drops = np.flatnonzero(np.diff(splits) < 0)
+    if drops.size:
+        i = int(drops[0])
+        raise DataError(path, "node_splits", f"a decrease at position {i + 1} ({splits[i]} -> {splits[i + 1]})",
+                        "non-decreasing values (cumulative node counts ending with n)")
 
 
 def _check_config_nodes(path: Path, ids: np.ndarray, opcode: np.ndarray) -> None:
@@ -3006,15 +3076,17 @@ from torch.utils.checkpoint import checkpoint
 
 from .constants import PAD
 from .model import valid_configs
+from .reader import computation_bounds
 
 
-def partition(num_nodes: int, starts: np.ndarray, budget: int) -> np.ndarray:
-    """[n] segment of each node: the graph's computations (`starts`: the first node of each, as node_splits)
-    cut into balanced runs of at most `budget` consecutive nodes, then consecutive runs merged while they fit
-    the budget. Node order is topological in the files, so a run of consecutive nodes is mostly connected."""
+def partition(num_nodes: int, node_splits: np.ndarray, budget: int) -> np.ndarray:
+    """[n] segment of each node: the graph's computations (`node_splits`: their bounds in the official form,
+    0, ..., n; the trailing n may be missing) cut into balanced runs of at most `budget` consecutive nodes, then
+    consecutive runs merged while they fit the budget. Node order is topological in the files, so a run of
+    consecutive nodes is mostly connected."""
     if budget < 1:
         raise ValueError(f"segment budget {budget}; expected a positive number of nodes")
-    bounds = np.unique(np.concatenate([[0, num_nodes], starts[(starts > 0) & (starts < num_nodes)]]))
+    bounds = computation_bounds(node_splits, num_nodes)
     runs = []  # (first node, size) of each balanced run
     for low, high in zip(bounds[:-1], bounds[1:]):
         pieces = -(-(high - low) // budget)

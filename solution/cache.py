@@ -18,7 +18,7 @@ from .atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 META = "meta.json"
 _CHUNK = 1 << 22
 

@@ -16,7 +16,7 @@ from .cache import ArrayCache
 from .configs import unpack
 from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 from .preprocess import Graph, Preprocessing, load_graph
-from .reader import list_files
+from .reader import DataError, list_files
 from .segments import partition
 
 log = logging.getLogger(__name__)
@@ -25,11 +25,28 @@ SAMPLING = ("uniform", "stratified")
 
 
 class GraphSet:
-    """The files of one collection split, preprocessed once through the cache and loaded on demand."""
+    """The files of one collection split, preprocessed once through the cache and loaded on demand. With
+    `skip_bad`, a file that fails its checks is left out (and listed in `skipped`) instead of stopping the run."""
 
-    def __init__(self, paths: list[Path], split: str, settings: Preprocessing, cache: ArrayCache | None) -> None:
-        self.paths, self.split, self.settings, self.cache = list(paths), split, settings, cache
-        self.meta = [self.load(i).meta for i in range(len(self.paths))]  # builds missing cache entries
+    def __init__(self, paths: list[Path], split: str, settings: Preprocessing, cache: ArrayCache | None,
+                 skip_bad: bool = False) -> None:
+        self.split, self.settings, self.cache = split, settings, cache
+        self.paths: list[Path] = []
+        self.meta: list[dict] = []
+        self.skipped: list[DataError] = []
+        for path in paths:  # builds missing cache entries
+            try:
+                self.meta.append(load_graph(path, split, settings, cache).meta)
+            except DataError as err:
+                if not skip_bad:
+                    raise
+                log.warning("skipped a %s file that fails its checks: %s", split, err)
+                self.skipped.append(err)
+                continue
+            self.paths.append(path)
+        if paths and not self.paths:
+            raise DataError(paths[0].parent, split, f"every one of its {len(paths)} files fails its checks "
+                            f"(first: {self.skipped[0]})", "at least one readable file")
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -253,6 +270,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         predict_repeats: int = 1,
         predict_split: str = "test",
         limit_graphs: int | None = None,
+        skip_bad_files: bool = True,
         folds: int = 0,
         fold: int = 0,
         fold_variant_parts: str = FOLD_GROUP,
@@ -287,18 +305,27 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return [p for p, f in zip(pool, fold_of) if (f == hp.fold) == (split == "valid")][:hp.limit_graphs]
 
     def graphs(self, split: str) -> GraphSet:
-        """The preprocessed files of a split (built on first use, then read from the cache)."""
+        """The preprocessed files of a split (built on first use, then read from the cache); with
+        `skip_bad_files`, train and valid files that fail their checks are left out, never test files."""
         if split not in self.splits:
             cache = ArrayCache(self.hparams.cache_dir)
-            self.splits[split] = GraphSet(self.files(split), split, self.settings, cache)
+            skip = self.hparams.skip_bad_files and split in ("train", "valid")
+            self.splits[split] = GraphSet(self.files(split), split, self.settings, cache, skip)
             log.info("%s %s: %d graphs preprocessed", self.hparams.collection, split, len(self.splits[split]))
         return self.splits[split]
+
+    def skipped_files(self) -> list[dict[str, str]]:
+        """The files left out so far for failing their checks: split, file and the check's message."""
+        return [{"split": split, "file": err.file, "error": str(err)}
+                for split, graphs in self.splits.items() for err in graphs.skipped]
 
     def setup(self, stage: str) -> None:
         needed = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("valid",),
                   "predict": (self.hparams.predict_split,)}[stage]
         for split in needed:
-            self.graphs(split)
+            graphs = self.graphs(split)
+            if stage == "predict" and graphs.skipped:  # a submission needs every file of the split it ranks
+                raise graphs.skipped[0]
 
     def feature_sums(self) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
         """Column sums, sums of squares and row counts of node features (and tile configs) over train."""

@@ -27,6 +27,7 @@ def file_summary(graph: RawGraph, strategy: str, hops: int) -> dict[str, float]:
         "nodes": n,
         "edges": len(graph.edge_index),
         "config_nodes": 0 if graph.config_node_ids is None else len(graph.config_node_ids),
+        "computations": len(graph.computation_bounds()) - 1,
         "configs": graph.num_configs,
         "duplicates": graph.num_configs - distinct,
         "retention": pruned.node_retention,
@@ -36,7 +37,8 @@ def file_summary(graph: RawGraph, strategy: str, hops: int) -> dict[str, float]:
 
 def graph_line(path: Path, stats: dict[str, float]) -> str:
     """One file's row for `--per-graph`."""
-    return (f"  {path.name:<40} nodes {stats['nodes']:>7} kept {stats['retention']:>6.1%}   edges "
+    return (f"  {path.name:<40} nodes {stats['nodes']:>7} kept {stats['retention']:>6.1%}   computations "
+            f"{stats['computations']:>4}   edges "
             f"{stats['edges']:>7} kept {stats['edge_retention']:>6.1%}   configs {stats['configs']:>7} "
             f"duplicates {stats['duplicates']:>6}")
 
@@ -50,7 +52,7 @@ def inspect(root: str | Path, strategy: str = "k_hop", hops: int = 1, per_graph:
     """(table lines, problems) for every collection and split under `root`; with `per_graph` a row for
     every file too."""
     lines = [f"{'collection':<20} {'split':<6} {'graphs':>6} {'nodes min/med/max':>22} {'cfg nodes med':>13} "
-             f"{'configs min/med/max':>22} {'dups':>7} {f'kept ({strategy})':>14}"]
+             f"{'computations min/med/max':>24} {'configs min/med/max':>22} {'dups':>7} {f'kept ({strategy})':>14}"]
     problems = []
     for collection, folder in find_collections(root).items():
         for split in SPLITS:
@@ -68,12 +70,13 @@ def inspect(root: str | Path, strategy: str = "k_hop", hops: int = 1, per_graph:
                     problems += [f"warning: {w.message}" for w in caught]
                 except DataError as err:
                     problems.append(str(err))
-            column = {k: [s[k] for s in stats] for k in ("nodes", "config_nodes", "configs", "duplicates",
-                                                         "retention")}
+            column = {k: [s[k] for s in stats] for k in ("nodes", "config_nodes", "computations", "configs",
+                                                         "duplicates", "retention")}
             retention = f"{np.mean(column['retention']):.1%}" if stats else "-"
             lines.append(
                 f"{collection:<20} {split:<6} {len(files):>6} {_spread(column['nodes']):>22} "
-                f"{np.median(column['config_nodes']) if stats else 0:>13.0f} {_spread(column['configs']):>22} "
+                f"{np.median(column['config_nodes']) if stats else 0:>13.0f} {_spread(column['computations']):>24} "
+                f"{_spread(column['configs']):>22} "
                 f"{int(sum(column['duplicates'])):>7} {retention:>14}"
             )
             lines += graph_rows if per_graph else []

@@ -20,6 +20,7 @@ from .callbacks import AtomicCheckpointIO, SubmissionWriter
 from .constants import COLLECTIONS
 from .data import TpuGraphsDataModule
 from .metrics import final_score
+from .reader import find_collections
 from .module import RankingModule
 from .submission import check, collection_file_stem, format_scores, merge
 
@@ -206,13 +207,19 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
     warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
     say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {job.profile}, "
         f"training budget {job.budget:.0f} s, {torch.cuda.device_count()} GPU(s)")
-    profiled = {c: layered(settings[c], PROFILES[job.profile]) for c in COLLECTIONS}
-    checkpoints = given_checkpoints(job.checkpoints)
-    checkpoints.update(train_all([c for c in COLLECTIONS if c not in checkpoints], profiled, job))
-    scores = {c: evaluate(c, checkpoints[c], profiled[c], job) for c in COLLECTIONS}
-    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
+    present = [c for c in COLLECTIONS if c in find_collections(job.root)]
+    missing = [c for c in COLLECTIONS if c not in present]
+    if missing:
+        say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
+            f" skipped, and submission.csv covers only {', '.join(present)}")
+    profiled = {c: layered(settings[c], PROFILES[job.profile]) for c in present}
+    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    checkpoints.update(train_all([c for c in present if c not in checkpoints], profiled, job))
+    scores = {c: evaluate(c, checkpoints[c], profiled[c], job) for c in present}
+    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
     say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
-    scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
+    if not missing:
+        scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
     say(f"\nvalidation scores of the checkpoints used:\n{format_scores(scores)}")
     return 0

@@ -45,7 +45,7 @@ class Graph:
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
-    node_split: np.ndarray  # [k] int64 first pruned node of each HLO computation (node_splits; may be empty)
+    node_split: np.ndarray  # [k + 1] int64 computation bounds 0 < ... < n in pruned ids (as node_splits; tile: [0, n])
     meta: dict
 
     @property
@@ -53,13 +53,11 @@ class Graph:
         return len(self.target)
 
 
-def pruned_starts(starts: np.ndarray | None, keep: np.ndarray) -> np.ndarray:
-    """[k] the first kept node at or after each start, as a pruned id (duplicates and the end dropped)."""
-    if starts is None:
-        return np.zeros(0, np.int64)
+def pruned_bounds(bounds: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """[k' + 1] computation bounds (0, ..., n as RawGraph.computation_bounds) in pruned ids: each bound becomes
+    the number of kept nodes before it; computations left without a kept node disappear."""
     kept_before = np.concatenate([[0], np.cumsum(keep)])  # [n + 1]
-    first = np.unique(kept_before[starts])  # [k'] sorted
-    return first[first < kept_before[-1]].astype(np.int64)
+    return np.unique(kept_before[bounds]).astype(np.int64)
 
 
 def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
@@ -85,7 +83,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),
-        "node_split": pruned_starts(raw.node_splits, keep),
+        "node_split": pruned_bounds(raw.computation_bounds(), keep),
     }
     meta = {
         "kind": raw.kind, "is_test": raw.is_test,

@@ -37,6 +37,10 @@ class ConfigNodeWarning(UserWarning):
     """A configurable node that points at an opcode other than convolution, dot or reshape."""
 
 
+class ExtraKeyWarning(UserWarning):
+    """A key the format does not define: read past, not refused (nothing in the format forbids more arrays)."""
+
+
 @dataclass
 class RawGraph:
     """One file as read from disk, checked, in the real files' dtypes."""
@@ -49,7 +53,7 @@ class RawGraph:
     config_feat: np.ndarray  # layout [c, nc, 18] float32; tile [c, 24] float32
     config_runtime: np.ndarray  # [c] int64 (all zero in test files)
     config_node_ids: np.ndarray | None = None  # [nc] int64, layout only
-    node_splits: np.ndarray | None = None  # [k] int64, layout only, optional
+    node_splits: np.ndarray | None = None  # [k] int64 computation bounds 0, ..., n (layout only, optional)
     normalizers: np.ndarray | None = None  # [c] int64, tile only
 
     @property
@@ -61,11 +65,25 @@ class RawGraph:
         return len(self.config_runtime)
 
     def target(self) -> np.ndarray:
-        """Runtime to rank, lower is faster: runtime / normalizer for tile, runtime (ns) for layout."""
+        """Runtime to rank, lower is faster: runtime / normalizer for tile (0 where a test file's normalizer is 0),
+        runtime (ns) for layout."""
         runtime = self.config_runtime.astype(np.float64)
-        if self.kind == "tile" and not self.is_test:  # test files may hold zero normalizers
-            return runtime / self.normalizers
+        if self.kind == "tile":
+            return np.divide(runtime, self.normalizers, out=np.zeros_like(runtime), where=self.normalizers > 0)
         return runtime
+
+    def computation_bounds(self) -> np.ndarray:
+        """[k + 1] node ids 0 = b0 < b1 < ... < bk = n: computation i holds nodes b_i .. b_(i+1) - 1."""
+        return computation_bounds(self.node_splits, len(self.node_feat))
+
+
+def computation_bounds(node_splits: np.ndarray | None, num_nodes: int) -> np.ndarray:
+    """node_splits in the official encoder's form (0, the running node count after each major computation, n) as
+    strictly increasing bounds from 0 to n: a missing trailing n is implied (the last computation runs to the end)
+    and repeated values (empty computations) are dropped. None (no node_splits) is one computation."""
+    inner = np.zeros(0, np.int64) if node_splits is None else np.asarray(node_splits, np.int64).reshape(-1)
+    inner = inner[(inner > 0) & (inner < num_nodes)]
+    return np.unique(np.concatenate([[0, num_nodes], inner])).astype(np.int64)
 
 
 # ---------------------------------------------------------------- discovery
@@ -133,11 +151,11 @@ def submission_id(collection: str, path: Path) -> str:
 @dataclass(frozen=True)
 class KeyFormat:
     """How one key must look. `shape`: an int is a fixed size, a letter a length shared between keys (fixed by the
-    first key in FORMAT that has it), None any size. `bounds`: inclusive value range, 'n' standing for n - 1."""
+    first key in FORMAT that has it), None any size. `bounds`: inclusive value range."""
 
     dtype: str  # "float" (float dtypes, and integer ones: exact values) | "int" (integer dtypes only)
     shape: tuple[int | str | None, ...]
-    bounds: tuple[int, int | str] | None = None
+    bounds: tuple[int, int | str] | None = None  # "node": a node id (n - 1 at most); "count": a node count (n)
     integral: bool = False  # float values that must be whole numbers
 
 
@@ -145,13 +163,14 @@ class KeyFormat:
 FORMAT = {
     "node_feat": KeyFormat("float", ("n", NODE_FEAT_DIM)),
     "node_opcode": KeyFormat("int", ("n",), (0, NUM_OPCODES - 1)),
-    "edge_index": KeyFormat("int", (None, 2), (0, "n")),
+    "edge_index": KeyFormat("int", (None, 2), (0, "node")),
     "config_runtime": KeyFormat("int", ("c",)),  # its values depend on the split: _check_runtimes
     "config_feat": KeyFormat("float", ("c", TILE_CONFIG_DIM)),
     "config_runtime_normalizers": KeyFormat("int", ("c",)),
     "node_config_feat": KeyFormat("float", ("c", "nc", LAYOUT_CONFIG_DIM), (-1, LAYOUT_SYMBOLS - 2), integral=True),
-    "node_config_ids": KeyFormat("int", ("nc",), (0, "n")),
-    "node_splits": KeyFormat("int", (1, None), (0, "n")),
+    "node_config_ids": KeyFormat("int", ("nc",), (0, "node")),
+    # cumulative node counts (the official encoder): 0, the count after each major computation, n; ordered below
+    "node_splits": KeyFormat("int", (1, None), (0, "count")),
 }
 LENGTHS = {"n": "nodes", "c": "configs", "nc": "configurable nodes"}
 NONEMPTY = ("n", "c")  # a graph has nodes and a file at least one config
@@ -175,15 +194,17 @@ def read_graph(path: str | Path, split: str | None = None) -> RawGraph:
                         f"a {kind} file with keys {', '.join(required)}")
     extra = sorted(set(arrays) - set(allowed))
     if extra:
-        raise DataError(path, extra[0], "unexpected key", f"only {', '.join(allowed)}")
+        warnings.warn(f"{path}: key(s) {', '.join(extra)}: unexpected in a {kind} file; read past (the format "
+                      f"defines {', '.join(allowed)})", ExtraKeyWarning, stacklevel=2)
 
-    checked = _check_keys(path, arrays)
+    checked = _check_keys(path, {key: arrays[key] for key in allowed if key in arrays})
     graph = RawGraph(path, kind, checked["node_feat"], checked["node_opcode"], checked["edge_index"],
                      checked["config_feat" if kind == "tile" else "node_config_feat"], checked["config_runtime"],
                      config_node_ids=checked.get("node_config_ids"),
                      normalizers=checked.get("config_runtime_normalizers"))
     if "node_splits" in checked:
         graph.node_splits = checked["node_splits"].reshape(-1)  # [1, k] -> [k]
+        _check_splits(path, graph.node_splits)
     if kind == "layout":
         _check_config_nodes(path, graph.config_node_ids, graph.node_opcode)
     _check_runtimes(path, graph, split)
@@ -239,7 +260,8 @@ def _check_array(path: Path, key: str, value: np.ndarray, spec: KeyFormat, lengt
             bad = sum(int((~np.isfinite(block)).sum()) for block in _blocks(value))
             raise DataError(path, key, f"{bad} NaN/inf values", "finite values")
     if spec.bounds is not None and value.size:
-        low, high = spec.bounds[0], lengths["n"][0] - 1 if spec.bounds[1] == "n" else spec.bounds[1]
+        n = lengths["n"][0]
+        low, high = spec.bounds[0], {"node": n - 1, "count": n}.get(spec.bounds[1], spec.bounds[1])
         found_low, found_high = value.min(), value.max()
         fraction = spec.integral and any((block != np.round(block)).any() for block in _blocks(value))
         if found_low < low or found_high > high or fraction:
@@ -270,6 +292,17 @@ def _blocks(value: np.ndarray):
 def _num(value: np.number) -> str:
     """-1, 6, 1000000000 for whole numbers; 2.5, 1e+30 otherwise."""
     return str(int(value)) if value == np.round(value) and abs(value) < 1e18 else f"{value:g}"
+
+
+def _check_splits(path: Path, splits: np.ndarray) -> None:
+    """The official encoder's order: 0 first, then non-decreasing (the values were bounded by n above)."""
+    if splits.size and splits[0] != 0:
+        raise DataError(path, "node_splits", f"first value {splits[0]}", "0 first (cumulative node counts)")
+    drops = np.flatnonzero(np.diff(splits) < 0)
+    if drops.size:
+        i = int(drops[0])
+        raise DataError(path, "node_splits", f"a decrease at position {i + 1} ({splits[i]} -> {splits[i + 1]})",
+                        "non-decreasing values (cumulative node counts ending with n)")
 
 
 def _check_config_nodes(path: Path, ids: np.ndarray, opcode: np.ndarray) -> None:

@@ -32,15 +32,17 @@ from torch.utils.checkpoint import checkpoint
 
 from .constants import PAD
 from .model import valid_configs
+from .reader import computation_bounds
 
 
-def partition(num_nodes: int, starts: np.ndarray, budget: int) -> np.ndarray:
-    """[n] segment of each node: the graph's computations (`starts`: the first node of each, as node_splits)
-    cut into balanced runs of at most `budget` consecutive nodes, then consecutive runs merged while they fit
-    the budget. Node order is topological in the files, so a run of consecutive nodes is mostly connected."""
+def partition(num_nodes: int, node_splits: np.ndarray, budget: int) -> np.ndarray:
+    """[n] segment of each node: the graph's computations (`node_splits`: their bounds in the official form,
+    0, ..., n; the trailing n may be missing) cut into balanced runs of at most `budget` consecutive nodes, then
+    consecutive runs merged while they fit the budget. Node order is topological in the files, so a run of
+    consecutive nodes is mostly connected."""
     if budget < 1:
         raise ValueError(f"segment budget {budget}; expected a positive number of nodes")
-    bounds = np.unique(np.concatenate([[0, num_nodes], starts[(starts > 0) & (starts < num_nodes)]]))
+    bounds = computation_bounds(node_splits, num_nodes)
     runs = []  # (first node, size) of each balanced run
     for low, high in zip(bounds[:-1], bounds[1:]):
         pieces = -(-(high - low) // budget)

@@ -294,7 +294,7 @@ class GraphBuilder:
         return self.nodes[x].shape
 
     def split(self) -> None:
-        """Start a new HLO computation at the next node."""
+        """Start a new HLO computation at the next node (`splits`: the first node of each computation)."""
         if self.splits[-1] != len(self.nodes):
             self.splits.append(len(self.nodes))
 
@@ -1039,8 +1039,15 @@ class LayoutGraph:
             "node_opcode": np.array([n.op for n in self.nodes], np.uint8),
             "edge_index": edge_index(self.nodes),
             "node_config_ids": self.config_ids.astype(np.int64),
-            "node_splits": np.array(self.splits, np.int64).reshape(1, -1),
+            "node_splits": official_splits(self.splits, len(self.nodes)),
         }
+
+
+def official_splits(starts: list[int], num_nodes: int) -> np.ndarray:
+    """[1, k + 1] node_splits as the official encoder writes them: 0, the running node count at the end of each
+    computation (= the next one's first node), and n last."""
+    bounds = starts + ([num_nodes] if starts[-1] != num_nodes else [])
+    return np.array(bounds, np.int64).reshape(1, -1)
 
 
 def _runs(rng: np.random.Generator, total: int, count: int) -> np.ndarray:

@@ -288,6 +288,7 @@ class RunRecorder(SaveConfigCallback):
             "seed": self.settings.get("seed_everything"), "digest": settings_digest(self.settings),
             "started": self.started, "seconds": time.time() - self.started, "epochs": trainer.current_epoch,
             "best": self.best, "last": self.last, "perf": self.perf,
+            "skipped_files": trainer.datamodule.skipped_files() if trainer.datamodule is not None else [],
             "best_checkpoint": getattr(checkpoint, "best_model_path", None) or None,
             "wandb": logger.run_path() if isinstance(logger, RunLogger) else None,
             "code": code_version(), "config": self.settings,

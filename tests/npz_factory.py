@@ -59,8 +59,9 @@ def _cast(arrays: dict[str, np.ndarray], dtypes: str) -> dict[str, np.ndarray]:
 
 
 def layout_arrays(n: int = 12, c: int = 5, nc: int = 3, m: int | None = None, split: str = "train",
-                  seed: int = 0, dtypes: str = "real", splits: int = 2) -> dict[str, np.ndarray]:
-    """A valid layout file's arrays: n nodes, c configs over nc configurable nodes."""
+                  seed: int = 0, dtypes: str = "real", computations: int = 2) -> dict[str, np.ndarray]:
+    """A valid layout file's arrays: n nodes, c configs over nc configurable nodes, `computations` HLO
+    computations (node_splits in the official encoder's form: 0, the end of each computation, n last)."""
     rng = np.random.default_rng(seed)
     node_feat, node_opcode, edge_index = _graph(rng, n, m)
     ids = np.sort(rng.choice(n, size=nc, replace=False)).astype(np.int64)
@@ -72,7 +73,8 @@ def layout_arrays(n: int = 12, c: int = 5, nc: int = 3, m: int | None = None, sp
         "edge_index": edge_index,
         "node_config_feat": config,
         "node_config_ids": ids,
-        "node_splits": np.sort(rng.choice(n, size=splits, replace=False)).reshape(1, -1).astype(np.int64),
+        "node_splits": np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), size=computations - 1, replace=False)),
+                                       [n]]).reshape(1, -1).astype(np.int64),
         "config_runtime": _runtimes(rng, c, split),
     }
     return _cast(arrays, dtypes)

@@ -20,7 +20,7 @@ import pytest
 from npz_factory import layout_arrays, tile_arrays, write_npz
 
 from solution.constants import COLLECTIONS
-from solution.reader import ConfigNodeWarning, DataError, list_files, read_graph
+from solution.reader import ConfigNodeWarning, DataError, ExtraKeyWarning, list_files, read_graph
 from solution.submission import SubmissionError, check, collection_of, expected_test_files, read_answers, score
 
 SEED = 20231115
@@ -43,7 +43,8 @@ AXES = {
     "node_splits": (1, None),
 }
 OPTIONAL = {"node_splits"}
-NODE_INDEX_KEYS = ("edge_index", "node_config_ids", "node_splits")  # values are node indices 0..n-1
+# values are node indices 0..n-1; node_splits holds node counts: 0 first, non-decreasing, at most n (n last)
+NODE_INDEX_KEYS = ("edge_index", "node_config_ids", "node_splits")
 WRONG_DTYPES = ("float32", "float64", "bool", "complex64", "str", "bytes", "object")  # for integer keys
 WRONG_FLOAT_DTYPES = ("bool", "complex64", "str", "bytes", "object")  # for float keys
 
@@ -122,8 +123,8 @@ def mutate_rename(base: Base, rng: random.Random) -> Mutant:
     new = rng.choice([key.upper(), key + "s", key[:-1], "arr_0", key.replace("_", "-"), " " + key, key.title()])
     arrays = {(new if k == key else k): v for k, v in base.arrays.items()}
     what = f"rename {key} -> {new!r}"
-    if key in OPTIONAL:  # the optional key gone, an unknown one there instead
-        return Mutant("rename key", what, arrays, keys=(new,), mention=("unexpected",))
+    if key in OPTIONAL:  # the optional key gone, an unknown one there instead: read past with a warning
+        return Mutant("rename key", what, arrays)
     return Mutant("rename key", what, arrays, keys=(key,), mention=("missing", new))
 
 
@@ -179,9 +180,46 @@ def mutate_shape(base: Base, rng: random.Random) -> Mutant:
                   keys=(key,), mention=("shape", str(new.shape)))
 
 
+def mutate_splits(base: Base, rng: random.Random, n: int) -> Mutant:
+    """node_splits as the official encoder writes it: 0, running node counts, n; every other order is refused."""
+    splits = base.arrays["node_splits"].astype(np.int64).reshape(-1)
+    how = rng.choice(["above n", "negative", "first", "decrease", "no trailing n", "repeat n"])
+    if how == "above n":
+        value = rng.choice([n + 1, n + rng.randrange(2, 10**6), 2**31 - 1])
+        return Mutant("bad index", f"node_splits entry {value} (n={n})",
+                      _set_one(base.arrays, "node_splits", value, rng, np.int64), keys=("node_splits",),
+                      mention=(str(value), f"[0, {n}]"))
+    if how == "negative":
+        value = rng.choice([-1, -rng.randrange(2, 10**6)])
+        return Mutant("bad index", f"node_splits entry {value}", _set_one(base.arrays, "node_splits", value, rng,
+                      np.int64), keys=("node_splits",), mention=(str(value), f"[0, {n}]"))
+    if how == "first":
+        value = rng.randrange(1, n + 1)
+        mutated = np.concatenate([[value], splits[1:]]) if splits.size > 1 else np.array([value])
+        return Mutant("bad index", f"node_splits starting at {value}", _replace(base.arrays, "node_splits",
+                      np.maximum.accumulate(mutated).reshape(1, -1)), keys=("node_splits",),
+                      mention=(f"first value {value}", "0 first"))
+    if how == "decrease" and len(np.unique(splits[1:])) > 1:
+        i, j = sorted(rng.sample(range(1, len(splits)), 2))
+        while splits[i] == splits[j]:
+            i, j = sorted(rng.sample(range(1, len(splits)), 2))
+        swapped = splits.copy()
+        swapped[i], swapped[j] = splits[j], splits[i]
+        return Mutant("bad index", f"node_splits {splits.tolist()} -> {swapped.tolist()}",
+                      _replace(base.arrays, "node_splits", swapped.reshape(1, -1)), keys=("node_splits",),
+                      mention=("decrease", "non-decreasing"))
+    if how == "no trailing n":  # the last computation then runs to n
+        return Mutant("bad index", "node_splits without its trailing n",
+                      _replace(base.arrays, "node_splits", splits[splits < n].reshape(1, -1)))
+    return Mutant("bad index", "node_splits with n repeated",
+                  _replace(base.arrays, "node_splits", np.r_[splits, n].reshape(1, -1)))
+
+
 def mutate_index(base: Base, rng: random.Random) -> Mutant:
     n = _lengths(base.arrays)["n"]
     key = rng.choice([k for k in NODE_INDEX_KEYS if k in base.arrays])
+    if key == "node_splits":
+        return mutate_splits(base, rng, n)
     if key == "node_config_ids" and len(base.arrays[key]) > 1 and rng.random() < 0.3:
         ids = base.arrays[key].copy()
         i, j = rng.sample(range(len(ids)), 2)
@@ -269,7 +307,8 @@ def npz_mutants(base: Base, rng: random.Random, tmp: Path) -> list[Mutant]:
 
 def _read(path: Path, split: str):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigNodeWarning)  # a warning, not an error: not what is fuzzed here
+        warnings.simplefilter("ignore", ConfigNodeWarning)  # warnings, not errors: not what is fuzzed here
+        warnings.simplefilter("ignore", ExtraKeyWarning)
         return read_graph(path, split)
 
 
@@ -283,7 +322,7 @@ def _as_read(graph) -> dict[str, np.ndarray | None]:
 def _read_as_written(graph, arrays: dict[str, np.ndarray]) -> list[str]:
     """Keys whose values came back different from what was written (floats as float32, node_splits flattened)."""
     got = _as_read(graph)
-    return [key for key, value in arrays.items()
+    return [key for key, value in arrays.items() if key in got  # keys the format does not define are read past
             if not np.array_equal(got[key], value.astype(np.float32) if key in FLOAT_KEYS else value.reshape(-1)
                                   if key == "node_splits" else value)]
 

@@ -13,6 +13,7 @@ from npz_factory import collection_dir, layout_arrays, make_tree, split_file, ti
 from solution.reader import (
     ConfigNodeWarning,
     DataError,
+    ExtraKeyWarning,
     find_collections,
     list_files,
     read_graph,
@@ -54,7 +55,8 @@ def test_valid_layout_file_is_read_as_written(tmp_path, dtypes, compressed):
     for got, key in [(graph.node_opcode, "node_opcode"), (graph.edge_index, "edge_index"),
                      (graph.config_node_ids, "node_config_ids"), (graph.config_runtime, "config_runtime")]:
         assert got.dtype == np.int64 and np.array_equal(got, arrays[key]), key
-    assert graph.node_splits.shape == (2,) and np.array_equal(graph.node_splits, arrays["node_splits"].ravel())
+    assert graph.node_splits.shape == (3,) and np.array_equal(graph.node_splits, arrays["node_splits"].ravel())
+    assert graph.node_splits[0] == 0 and graph.node_splits[-1] == len(arrays["node_feat"])  # the official form
     assert graph.normalizers is None
     assert np.array_equal(graph.target(), arrays["config_runtime"].astype(np.float64))
 
@@ -74,7 +76,34 @@ def test_valid_tile_file_is_read_as_written(tmp_path, dtypes):
 def test_node_splits_are_optional(tmp_path):
     arrays = layout_arrays()
     del arrays["node_splits"]
-    assert read_graph(_write(tmp_path, arrays)).node_splits is None
+    graph = read_graph(_write(tmp_path, arrays))
+    assert graph.node_splits is None and graph.computation_bounds().tolist() == [0, len(arrays["node_feat"])]
+
+
+@pytest.mark.parametrize("splits,bounds", [
+    ([0, 12], [0, 12]),  # one computation: the common case, n last
+    ([0, 5, 9, 12], [0, 5, 9, 12]),  # the official form: running counts after each major computation, then n
+    ([0, 5, 9], [0, 5, 9, 12]),  # last value below n: the last computation runs to n
+    ([0], [0, 12]),
+    ([0, 5, 5, 12, 12], [0, 5, 12]),  # repeats (empty computations) are no computations
+])
+def test_node_splits_in_the_official_encoders_form_are_accepted(tmp_path, splits, bounds):
+    arrays = layout_arrays(n=12)
+    arrays["node_splits"] = np.array([splits], np.int64)
+    graph = read_graph(_write(tmp_path, arrays))
+    assert graph.node_splits.tolist() == splits and graph.computation_bounds().tolist() == bounds
+
+
+@pytest.mark.parametrize("splits,found,expected", [
+    ([0, 5, 13], "values in [0, 13]", "integers in [0, 12]"),
+    ([0, -1, 12], "values in [-1, 12]", "integers in [0, 12]"),
+    ([3, 5, 12], "first value 3", "0 first"),
+    ([0, 9, 5, 12], "a decrease at position 2 (9 -> 5)", "non-decreasing"),
+])
+def test_malformed_node_splits_are_refused(tmp_path, splits, found, expected):
+    arrays = layout_arrays(n=12)
+    arrays["node_splits"] = np.array([splits], np.int64)
+    _expect_error(_write(tmp_path, arrays), "node_splits", (found,), (expected,))
 
 
 @pytest.mark.parametrize("key", ["node_feat", "node_config_feat"])
@@ -131,10 +160,13 @@ def test_missing_key(tmp_path, kind, key):
 
 @pytest.mark.parametrize("kind,extra", [("layout", "foo"), ("layout", "config_runtime_normalizers"),
                                         ("tile", "node_splits"), ("tile", "node_config_ids")])
-def test_extra_key(tmp_path, kind, extra):
+def test_extra_key_is_read_past_with_a_warning(tmp_path, kind, extra):
     arrays = layout_arrays() if kind == "layout" else tile_arrays()
     arrays[extra] = np.zeros(3, np.int64)
-    _expect_error(_write(tmp_path, arrays, kind=kind), extra, ("unexpected",), ("node_feat",))
+    path = _write(tmp_path, arrays, kind=kind)
+    with pytest.warns(ExtraKeyWarning, match=f"{path}: key\\(s\\) {extra}: unexpected in a {kind} file"):
+        graph = read_graph(path)
+    assert graph.kind == kind and np.array_equal(graph.node_feat, arrays["node_feat"])
 
 
 # ---------------------------------------------------------------- shapes
@@ -363,7 +395,7 @@ def test_missing_file(tmp_path):
 @pytest.mark.parametrize("compressed", [False, True])
 def test_any_single_corrupted_byte_gives_data_error_or_a_valid_read(tmp_path, compressed):
     """Flip every byte of a small file in turn: a reader error must always be a DataError."""
-    path = _write(tmp_path, layout_arrays(n=4, c=2, nc=1, m=2, splits=1), compressed=compressed)
+    path = _write(tmp_path, layout_arrays(n=4, c=2, nc=1, m=2, computations=1), compressed=compressed)
     data = path.read_bytes()
     escaped = {}
     for offset in range(len(data)):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from npz_factory import layout_arrays
 from test_model import collate, make_model, random_graph
 
 from solution.data import Collate, TpuGraphsDataModule
-from solution.preprocess import pruned_starts
+from solution.preprocess import Preprocessing, build_record, pruned_bounds
+from solution.reader import RawGraph
 from solution.segments import SegmentTraining, partition, split
 
 LAYERS = 4  # graph_layers + config_layers of the default LayoutRanker
@@ -53,10 +55,37 @@ def test_partition_balances_a_long_computation_and_merges_short_ones():
         partition(10, np.zeros(0, np.int64), 0)
 
 
-def test_pruned_starts_map_each_computation_to_its_first_kept_node():
+def test_pruned_bounds_map_each_computation_to_its_kept_nodes():
     keep = np.array([0, 1, 1, 0, 0, 1, 1, 0], bool)  # kept nodes 1, 2, 5, 6 -> pruned ids 0..3
-    assert pruned_starts(np.array([0, 3, 4, 6, 7]), keep).tolist() == [0, 2, 3]
-    assert pruned_starts(None, keep).tolist() == []
+    # computations [0, 3) [3, 4) [4, 6) [6, 7) [7, 8) keep 2, 0, 1, 1, 0 nodes: the empty ones disappear
+    assert pruned_bounds(np.array([0, 3, 4, 6, 7, 8]), keep).tolist() == [0, 2, 3, 4]
+    assert pruned_bounds(np.array([0, 8]), keep).tolist() == [0, 4]
+
+
+SCAN_SPLITS = [0, 23, 32, 55, 64, 86]  # a program with two while loops, as the official encoder writes it
+
+
+@pytest.mark.parametrize("budget", [10, 30, 40, 100])
+def test_partition_is_the_same_with_or_without_the_trailing_n(budget):
+    full = partition(86, np.array(SCAN_SPLITS), budget)
+    assert np.array_equal(full, partition(86, np.array(SCAN_SPLITS[:-1]), budget))
+    changes = np.flatnonzero(np.diff(full)) + 1  # first node of each segment but the first
+    sizes = np.diff(SCAN_SPLITS)
+    if budget >= sizes.max():  # every computation fits: segments are unions of whole computations
+        assert set(changes.tolist()) <= set(SCAN_SPLITS)
+    assert np.bincount(full).max() <= budget
+
+
+def test_preprocessed_bounds_do_not_depend_on_the_trailing_n():
+    arrays = layout_arrays(n=40, c=4, nc=5, computations=4, seed=3)
+    splits = arrays["node_splits"].reshape(-1)
+    records = []
+    for stored in (splits, splits[:-1]):
+        raw = RawGraph(None, "layout", arrays["node_feat"], arrays["node_opcode"].astype(np.int64),
+                       arrays["edge_index"], arrays["node_config_feat"], arrays["config_runtime"],
+                       config_node_ids=arrays["node_config_ids"], node_splits=stored)
+        records.append(build_record(raw, Preprocessing(prune="none"), dedup_configs=False)[0]["node_split"])
+    assert np.array_equal(records[0], records[1]) and records[0].tolist() == splits.tolist()
 
 
 @pytest.mark.parametrize("settings", [{}, {"encode_once": False}, {"edge_direction": "both"},
