@@ -41,8 +41,8 @@ class Bundle(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
     """Imports modules from their embedded sources (name -> text) ahead of any installed copy; each gets
     `__bundled__ = True`, and tracebacks show the embedded lines."""
 
-    def __init__(self, sources: dict[str, str]) -> None:
-        self.sources = sources
+    def __init__(self, sources: dict[str, str], packages: tuple[str, ...]) -> None:
+        self.sources, self.packages = sources, packages
 
     def find_spec(self, name: str, path=None, target=None) -> importlib.machinery.ModuleSpec | None:
         if name not in self.sources:
@@ -50,7 +50,7 @@ class Bundle(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
         return importlib.util.spec_from_loader(name, self, is_package=self.is_package(name))
 
     def is_package(self, name: str) -> bool:
-        return "." not in name
+        return name in self.packages
 
     def get_source(self, name: str) -> str:
         return self.sources[name]
@@ -300,6 +300,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io')
 
+PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.submission', 'solution.tools', 'solution.training')
+
 SOURCES = {}
 
 # ---------------------------------------- solution
@@ -361,318 +363,6 @@ def _umask() -> int:
     return mask
 '''
 
-# ---------------------------------------- solution.baselines
-SOURCES['solution.baselines'] = '''\
-"""Baselines the model must beat: a config-only network (no graph, no other configs) and random order."""
-
-from __future__ import annotations
-
-import numpy as np
-import torch
-from torch import nn
-from torch.nn import functional as F
-
-from .constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, TILE_CONFIG_DIM
-
-
-class ConfigOnlyRanker(nn.Module):
-    """An MLP on each config's own features: tile bounds, or the per-position histogram of layout values
-    over the configurable nodes. It sees neither the graph nor the other configs."""
-
-    def __init__(self, task: str, hidden: int = 64) -> None:
-        super().__init__()
-        self.task = task
-        width = TILE_CONFIG_DIM if task == "tile" else LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS
-        self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                                 nn.Linear(hidden, 1))
-
-    def features(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        config = batch["config_feat"]
-        if self.task == "tile":
-            return config  # [G, C, 24]
-        valid = (batch["config_node"] >= 0).float()[:, None, :, None, None]  # [G, 1, K, 1, 1]
-        onehot = F.one_hot(config.long() + 1, LAYOUT_SYMBOLS).float() * valid  # [G, C, K, 18, 7]
-        histogram = onehot.sum(2) / valid.sum(2).clamp_min(1)  # [G, C, 18, 7]
-        return histogram.flatten(2)  # [G, C, 126]
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.mlp(self.features(batch)).squeeze(-1)  # [G, C]
-
-
-def random_scores(num_configs: int, rng: np.random.Generator) -> np.ndarray:
-    """Scores of the random-order baseline."""
-    return rng.random(num_configs)
-'''
-
-# ---------------------------------------- solution.cache
-SOURCES['solution.cache'] = '''\
-"""On-disk cache of preprocessed graphs: one folder of .npy arrays per (file content, settings), memory-mapped."""
-
-from __future__ import annotations
-
-import hashlib
-import json
-import logging
-import os
-import shutil
-import tempfile
-import zlib
-from pathlib import Path
-from typing import Callable
-
-import numpy as np
-
-from .atomic import atomic_write
-
-log = logging.getLogger(__name__)
-
-FORMAT_VERSION = 3
-META = "meta.json"
-_CHUNK = 1 << 22
-
-
-def default_folder() -> Path:
-    """$SOLUTION_CACHE, else ~/.cache/solution: never inside the (possibly read-only) data folder."""
-    return Path(os.environ.get("SOLUTION_CACHE") or Path.home() / ".cache" / "solution")
-
-
-def file_digest(path: Path) -> str:
-    """blake2b of a file's bytes."""
-    digest = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as handle:
-        while block := handle.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _crc(path: Path) -> int:
-    crc = 0
-    with open(path, "rb") as handle:
-        while block := handle.read(_CHUNK):
-            crc = zlib.crc32(block, crc)
-    return crc
-
-
-class ArrayCache:
-    """Entries keyed by a source file's content and a settings dict; corrupt or stale entries are rebuilt."""
-
-    def __init__(self, folder: str | Path | None = None) -> None:
-        self.folder = Path(folder) if folder else default_folder()
-        self._verified: set[Path] = set()
-
-    def content_digest(self, source: Path) -> str:
-        """Digest of `source`, remembered per (path, inode, size, mtime, ctime) so unchanged files are hashed
-        once; ctime moves on every write and cannot be set back by tools that restore mtimes."""
-        stat = source.stat()
-        stamp = f"{source.resolve()}|{stat.st_ino}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}"
-        memo = self.folder / "digests" / f"{hashlib.blake2b(stamp.encode(), digest_size=16).hexdigest()}.txt"
-        try:
-            return memo.read_text().strip()
-        except OSError:
-            pass
-        digest = file_digest(source)
-        with atomic_write(memo) as handle:
-            handle.write(digest)
-        return digest
-
-    def key(self, source: Path, settings: dict) -> str:
-        blob = json.dumps({"v": FORMAT_VERSION, "content": self.content_digest(source), "settings": settings},
-                          sort_keys=True)
-        return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
-
-    def load(self, source: Path, settings: dict, build: Callable[[], tuple[dict[str, np.ndarray], dict]]
-             ) -> tuple[dict[str, np.ndarray], dict]:
-        """The cached (arrays, meta) for `source` under `settings`, building and storing them on a miss."""
-        entry = self.folder / self.key(source, settings)
-        hit = self._read(entry)
-        if hit is not None:
-            return hit
-        arrays, meta = build()
-        self._write(entry, arrays, meta)
-        result = self._read(entry)
-        if result is None:
-            raise OSError(f"{entry}: cache entry unreadable right after writing it")
-        return result
-
-    def _write(self, entry: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=f".{entry.name}."))
-        except OSError as error:
-            raise OSError(error.errno, f"cannot write the preprocessing cache {self.folder}: {error.strerror}; "
-                          "choose another folder with SOLUTION_CACHE or --data.cache_dir") from error
-        try:
-            checks = {}
-            for name, array in arrays.items():
-                np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
-                checks[name] = {"dtype": array.dtype.str, "shape": list(array.shape),
-                                "bytes": (tmp / f"{name}.npy").stat().st_size, "crc32": _crc(tmp / f"{name}.npy")}
-            with atomic_write(tmp / META) as handle:
-                json.dump({"version": FORMAT_VERSION, "arrays": checks, "meta": meta}, handle)
-            if entry.exists():
-                shutil.rmtree(entry)  # a corrupt entry being replaced
-            os.rename(tmp, entry)  # atomic: readers see the whole entry or none
-        except OSError as error:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not (entry / META).exists():  # another process may have won the rename race
-                raise OSError(error.errno, f"cannot write cache entry {entry}: {error.strerror or error}; "
-                              "free some space or choose another folder with SOLUTION_CACHE or --data.cache_dir"
-                              ) from error
-
-    def _read(self, entry: Path) -> tuple[dict[str, np.ndarray], dict] | None:
-        """Memory-mapped arrays of a complete, intact entry; None (and a warning) for a missing or bad one."""
-        if not entry.is_dir():
-            return None
-        try:
-            info = json.loads((entry / META).read_text())
-            if not isinstance(info, dict) or not isinstance(info.get("arrays"), dict):
-                raise ValueError(f"{META} is not an object with an 'arrays' object")
-            if info.get("version") != FORMAT_VERSION:
-                raise ValueError(f"format version {info.get('version')}")
-            arrays = {}
-            for name, check in info["arrays"].items():
-                path = entry / f"{name}.npy"
-                if path.stat().st_size != check["bytes"]:
-                    raise ValueError(f"{path.name} has {path.stat().st_size} bytes, expected {check['bytes']}")
-                if entry not in self._verified and _crc(path) != check["crc32"]:
-                    raise ValueError(f"{path.name} checksum mismatch")
-                empty = 0 in check["shape"]  # numpy cannot memory-map an empty array
-                array = np.load(path, mmap_mode=None if empty else "r")
-                if array.dtype.str != check["dtype"] or list(array.shape) != check["shape"]:
-                    raise ValueError(f"{path.name} is {array.dtype}{array.shape}, expected {check}")
-                arrays[name] = array
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            log.warning("cache entry %s is corrupt (%s); rebuilding it", entry, err)
-            return None
-        self._verified.add(entry)
-        return arrays, info["meta"]
-'''
-
-# ---------------------------------------- solution.callbacks
-SOURCES['solution.callbacks'] = '''\
-"""Trainer callbacks and plugins: the submission writer, a learning-rate monitor that tolerates no logger, and
-atomic checkpoint writes."""
-
-from __future__ import annotations
-
-from pathlib import Path
-
-import lightning.pytorch as pl
-import numpy as np
-import torch
-from lightning.pytorch.callbacks import LearningRateMonitor
-from lightning.pytorch.plugins.io import TorchCheckpointIO
-
-from .atomic import atomic_write
-from .ensemble import file_record, write_run
-from .module import ScoreTable
-
-
-class SubmissionWriter(pl.Callback):
-    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it, with the digest
-    and config count of each data file they cover (from every process's predictions, written once)."""
-
-    def __init__(self, out_dir: str = "submissions") -> None:
-        self.out_dir = Path(out_dir)
-
-    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        datamodule = trainer.datamodule
-        graphs = datamodule.graphs(datamodule.hparams.predict_split)
-        table, pl_module.predictions = pl_module.predictions, ScoreTable()  # the next predict starts empty
-        table.gather()
-        if not trainer.is_global_zero:
-            return
-        scores, files = {}, {}
-        for graph_id in table:
-            rows, mean, _ = table.graph(graph_id)
-            if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
-                raise RuntimeError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
-                                   f"{graphs.num_configs(graph_id)} configs")
-            path = graphs.paths[graph_id]
-            scores[path.stem] = mean
-            files[path.stem] = file_record(path, len(rows), graphs.cache)
-        write_run(self.out_dir, datamodule.hparams.collection, datamodule.hparams.predict_split, scores, files)
-
-
-class LRMonitor(LearningRateMonitor):
-    """Logs the learning rate when a logger is set; silently does nothing with `--trainer.logger false`."""
-
-    def on_train_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_start(trainer, *args, **kwargs)
-
-    def on_train_batch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_batch_start(trainer, *args, **kwargs)
-
-    def on_train_epoch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_epoch_start(trainer, *args, **kwargs)
-
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
-    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
-
-    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
-        with atomic_write(path, "wb") as handle:
-            torch.save(checkpoint, handle)
-'''
-
-# ---------------------------------------- solution.configs
-SOURCES['solution.configs'] = '''\
-"""Layout config packing (18 values in -1..5 -> one int64 per node) and duplicate-config removal."""
-
-from __future__ import annotations
-
-import numpy as np
-
-from .constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS
-
-DEDUP_MODES = ("none", "first", "min", "mean")
-_POWERS = LAYOUT_SYMBOLS ** np.arange(LAYOUT_CONFIG_DIM, dtype=np.int64)  # 7**17 < 2**63
-
-
-def pack(config_feat: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """[c, nc, 18] values in -1..5 -> [c, nc] int64, base 7; 9x smaller than float32. Works in chunks of configs."""
-    packed = np.empty(config_feat.shape[:2], dtype=np.int64)
-    for start in range(0, len(config_feat), chunk):
-        block = config_feat[start:start + chunk].astype(np.int64) + 1  # [b, nc, 18] in 0..6
-        packed[start:start + chunk] = block @ _POWERS
-    return packed
-
-
-def unpack(packed: np.ndarray) -> np.ndarray:
-    """[..., nc] int64 -> [..., nc, 18] float32 values in -1..5; inverse of `pack`."""
-    digits = (packed[..., None] // _POWERS) % LAYOUT_SYMBOLS  # [..., nc, 18]
-    return digits.astype(np.float32) - 1
-
-
-def dedup(keys: np.ndarray, runtime: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """Collapse identical config rows. Returns (kept row indices, their runtimes).
-
-    `keys` is [c, ...] (packed layout configs or tile config features). Modes: first (runtime of the first
-    copy), min, mean (over the copies); none keeps every row.
-    """
-    if mode not in DEDUP_MODES:
-        raise ValueError(f"unknown dedup mode {mode!r}; expected one of {', '.join(DEDUP_MODES)}")
-    if mode == "none":
-        return np.arange(len(keys)), runtime
-    rows = np.ascontiguousarray(keys.reshape(len(keys), -1))  # [c, width]
-    _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    group = group.reshape(-1)
-    if mode == "first":
-        merged = runtime[first]
-    elif mode == "min":
-        merged = np.full(len(first), np.inf)
-        np.minimum.at(merged, group, runtime)
-    else:
-        merged = np.bincount(group, weights=runtime) / np.bincount(group)
-    order = np.argsort(first)  # keep the original order of first occurrences
-    return first[order], merged[order]
-'''
-
 # ---------------------------------------- solution.constants
 SOURCES['solution.constants'] = '''\
 """Facts of the TpuGraphs on-disk format, named once for the whole package."""
@@ -709,6 +399,167 @@ COLLECTIONS = (
 
 # ---------------------------------------- solution.data
 SOURCES['solution.data'] = '''\
+"""Data: read and check the npz files, prune, featurize, pack, cache, batch; the synthetic generator."""
+'''
+
+# ---------------------------------------- solution.data.cache
+SOURCES['solution.data.cache'] = '''\
+"""On-disk cache of preprocessed graphs: one folder of .npy arrays per (file content, settings), memory-mapped."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..atomic import atomic_write
+
+log = logging.getLogger(__name__)
+
+META = "meta.json"
+_CHUNK = 1 << 22
+
+
+def default_folder() -> Path:
+    """$SOLUTION_CACHE, else ~/.cache/solution: never inside the (possibly read-only) data folder."""
+    return Path(os.environ.get("SOLUTION_CACHE") or Path.home() / ".cache" / "solution")
+
+
+def file_digest(path: Path) -> str:
+    """blake2b of a file's bytes."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def code_digest(modules: list[str]) -> str:
+    """blake2b of the sources of `modules` (dotted names) and of this module: what makes a cache entry, so that
+    changing that code makes new entries instead of serving old ones. Read through each module's loader, which
+    also serves the sources bundled into the Kaggle kernel."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted({*modules, __name__}):
+        digest.update(importlib.import_module(name).__spec__.loader.get_source(name).encode())
+    return digest.hexdigest()
+
+
+def _crc(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(_CHUNK):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+class ArrayCache:
+    """Entries keyed by a source file's content, a settings dict and `code` (a digest of the code that builds the
+    entries, see code_digest); corrupt or stale entries are rebuilt."""
+
+    def __init__(self, folder: str | Path | None = None, code: str = "") -> None:
+        self.folder = Path(folder) if folder else default_folder()
+        self.code = code
+        self._verified: set[Path] = set()
+
+    def content_digest(self, source: Path) -> str:
+        """Digest of `source`, remembered per (path, inode, size, mtime, ctime) so unchanged files are hashed
+        once; ctime moves on every write and cannot be set back by tools that restore mtimes."""
+        stat = source.stat()
+        stamp = f"{source.resolve()}|{stat.st_ino}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}"
+        memo = self.folder / "digests" / f"{hashlib.blake2b(stamp.encode(), digest_size=16).hexdigest()}.txt"
+        try:
+            return memo.read_text().strip()
+        except OSError:
+            pass
+        digest = file_digest(source)
+        with atomic_write(memo) as handle:
+            handle.write(digest)
+        return digest
+
+    def key(self, source: Path, settings: dict) -> str:
+        blob = json.dumps({"code": self.code, "content": self.content_digest(source), "settings": settings},
+                          sort_keys=True)
+        return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
+
+    def load(self, source: Path, settings: dict, build: Callable[[], tuple[dict[str, np.ndarray], dict]]
+             ) -> tuple[dict[str, np.ndarray], dict]:
+        """The cached (arrays, meta) for `source` under `settings`, building and storing them on a miss."""
+        entry = self.folder / self.key(source, settings)
+        hit = self._read(entry)
+        if hit is not None:
+            return hit
+        arrays, meta = build()
+        self._write(entry, arrays, meta)
+        result = self._read(entry)
+        if result is None:
+            raise OSError(f"{entry}: cache entry unreadable right after writing it")
+        return result
+
+    def _write(self, entry: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=f".{entry.name}."))
+        except OSError as error:
+            raise OSError(error.errno, f"cannot write the preprocessing cache {self.folder}: {error.strerror}; "
+                          "choose another folder with SOLUTION_CACHE or --data.cache_dir") from error
+        try:
+            checks = {}
+            for name, array in arrays.items():
+                np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+                checks[name] = {"dtype": array.dtype.str, "shape": list(array.shape),
+                                "bytes": (tmp / f"{name}.npy").stat().st_size, "crc32": _crc(tmp / f"{name}.npy")}
+            with atomic_write(tmp / META) as handle:
+                json.dump({"code": self.code, "arrays": checks, "meta": meta}, handle)
+            if entry.exists():
+                shutil.rmtree(entry)  # a corrupt entry being replaced
+            os.rename(tmp, entry)  # atomic: readers see the whole entry or none
+        except OSError as error:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not (entry / META).exists():  # another process may have won the rename race
+                raise OSError(error.errno, f"cannot write cache entry {entry}: {error.strerror or error}; "
+                              "free some space or choose another folder with SOLUTION_CACHE or --data.cache_dir"
+                              ) from error
+
+    def _read(self, entry: Path) -> tuple[dict[str, np.ndarray], dict] | None:
+        """Memory-mapped arrays of a complete, intact entry; None (and a warning) for a missing or bad one."""
+        if not entry.is_dir():
+            return None
+        try:
+            info = json.loads((entry / META).read_text())
+            if not isinstance(info, dict) or not isinstance(info.get("arrays"), dict):
+                raise ValueError(f"{META} is not an object with an 'arrays' object")
+            if info.get("code") != self.code:
+                raise ValueError(f"made by other code ({info.get('code')})")
+            arrays = {}
+            for name, check in info["arrays"].items():
+                path = entry / f"{name}.npy"
+                if path.stat().st_size != check["bytes"]:
+                    raise ValueError(f"{path.name} has {path.stat().st_size} bytes, expected {check['bytes']}")
+                if entry not in self._verified and _crc(path) != check["crc32"]:
+                    raise ValueError(f"{path.name} checksum mismatch")
+                empty = 0 in check["shape"]  # numpy cannot memory-map an empty array
+                array = np.load(path, mmap_mode=None if empty else "r")
+                if array.dtype.str != check["dtype"] or list(array.shape) != check["shape"]:
+                    raise ValueError(f"{path.name} is {array.dtype}{array.shape}, expected {check}")
+                arrays[name] = array
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            log.warning("cache entry %s is corrupt (%s); rebuilding it", entry, err)
+            return None
+        self._verified.add(entry)
+        return arrays, info["meta"]
+'''
+
+# ---------------------------------------- solution.data.datamodule
+SOURCES['solution.data.datamodule'] = '''\
 """Datasets, config sampling, -1-padded batching and the LightningDataModule of one collection."""
 
 from __future__ import annotations
@@ -723,12 +574,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from ..constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 from .cache import ArrayCache
-from .configs import unpack
-from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
-from .preprocess import Graph, Preprocessing, load_graph
+from .packing import unpack
+from .partition import partition
+from .preprocess import Graph, Preprocessing, load_graph, record_cache
 from .reader import DataError, list_files
-from .segments import partition
 
 log = logging.getLogger(__name__)
 
@@ -1019,7 +870,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         """The preprocessed files of a split (built on first use, then read from the cache); with
         `skip_bad_files`, train and valid files that fail their checks are left out, never test files."""
         if split not in self.splits:
-            cache = ArrayCache(self.hparams.cache_dir)
+            cache = record_cache(self.hparams.cache_dir)
             skip = self.hparams.skip_bad_files and split in ("train", "valid")
             self.splits[split] = GraphSet(self.files(split), split, self.settings, cache, skip)
             log.info("%s %s: %d graphs preprocessed", self.hparams.collection, split, len(self.splits[split]))
@@ -1082,243 +933,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return self._loader(chunks, self.hparams.eval_graphs_per_batch, train=False)
 '''
 
-# ---------------------------------------- solution.ensemble
-SOURCES['solution.ensemble'] = '''\
-"""Raw per-config scores with their provenance, and `solution ensemble`: combine runs' scores into one submission."""
-
-from __future__ import annotations
-
-import argparse
-import json
-import sys
-import zipfile
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
-
-from .atomic import atomic_write
-from .cache import ArrayCache, file_digest
-from .constants import COLLECTIONS
-from .reader import DataError
-from .submission import SubmissionError, collection_file_stem, merge, write_collection
-
-META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
-FORMAT_VERSION = 1
-METHODS = ("rank", "score")
-SUFFIX = ".scores.npz"
-
-
-class EnsembleError(ValueError):
-    """Runs that cannot be combined; the message names the runs, the collection and the file."""
-
-
-@dataclass
-class Run:
-    """One `.scores.npz`: the scores of every file of one collection split, and the files they were made on."""
-
-    path: Path
-    collection: str
-    split: str
-    files: dict[str, dict]  # stem -> {"digest": blake2b hex of the .npz file, "configs": c}
-    scores: dict[str, np.ndarray]  # stem -> (c,) lower = faster
-    extra: dict = field(default_factory=dict)  # how an ensemble was made
-
-    @property
-    def label(self) -> str:
-        return self.collection if self.split == "test" else f"{self.collection} ({self.split})"
-
-
-# ---------------------------------------------------------------- writing and reading
-
-
-def output_name(collection: str, split: str) -> str:
-    """'layout_xla_random' for the test split, 'layout_xla_random.valid' for another."""
-    return collection_file_stem(collection) + ("" if split == "test" else f".{split}")
-
-
-def file_record(path: Path, configs: int, cache: ArrayCache | None = None) -> dict:
-    """What identifies a data file: its content digest (the cache's remembered one when given) and config count."""
-    return {"digest": cache.content_digest(path) if cache else file_digest(path), "configs": int(configs)}
-
-
-def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str, np.ndarray],
-              files: dict[str, dict], extra: dict | None = None) -> tuple[Path, Path]:
-    """Write `<out_dir>/<name>.csv` and `<name>.scores.npz` (scores plus the provenance JSON), each atomically."""
-    out_dir, name = Path(out_dir), output_name(collection, split)
-    if META_KEY in scores or set(scores) != set(files):
-        raise ValueError(f"{collection}: scores for {sorted(scores)[:3]}... and file records for "
-                         f"{sorted(files)[:3]}...; expected one record per scored file (and no stem {META_KEY})")
-    csv_path = write_collection(out_dir / f"{name}.csv", collection, scores)
-    meta = {"format": FORMAT_VERSION, "collection": collection, "split": split,
-            "files": {stem: files[stem] for stem in sorted(files)}, **(extra or {})}
-    npz_path = out_dir / f"{name}{SUFFIX}"
-    with atomic_write(npz_path, "wb") as handle:
-        np.savez(handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
-    return csv_path, npz_path
-
-
-def read_run(path: str | Path) -> Run:
-    """A `.scores.npz` written by `write_run`; an older one (no provenance) is refused: predict it again."""
-    path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise EnsembleError(f"{path}: unreadable ({type(err).__name__}: {err}); expected a .scores.npz "
-                            "written by `solution predict` or `solution ensemble`") from err
-    if META_KEY not in arrays:
-        raise EnsembleError(f"{path}: no record of the data files it was made on (written before scores carried "
-                            "one); run `solution predict` again for this run to ensemble it")
-    try:
-        meta = json.loads(str(arrays.pop(META_KEY)))
-        collection, split, files, version = (meta.pop(key) for key in ("collection", "split", "files", "format"))
-        counts = {stem: int(record["configs"]) for stem, record in files.items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise EnsembleError(f"{path}: unreadable provenance record ({type(err).__name__}: {err})") from err
-    if version != FORMAT_VERSION or collection not in COLLECTIONS:
-        raise EnsembleError(f"{path}: provenance of format {version} for {collection!r}; expected format "
-                            f"{FORMAT_VERSION} and one of {', '.join(COLLECTIONS)}")
-    if set(arrays) != set(files):
-        raise EnsembleError(f"{path}: scores for {len(arrays)} files, provenance for {len(files)}; expected the same "
-                            f"stems (differing: {sorted(set(arrays) ^ set(files))[:3]})")
-    for stem, count in counts.items():
-        if arrays[stem].shape != (count,):
-            raise EnsembleError(f"{path}: {stem}: scores of shape {arrays[stem].shape} for {count} configs")
-    return Run(path, collection, split, files, arrays, meta)
-
-
-def run_files(run: str | Path) -> list[Path]:
-    """The `.scores.npz` files of a RUN argument: the file itself, or those in the folder."""
-    run = Path(run)
-    found = sorted(run.glob(f"*{SUFFIX}")) if run.is_dir() else [run] if run.is_file() else []
-    if not found:
-        raise EnsembleError(f"{run}: no {SUFFIX} files; expected a `solution predict` output folder or one "
-                            f"{SUFFIX} file")
-    return found
-
-
-# ---------------------------------------------------------------- combining
-
-
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, ties sharing their mean rank (scipy.stats.rankdata's 'average'): (c,) -> (c,) float64."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    first = np.r_[True, ordered[1:] != ordered[:-1]]  # (c,) starts a run of equal values
-    starts = np.flatnonzero(first)
-    ends = np.r_[starts[1:], len(values)]  # runs cover sorted positions starts..ends-1
-    ranks = np.empty(len(values))
-    ranks[order] = ((starts + 1 + ends) / 2)[np.cumsum(first) - 1]
-    return ranks
-
-
-def normalised_ranks(values: np.ndarray) -> np.ndarray:
-    """Average ranks mapped onto [0, 1] (fastest 0, slowest 1) so graphs of any config count weigh alike."""
-    return (average_ranks(values) - 1) / max(len(values) - 1, 1)
-
-
-def standardised(values: np.ndarray) -> np.ndarray:
-    """(x - mean) / std over one graph's configs; all zeros for a constant graph."""
-    values = values.astype(np.float64)
-    std = values.std()
-    return (values - values.mean()) / std if std > 0 else np.zeros_like(values)
-
-
-def combine(scores: list[np.ndarray], weights: np.ndarray, method: str) -> np.ndarray:
-    """Weighted mean over runs of one graph's transformed scores: R arrays of (c,), (R,) weights -> (c,).
-
-    A ranking loss fixes only the order of a graph's scores: their offset and spread differ from run to run (and
-    seed to seed), so raw scores are not on one scale and one run could outvote the others. `rank` replaces them
-    by ranks (blind to any monotone rescaling); `score` standardises them per graph, which keeps how decisively a
-    run separates two configs."""
-    transform = normalised_ranks if method == "rank" else standardised
-    stacked = np.stack([transform(np.asarray(s)) for s in scores])  # (R, c)
-    return (weights / weights.sum()) @ stacked  # (c,)
-
-
-def check_same_files(first: Run, other: Run) -> None:
-    """Refuse runs of one collection split made on different data files."""
-    where = f"{first.label}: runs {first.path} and {other.path}"
-    if set(first.files) != set(other.files):
-        only = [", ".join(sorted(set(a.files) - set(b.files))[:3]) or "-" for a, b in ((first, other), (other, first))]
-        raise EnsembleError(f"{where} cover different files: only in the first {only[0]}; only in the second {only[1]}")
-    for stem in sorted(first.files):
-        a, b = first.files[stem], other.files[stem]
-        if a["configs"] != b["configs"]:
-            raise EnsembleError(f"{where} differ on file {stem}: {a['configs']} configs vs {b['configs']}")
-        if a["digest"] != b["digest"]:
-            raise EnsembleError(f"{where} differ on file {stem}: content digest {a['digest'][:12]}... vs "
-                                f"{b['digest'][:12]}...; predict both on the same data")
-
-
-def ensemble(runs: list[Path], out: Path, method: str = "rank", weights: list[float] | None = None,
-             root: Path | None = None) -> tuple[list[tuple[str, int, str]], Path | None]:
-    """Combine every collection split the runs cover; write its CSV and scores under `out`, and `submission.csv`
-    (checked against `root` when given) when the five test collections are all there.
-    Returns (collection, runs combined, method) rows and the merged submission or None."""
-    out = Path(out)
-    if method not in METHODS:
-        raise EnsembleError(f"--method {method}; expected one of {', '.join(METHODS)}")
-    weights = np.ones(len(runs)) if weights is None else np.asarray(weights, dtype=np.float64)
-    if len(weights) != len(runs):
-        raise EnsembleError(f"--weights: {len(weights)} value(s) for {len(runs)} run(s); expected one per run")
-    if not (np.isfinite(weights).all() and (weights > 0).all()):
-        raise EnsembleError(f"--weights {weights.tolist()}; expected positive numbers")
-    groups: dict[tuple[str, str], list[tuple[Run, float]]] = {}
-    for run, weight in zip(runs, weights):
-        seen = set()
-        for path in run_files(run):
-            loaded = read_run(path)
-            key = (loaded.collection, loaded.split)
-            if key in seen:
-                raise EnsembleError(f"{run}: holds {loaded.label} twice; expected one file per collection")
-            seen.add(key)
-            groups.setdefault(key, []).append((loaded, weight))
-    for members in groups.values():  # check everything before writing anything
-        for other, _ in members[1:]:
-            check_same_files(members[0][0], other)
-    table = []
-    for (collection, split), members in sorted(groups.items(), key=lambda g: (COLLECTIONS.index(g[0][0]), g[0][1])):
-        first, w = members[0][0], np.array([weight for _, weight in members])  # (R,)
-        scores = {stem: combine([run.scores[stem] for run, _ in members], w, method) for stem in first.files}
-        extra = {"ensemble": {"method": method, "runs": [str(run.path) for run, _ in members], "weights": w.tolist()}}
-        write_run(out, collection, split, scores, first.files, extra)
-        table.append((first.label, len(members), method))
-    if any((c, "test") not in groups for c in COLLECTIONS):
-        return table, None
-    return table, merge([out / f"{output_name(c, 'test')}.csv" for c in COLLECTIONS], out / "submission.csv", root)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="solution ensemble", description="Combine runs' raw scores into one "
-                                     "submission: per collection, per graph, a weighted mean of ranks or z-scores.")
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
-                        help=f"a `solution predict` output folder (its *{SUFFIX}) or one {SUFFIX} file")
-    parser.add_argument("--method", choices=METHODS, default="rank",
-                        help="rank: mean of per-graph ranks (default); score: mean of per-graph z-scores")
-    parser.add_argument("--weights", type=float, nargs="+", default=None, metavar="W",
-                        help="one positive weight per run (default: equal)")
-    parser.add_argument("--out", type=Path, default=Path("submissions/ensemble"))
-    parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
-                        help="dataset whose test files the merged submission must cover")
-    args = parser.parse_args(argv)
-    try:
-        table, merged = ensemble(args.runs, args.out, args.method, args.weights, args.root)
-    except (EnsembleError, SubmissionError, DataError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(f"{'collection':<32}{'runs':>6}  method")
-    for label, count, method in table:
-        print(f"{label:<32}{count:>6}  {method}")
-    print(f"wrote {args.out}: <collection>.csv and <collection>{SUFFIX}" + (
-        f", merged into {merged}" + (f" (checked against {args.root})" if args.root else "") if merged else
-        "; submission.csv not merged (not all five test collections)"))
-    return 0
-'''
-
-# ---------------------------------------- solution.features
-SOURCES['solution.features'] = '''\
+# ---------------------------------------- solution.data.features
+SOURCES['solution.data.features'] = '''\
 """Node and tile-config feature transforms: padding sentinels, extra columns, log scaling, standardization."""
 
 from __future__ import annotations
@@ -1327,7 +943,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .constants import LAYOUT_MINOR_TO_MAJOR, PAD, SHAPE_DIMS
+from ..constants import LAYOUT_MINOR_TO_MAJOR, PAD, SHAPE_DIMS
 
 TPU_LANE = 128  # TPU tiles are 8 x 128: a minor dimension that is not a multiple of 128 pays padding
 
@@ -1392,1005 +1008,94 @@ class Standardizer(nn.Module):
         return (x - self.mean) / self.std
 '''
 
-# ---------------------------------------- solution.kernel
-SOURCES['solution.kernel'] = '''\
-"""The Kaggle notebook job: train (or load) the five collections within a time budget, predict, submit."""
+# ---------------------------------------- solution.data.packing
+SOURCES['solution.data.packing'] = '''\
+"""Layout config packing (18 values in -1..5 -> one int64 per node) and duplicate-config removal."""
 
 from __future__ import annotations
-
-import logging
-import os
-import tempfile
-import time
-import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import timedelta
-from pathlib import Path
-
-import lightning.pytorch as pl
-import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
-
-from .callbacks import AtomicCheckpointIO, SubmissionWriter
-from .constants import COLLECTIONS
-from .data import TpuGraphsDataModule
-from .metrics import final_score
-from .reader import find_collections
-from .module import RankingModule
-from .submission import check, collection_file_stem, format_scores, merge
-
-COMPETITION = "predict-ai-model-runtime"
-KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
-KAGGLE_WORKING = Path("/kaggle/working")  # the notebook's saved output
-DEFAULT_BUDGET = 7 * 3600.0  # seconds of training in a 12-hour GPU session; the rest preprocesses and predicts
-SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
-          "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
-MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
-# Settings layered on configs/<collection>.yaml; "smoke" is a seconds-long run for tests on a CPU.
-PROFILES = {
-    "kaggle": {},
-    "smoke": {"trainer": {"check_val_every_n_epoch": 1, "num_sanity_val_steps": 0},
-              "model": {"hidden": 16, "opcode_dim": 8, "warmup_steps": 0},
-              "data": {"configs_per_graph": 8, "eval_chunk": 64, "num_workers": 0}},
-}
-QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
-
-
-
-def say(message: str) -> None:
-    """Progress for the notebook's log, flushed so that it interleaves with Lightning's own lines."""
-    print(message, flush=True)
-
-
-@dataclass(frozen=True)
-class Job:
-    """Where the kernel reads and writes, how long it trains and with which profile: from the environment."""
-
-    root: Path  # the competition data (read-only)
-    output: Path  # submission.csv, parts/, checkpoints/
-    cache: Path  # preprocessed graphs
-    budget: float  # seconds of training, all collections together
-    checkpoints: Path | None  # a folder of <collection>.ckpt to use instead of training
-    profile: str
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str]) -> Job:
-        profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
-        if profile not in PROFILES:
-            raise ValueError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
-        data = environ.get("SOLUTION_DATA_ROOT")
-        checkpoints = environ.get("SOLUTION_CHECKPOINTS")
-        return cls(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
-                   output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
-                   cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
-                   budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
-                   checkpoints=Path(checkpoints) if checkpoints else None, profile=profile)
-
-    @property
-    def parts(self) -> Path:
-        return self.output / "parts"
-
-    def checkpoint_path(self, collection: str) -> Path:
-        return self.output / "checkpoints" / f"{collection_file_stem(collection)}.ckpt"
-
-
-def budget_seconds(text: str | None, default: float) -> float:
-    """SOLUTION_TIME_BUDGET as a number of seconds >= 0 (`default` when unset)."""
-    try:
-        value = float(text) if text else default
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ValueError(f"SOLUTION_TIME_BUDGET={text!r}; expected a number of seconds >= 0")
-    return value
-
-
-def find_data_root(inputs: Path) -> Path:
-    """The competition's folder under `inputs`, else the first attached input that holds npz_all/npz."""
-    found = [inputs / COMPETITION] + sorted(p.parent.parent for depth in ("*", "*/*", "*/*/*")
-                                           for p in inputs.glob(f"{depth}/npz_all/npz"))
-    for root in found:
-        if (root / "npz_all" / "npz").is_dir():
-            return root
-    raise FileNotFoundError(f"no TpuGraphs data under {inputs} (a folder holding npz_all/npz); attach the "
-                            f"{COMPETITION} data or set SOLUTION_DATA_ROOT")
-
-
-def given_checkpoints(folder: Path | None) -> dict[str, Path]:
-    """Collection -> <folder>/<collection>.ckpt for those present; a folder holding none is a mistake."""
-    if folder is None:
-        return {}
-    paths = {c: folder / f"{collection_file_stem(c)}.ckpt" for c in COLLECTIONS}
-    found = {c: path for c, path in paths.items() if path.is_file()}
-    if not found:
-        raise FileNotFoundError(f"SOLUTION_CHECKPOINTS={folder}: no checkpoint there; expected some of "
-                                f"{', '.join(p.name for p in paths.values())}")
-    return found
-
-
-def layered(base: Mapping, override: Mapping) -> dict:
-    """`base` with the keys of each of `override`'s sections replaced (one level deep)."""
-    return {**base, **{key: {**base.get(key, {}), **value} for key, value in override.items()}}
-
-
-def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
-    """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
-    run's paths, every test file, and no more workers than the machine has cores to spare."""
-    workers = min(settings["data"]["num_workers"], max((os.cpu_count() or 1) - 1, 0))
-    return {**settings["data"], **(saved or {}), "root": str(job.root), "cache_dir": str(job.cache),
-            "num_workers": workers, "predict_split": "test", "limit_graphs": None}
-
-
-class Progress(pl.Callback):
-    """Prints each validation score while a collection trains: a script's log shows no progress bar."""
-
-    def __init__(self, collection: str) -> None:
-        self.collection, self.start = collection, time.monotonic()
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            score = float(trainer.callback_metrics["val/score"])
-            say(f"  [{self.collection}] epoch {trainer.current_epoch}: val/score {score:.4f} "
-                f"({time.monotonic() - self.start:.0f} s)")
-
-
-def train(collection: str, settings: Mapping, seconds: float, job: Job) -> Path:
-    """Fit one collection for at most `seconds` of training; its best checkpoint by val/score (the last weights
-    when time ran out before the first validation) goes to <output>/checkpoints/<collection>.ckpt."""
-    path = job.checkpoint_path(collection)
-    say(f"[{collection}] preprocessing and training for up to {seconds:.0f} s")
-    pl.seed_everything(settings["seed_everything"], verbose=False)
-    datamodule = TpuGraphsDataModule(**data_settings(settings, job))
-    model = RankingModule(task=datamodule.task, node_feat_dim=datamodule.node_feat_dim, **settings["model"])
-    best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
-                           enable_version_counter=False)
-    trainer = pl.Trainer(**settings["trainer"], **QUIET, max_time=timedelta(seconds=seconds),
-                         callbacks=[best, Progress(collection)], plugins=[AtomicCheckpointIO()])
-    trainer.fit(model, datamodule=datamodule)
-    if not best.best_model_path:
-        trainer.save_checkpoint(path)
-    stop = "the time limit" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
-    say(f"[{collection}] stopped by {stop} after {trainer.current_epoch} epochs; saved {path}")
-    return path
-
-
-def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, Path]:
-    """Train `collections` in turn, each for its share of the budget still left (preprocessing counts)."""
-    start, trained = time.monotonic(), {}
-    for index, collection in enumerate(collections):
-        left = job.budget - (time.monotonic() - start)
-        share = SHARES[collection] / sum(SHARES[c] for c in collections[index:])
-        trained[collection] = train(collection, settings[collection], max(left * share, MIN_SECONDS), job)
-    return trained
-
-
-def public(hparams: Mapping) -> dict:
-    """Hyper-parameters without the entries Lightning's CLI adds (`_instantiator`)."""
-    return {key: value for key, value in hparams.items() if not key.startswith("_")}
-
-
-def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
-    """The model and data module a checkpoint (of this kernel or of `solution fit`) was trained with, read as
-    plain tensors and settings (no pickled code, no Lightning CLI), with this run's data paths."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model = RankingModule(**public(saved["hyper_parameters"]))
-    model.load_state_dict(saved["state_dict"])
-    data = data_settings(settings, job, public(saved.get("datamodule_hyper_parameters", {})))
-    if data["collection"] != collection:
-        raise ValueError(f"{checkpoint}: a checkpoint of {data['collection']}; expected one of {collection}")
-    return model, TpuGraphsDataModule(**data)
-
-
-def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job) -> dict[str, float]:
-    """Validate a checkpoint and write its test predictions to <output>/parts/<collection>.csv; returns its
-    validation metrics (`score`, ...) and the number of validation files."""
-    say(f"[{collection}] validating and predicting with {checkpoint}")
-    model, datamodule = load(checkpoint, collection, settings, job)
-    trainer = pl.Trainer(accelerator=settings["trainer"]["accelerator"], devices=settings["trainer"]["devices"],
-                         **QUIET, callbacks=[SubmissionWriter(str(job.parts))])
-    metrics = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
-    trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    return {**{name.removeprefix("val/"): float(value) for name, value in metrics.items()},
-            "files": len(datamodule.graphs("valid"))}
-
-
-def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
-    """The whole job: train (or load) the five collections with `settings` (collection -> configs/*.yaml
-    contents), predict every test file, write a checked submission.csv and print the validation scores."""
-    job = Job.from_environment(environ)
-    logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
-    warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
-    say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {job.profile}, "
-        f"training budget {job.budget:.0f} s, {torch.cuda.device_count()} GPU(s)")
-    present = [c for c in COLLECTIONS if c in find_collections(job.root)]
-    missing = [c for c in COLLECTIONS if c not in present]
-    if missing:
-        say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
-            f" skipped, and submission.csv covers only {', '.join(present)}")
-    profiled = {c: layered(settings[c], PROFILES[job.profile]) for c in present}
-    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
-    checkpoints.update(train_all([c for c in present if c not in checkpoints], profiled, job))
-    scores = {c: evaluate(c, checkpoints[c], profiled[c], job) for c in present}
-    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
-    report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
-    say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
-    if not missing:
-        scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
-    say(f"\\nvalidation scores of the checkpoints used:\\n{format_scores(scores)}")
-    return 0
-'''
-
-# ---------------------------------------- solution.losses
-SOURCES['solution.losses'] = '''\
-"""Differentiable ranking losses over padded batches of configs: pairwise hinge and logistic, ListMLE, MSE.
-
-Every loss takes scores [G, C] (model output, lower = predicted faster), target [G, C] (runtimes, lower =
-faster) and mask [G, C] (False = padded config), and returns a scalar: the loss of each graph (mean over its
-valid pairs, or its list likelihood) averaged over the graphs that have something to rank. Padded configs
-never reach the value or the gradient, whatever their scores or targets hold (nan and inf included).
-Graphs with fewer than 2 valid configs (or only tied ones) contribute nothing; a batch with nothing to rank
-gives a zero that still has a grad_fn.
-"""
-
-from __future__ import annotations
-
-import functools
-import inspect
-from collections.abc import Callable
-
-import torch
-from torch import Tensor
-from torch.nn import functional as F
-
-LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
-
-
-def _clean(scores: Tensor, target: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Scores and targets with padded entries zeroed (so no nan/inf can leak into a gradient), bool mask."""
-    mask = mask.bool()
-    return scores.masked_fill(~mask, 0.0), target.masked_fill(~mask, 0.0), mask
-
-
-def _faster_pairs(target: Tensor, mask: Tensor, tie_tol: float) -> Tensor:
-    """faster[g, i, j]: configs i and j both valid and i clearly faster, target_j - target_i > tol * max|t|."""
-    t_i, t_j = target[:, :, None], target[:, None, :]  # [G, C, 1], [G, 1, C]
-    gap = t_j - t_i  # [G, C, C]
-    faster = gap > tie_tol * torch.maximum(t_i.abs(), t_j.abs())  # [G, C, C]
-    return faster & mask[:, :, None] & mask[:, None, :]
-
-
-def _mean_over_graphs(total: Tensor, count: Tensor, scores: Tensor) -> Tensor:
-    """Mean of total / count over graphs with count > 0; a grad-carrying zero if there is none."""
-    used = count > 0  # [G]
-    if not bool(used.any()):
-        return scores.sum() * 0.0
-    return (total[used] / count[used]).mean()
-
-
-def _pairwise(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float,
-              pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
-    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs."""
-    scores, target, mask = _clean(scores, target, mask)
-    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C]
-    gap = scores[:, None, :] - scores[:, :, None]  # [G, C, C], s_j - s_i: positive when ordered right
-    losses = torch.where(faster, pair_loss(gap), torch.zeros_like(gap))  # [G, C, C]
-    return _mean_over_graphs(losses.sum((1, 2)), faster.sum((1, 2)), scores)
-
-
-def pairwise_hinge(scores: Tensor, target: Tensor, mask: Tensor, margin: float = 1.0,
-                   tie_tol: float = 0.0) -> Tensor:
-    """For every valid pair with target_i < target_j: max(0, margin - (s_j - s_i)).
-
-    Exactly 0 when every faster config scores at least `margin` below every slower one.
-    """
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap))
-
-
-def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
-    """For every valid pair with target_i < target_j: softplus(-(s_j - s_i)) = log(1 + exp(s_i - s_j))."""
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.softplus(-gap))
-
-
-def listmle(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
-    """ListMLE: negative log Plackett-Luce likelihood of the true order, fastest first, on utilities u = -s.
-
-    loss = sum_k [ logsumexp_{m : target_m >= target_k} u_m - u_k ] over the valid configs k, i.e. each
-    config must beat every config not clearly faster than it. Without ties this is the usual ListMLE
-    (sum_k logsumexp over positions k.. of the sorted list); tied configs (within tie_tol) share each
-    other's denominators (Breslow's handling of ties), which keeps the loss independent of config order.
-    Summed over each list, averaged over the lists with at least one non-tied pair. Stable: one masked
-    logsumexp per config, no exp of raw scores.
-    """
-    scores, target, mask = _clean(scores, target, mask)
-    utility = -scores  # [G, C]
-    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C], faster[g, m, k]: m clearly faster than k
-    itself = torch.eye(scores.shape[1], dtype=torch.bool, device=scores.device)  # [C, C]
-    # [G, C(k), C(m)]: m valid and not faster than k; k itself always, so no row is all -inf (a fully padded
-    # graph's rows would be, and older torch releases backpropagate exp(-inf - -inf) = nan through those)
-    rivals = (mask[:, None, :] & ~faster.transpose(1, 2)) | itself
-    competing = utility[:, None, :].masked_fill(~rivals, float("-inf"))  # [G, C, C]
-    terms = torch.logsumexp(competing, dim=2) - utility  # [G, C], >= 0 (k is its own rival)
-    terms = torch.where(mask, terms, torch.zeros_like(terms))  # [G, C], padded rows dropped
-    has_pairs = faster.flatten(1).any(1)  # [G]
-    return _mean_over_graphs(terms.sum(1), has_pairs.to(terms.dtype), scores)
-
-
-def mse(scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-    """Pointwise baseline: mean over valid configs of (s - z)^2, z the target standardised per graph.
-
-    z = (target - mean) / std over the graph's valid configs (population std; z = 0 for a constant graph).
-    """
-    scores, target, mask = _clean(scores, target, mask)
-    weight = mask.to(scores.dtype)  # [G, C]
-    count = weight.sum(1)  # [G]
-    mean = (target * weight).sum(1) / count.clamp_min(1)  # [G]
-    centred = (target - mean[:, None]) * weight  # [G, C]
-    std = (centred.square().sum(1) / count.clamp_min(1)).sqrt()  # [G]
-    z = centred / torch.where(std > 0, std, torch.ones_like(std))[:, None]  # [G, C]
-    squared = (scores - z).square() * weight  # [G, C]
-    return _mean_over_graphs(squared.sum(1), torch.where(count >= 2, count, torch.zeros_like(count)), scores)
-
-
-LOSSES: dict[str, Callable[..., Tensor]] = {
-    "hinge": pairwise_hinge,
-    "logistic": pairwise_logistic,
-    "listmle": listmle,
-    "mse": mse,
-}
-
-
-def get_loss(name: str, **kwargs: float) -> LossFn:
-    """The loss called `name` with its keyword options (margin, tie_tol) bound; (scores, target, mask) -> loss."""
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; valid names: {sorted(LOSSES)}")
-    fn = LOSSES[name]
-    try:
-        inspect.signature(fn).bind(None, None, None, **kwargs)
-    except TypeError as error:
-        raise ValueError(f"loss {name!r} does not take {sorted(kwargs)}: {error}") from None
-    return functools.partial(fn, **kwargs)
-'''
-
-# ---------------------------------------- solution.metrics
-SOURCES['solution.metrics'] = '''\
-"""Competition metrics in numpy: Kendall tau and pair accuracy in O(c log c), tile top-k scores, the final mean.
-
-Convention of the whole package: a model outputs one score per config, LOWER = predicted FASTER, and the
-ranking it submits is the stable ascending argsort of the scores (`rank_order`). Targets are measured
-runtimes, lower = faster, so a perfect model has scores ordered like its targets (tau = +1).
-"""
-
-from __future__ import annotations
-
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
 import numpy as np
 
-from .constants import COLLECTIONS
+from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS
 
-TILE_TOPK = (1, 5, 10)
-TILE_SUBMITTED = 5  # configs submitted per tile kernel
-
-
-class PairCounts(NamedTuple):
-    """Pair statistics of two equally long arrays x (pred), y (target) over all n(n-1)/2 pairs."""
-
-    total: int  # n(n-1)/2
-    x_ties: int  # pairs with x_i == x_j
-    y_ties: int  # pairs with y_i == y_j
-    joint_ties: int  # pairs tied in both
-    discordant: int  # pairs with (x_i - x_j)(y_i - y_j) < 0
+DEDUP_MODES = ("none", "first", "min", "mean")
+_POWERS = LAYOUT_SYMBOLS ** np.arange(LAYOUT_CONFIG_DIM, dtype=np.int64)  # 7**17 < 2**63
 
 
-def rank_order(scores: np.ndarray) -> np.ndarray:
-    """Config indices fastest first: ascending score, ties broken by index (stable argsort)."""
-    return np.argsort(np.asarray(scores).ravel(), kind="stable")
+def pack(config_feat: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """[c, nc, 18] values in -1..5 -> [c, nc] int64, base 7; 9x smaller than float32. Works in chunks of configs."""
+    packed = np.empty(config_feat.shape[:2], dtype=np.int64)
+    for start in range(0, len(config_feat), chunk):
+        block = config_feat[start:start + chunk].astype(np.int64) + 1  # [b, nc, 18] in 0..6
+        packed[start:start + chunk] = block @ _POWERS
+    return packed
 
 
-def _as_pair(pred: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    pred, target = np.asarray(pred).ravel(), np.asarray(target).ravel()
-    if pred.shape != target.shape:
-        raise ValueError(f"pred and target differ in length: {pred.shape[0]} != {target.shape[0]}")
-    return pred, target
+def unpack(packed: np.ndarray) -> np.ndarray:
+    """[..., nc] int64 -> [..., nc, 18] float32 values in -1..5; inverse of `pack`."""
+    digits = (packed[..., None] // _POWERS) % LAYOUT_SYMBOLS  # [..., nc, 18]
+    return digits.astype(np.float32) - 1
 
 
-def _dense_rank(values: np.ndarray) -> np.ndarray:
-    """0-based dense ranks (equal values share a rank), int64."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    new = np.empty(len(values), dtype=bool)
-    new[:1] = True
-    new[1:] = ordered[1:] != ordered[:-1]
-    ranks = np.empty(len(values), dtype=np.int64)
-    ranks[order] = np.cumsum(new) - 1
-    return ranks
+def dedup(keys: np.ndarray, runtime: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Collapse identical config rows. Returns (kept row indices, their runtimes).
 
-
-def _tied_pairs(counts: np.ndarray) -> int:
-    """Pairs inside groups of the given sizes: sum c(c-1)/2."""
-    return int((counts * (counts - 1) // 2).sum())
-
-
-def _count_inversions(values: np.ndarray) -> int:
-    """#{i < j : values_i > values_j} for non-negative ints, by a bottom-up merge sort vectorised per level.
-
-    At the level of width w every block of 2w holds two sorted halves; each right-half element counts the
-    left-half elements of its block that exceed it with one global searchsorted (keys = block * span + value
-    keep blocks apart), then the blocks are merged by one stable sort. log2(n) levels of O(n log n) work.
+    `keys` is [c, ...] (packed layout configs or tile config features). Modes: first (runtime of the first
+    copy), min, mean (over the copies); none keeps every row.
     """
-    n = len(values)
-    span = int(values.max()) + 1 if n else 1
-    current = values.astype(np.int64)
-    position = np.arange(n, dtype=np.int64)
-    inversions = 0
-    width = 1
-    while width < n:
-        block = position // (2 * width)  # [n]
-        keys = block * span + current  # [n]
-        right = (position // width) % 2 == 1  # [n]
-        left_keys = keys[~right]  # sorted: blocks ascend, each left half is sorted
-        right_keys, right_block = keys[right], block[right]
-        block_end = np.searchsorted(left_keys, (right_block + 1) * span, side="left")
-        not_greater = np.searchsorted(left_keys, right_keys, side="right")
-        inversions += int((block_end - not_greater).sum())
-        current = np.sort(keys, kind="stable") - block * span  # merged: each block of 2w now sorted
-        width *= 2
-    return inversions
-
-
-def pair_counts(pred: np.ndarray, target: np.ndarray) -> PairCounts:
-    """Tie and discordance counts of all pairs in O(n log n) (Knight's algorithm)."""
-    pred, target = _as_pair(pred, target)
-    n = len(pred)
-    rank_x, rank_y = _dense_rank(pred), _dense_rank(target)
-    joint = rank_x * (int(rank_y.max(initial=0)) + 1) + rank_y  # [n], orders by x then y
-    order = np.argsort(joint, kind="stable")
-    ordered = joint[order]
-    bounds = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True])
-    return PairCounts(
-        total=n * (n - 1) // 2,
-        x_ties=_tied_pairs(np.bincount(rank_x)),
-        y_ties=_tied_pairs(np.bincount(rank_y)),
-        joint_ties=_tied_pairs(np.diff(bounds)),
-        # sorted by x then y, pairs tied in x have y ascending, so every y inversion is a strict discordance
-        discordant=_count_inversions(rank_y[order]),
-    )
-
-
-def kendall_tau(pred: np.ndarray, target: np.ndarray) -> float:
-    """Kendall tau-b, as scipy.stats.kendalltau, in O(n log n).
-
-    tau_b = (P - Q) / sqrt((N - T_x)(N - T_y)), N = n(n-1)/2 pairs, P / Q concordant / discordant pairs,
-    T_x / T_y pairs tied in pred / target; P - Q = N - T_x - T_y + T_xy - 2Q with T_xy pairs tied in both.
-    nan when either input is constant, shorter than 2 or holds a nan (scipy's default nan policy).
-    """
-    pred, target = _as_pair(pred, target)
-    if np.isnan(pred).any() or np.isnan(target).any():
-        return float("nan")
-    c = pair_counts(pred, target)
-    if c.x_ties == c.total or c.y_ties == c.total:
-        return float("nan")
-    concordant_minus_discordant = c.total - c.x_ties - c.y_ties + c.joint_ties - 2 * c.discordant
-    tau = concordant_minus_discordant / np.sqrt(float((c.total - c.x_ties) * (c.total - c.y_ties)))
-    return float(min(1.0, max(-1.0, tau)))
-
-
-def ordered_pair_accuracy(pred: np.ndarray, target: np.ndarray) -> float:
-    """Ordered-pair accuracy as in the official TpuGraphs code, in O(n log n).
-
-    OPA = #{(i, j) : target_i > target_j and pred_i > pred_j} / #{(i, j) : target_i > target_j}.
-    Pairs tied in target are left out; a pair tied in pred counts as wrong (0, not 1/2), so a constant
-    prediction scores 0. The numerator is N - Q - T_x - T_y + T_xy (notation of `kendall_tau`), the
-    denominator N - T_y. nan when target is constant or either input holds a nan.
-    """
-    pred, target = _as_pair(pred, target)
-    if np.isnan(pred).any() or np.isnan(target).any():
-        return float("nan")
-    c = pair_counts(pred, target)
-    ordered_pairs = c.total - c.y_ties
-    if ordered_pairs == 0:
-        return float("nan")
-    concordant = c.total - c.discordant - c.x_ties - c.y_ties + c.joint_ties
-    return concordant / ordered_pairs
-
-
-def tile_topk_error(pred: np.ndarray, target: np.ndarray, k: int) -> float:
-    """Best target among the k configs of lowest pred, over the best target overall, minus 1.
-
-    error_k = min(target[rank_order(pred)[:k]]) / min(target) - 1; 0 when the true best is in the top k.
-    Targets must be positive (normalised runtimes).
-    """
-    pred, target = _as_pair(pred, target)
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
-    if len(target) == 0 or target.min() <= 0:
-        raise ValueError("tile targets must be a non-empty array of positive runtimes")
-    return float(target[rank_order(pred)[:k]].min() / target.min() - 1.0)
-
-
-def tile_score(pred: np.ndarray, target: np.ndarray) -> float:
-    """The competition's tile score of one kernel: 2 - min(target over the 5 lowest preds) / min(target)."""
-    return 1.0 - tile_topk_error(pred, target, TILE_SUBMITTED)
-
-
-def layout_collection_score(graphs: Iterable[tuple[np.ndarray, np.ndarray]]) -> float:
-    """Mean Kendall tau over a layout collection's (pred, target) graphs (nan propagates: it means a bug)."""
-    taus = [kendall_tau(pred, target) for pred, target in graphs]
-    if not taus:
-        raise ValueError("a collection score needs at least one graph")
-    return float(np.mean(taus))
-
-
-def tile_collection_score(graphs: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
-    """Means over a tile collection's (pred, target) kernels: `score` (tile_score) and `top{k}_error`."""
-    rows = [(tile_score(pred, target), *(tile_topk_error(pred, target, k) for k in TILE_TOPK))
-            for pred, target in graphs]
-    if not rows:
-        raise ValueError("a collection score needs at least one graph")
-    means = np.mean(np.asarray(rows, dtype=np.float64), axis=0)
-    return {"score": float(means[0]), **{f"top{k}_error": float(m) for k, m in zip(TILE_TOPK, means[1:])}}
-
-
-def final_score(scores: Mapping[str, float]) -> float:
-    """The leaderboard score: the plain mean of the five collection scores (tile weighs 1/5)."""
-    missing = [c for c in COLLECTIONS if c not in scores]
-    unknown = [c for c in scores if c not in COLLECTIONS]
-    if missing or unknown:
-        raise ValueError(f"final_score needs exactly the collections {list(COLLECTIONS)}; "
-                         f"missing {missing}, unknown {unknown}")
-    return float(np.mean([scores[c] for c in COLLECTIONS]))
+    if mode not in DEDUP_MODES:
+        raise ValueError(f"unknown dedup mode {mode!r}; expected one of {', '.join(DEDUP_MODES)}")
+    if mode == "none":
+        return np.arange(len(keys)), runtime
+    rows = np.ascontiguousarray(keys.reshape(len(keys), -1))  # [c, width]
+    _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    if mode == "first":
+        merged = runtime[first]
+    elif mode == "min":
+        merged = np.full(len(first), np.inf)
+        np.minimum.at(merged, group, runtime)
+    else:
+        merged = np.bincount(group, weights=runtime) / np.bincount(group)
+    order = np.argsort(first)  # keep the original order of first occurrences
+    return first[order], merged[order]
 '''
 
-# ---------------------------------------- solution.model
-SOURCES['solution.model'] = '''\
-"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly."""
+# ---------------------------------------- solution.data.partition
+SOURCES['solution.data.partition'] = '''\
+"""Cut a graph into segments of consecutive nodes along its computations, for segment training."""
 
 from __future__ import annotations
 
-import torch
-from torch import nn
-from torch.nn import functional as F
-
-from .constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, NUM_OPCODES, PAD, TILE_CONFIG_DIM
-from .scatter import scatter_max, scatter_mean
-
-# Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
-# slots per graph (padded), d = hidden. Node-major throughout: a config-aware node tensor is [N, C, d], so
-# gathers and scatters run along dim 0 over contiguous C*d rows, a per-graph pool lands directly on
-# [G, C, d], and the same block code serves the config-independent [N, d].
-
-EDGE_DIRECTIONS = ("forward", "reverse", "both")
-
-
-def mlp(in_dim: int, out_dim: int, dropout: float = 0.0) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(in_dim, out_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(out_dim, out_dim))
-
-
-def valid_configs(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[G, C] config mask; a graph without any valid config keeps all of its slots, so that no softmax
-    runs over an empty set (its scores are masked downstream anyway)."""
-    mask = batch["config_mask"]
-    return mask | ~mask.any(1, keepdim=True)
-
-
-class SAGEBlock(nn.Module):
-    """GraphSAGE with mean aggregation, residual and LayerNorm, on node-major [N, d] or [N, C, d] tensors:
-    one adjacency shared by every config."""
-
-    def __init__(self, dim: int, edge_direction: str = "forward", dropout: float = 0.0) -> None:
-        super().__init__()
-        if edge_direction not in EDGE_DIRECTIONS:
-            raise ValueError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
-        # (source, target) rows of edge_index per message direction; row 0 = producer, row 1 = consumer
-        self.routes = {"forward": [(0, 1)], "reverse": [(1, 0)], "both": [(0, 1), (1, 0)]}[edge_direction]
-        # Linear(concat(x, messages...)) as a sum of Linears: no [N, C, (1 + routes) d] concat copy
-        self.linear = nn.Linear(dim, dim)
-        self.message_linears = nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in self.routes)
-        self.dropout = nn.Dropout(dropout)
-        self.norm = nn.LayerNorm(dim)
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        out = self.linear(x)  # [N, (C,) d]
-        for (source, target), linear in zip(self.routes, self.message_linears):
-            # gather + scatter: the messages are a transient [E, C, d] tensor (freed after the scatter; its
-            # gradient is again [E, C, d] in backward), the price of one adjacency shared over C
-            messages = x.index_select(0, edge_index[source])  # [E, (C,) d]
-            out = out + linear(scatter_mean(messages, edge_index[target], 0, x.size(0)))
-        return self.norm(x + self.dropout(F.gelu(out)))  # [N, (C,) d]
-
-
-class CrossConfigAttention(nn.Module):
-    """1st-place cross-config attention: per node and channel, a softmax over the graph's valid configs of
-    z / T (T learnable) weights z; z is refined from concat(z, a * z)."""
-
-    def __init__(self, dim: int, temperature: float = 0.5, dropout: float = 0.0) -> None:
-        super().__init__()
-        self.log_temperature = nn.Parameter(torch.tensor(float(temperature)).log())
-        # Linear(concat(z, a * z)) as two Linears: no [N, C, 2d] concat copy
-        self.linear = nn.Linear(dim, dim)
-        self.attended_linear = nn.Linear(dim, dim, bias=False)
-        self.dropout = nn.Dropout(dropout)
-        self.norm = nn.LayerNorm(dim)
-
-    def forward(self, z: torch.Tensor, node_mask: torch.Tensor) -> torch.Tensor:
-        """z [N, C, d]; node_mask [N, C] marks each node's valid configs."""
-        logits = (z * (-self.log_temperature).exp()).masked_fill(~node_mask[..., None], float("-inf"))  # [N, C, d]
-        # weights times the number of valid configs (mean 1), so the attended term keeps its size whatever
-        # the number of configs in the batch; multiplied last, so that autograd saves one tensor fewer
-        attended = logits.softmax(1) * z * node_mask.sum(1)[:, None, None]  # [N, C, d]
-        return self.norm(z + self.dropout(self.linear(z) + self.attended_linear(attended)))  # [N, C, d]
-
-
-class GraphEncoder(nn.Module):
-    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks; optionally repeated per config."""
-
-    def __init__(self, node_feat_dim: int, hidden: int, opcode_dim: int, layers: int, edge_direction: str,
-                 dropout: float) -> None:
-        super().__init__()
-        self.opcode = nn.Embedding(NUM_OPCODES, opcode_dim)
-        self.input = mlp(opcode_dim + node_feat_dim, hidden, dropout)
-        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
-
-    def forward(self, batch: dict[str, torch.Tensor], copies: int | None = None) -> torch.Tensor:
-        """[N, d]; with `copies` = C the same encoding computed C times over, [N, C, d] (early fusion)."""
-        x = torch.cat([self.opcode(batch["node_opcode"]), batch["node_feat"]], -1)  # [N, opcode_dim + F]
-        if copies is not None:
-            x = x[:, None].expand(-1, copies, -1)  # [N, C, opcode_dim + F]
-        x = self.input(x)  # [N, (C,) d]
-        for block in self.blocks:
-            x = block(x, batch["edge_index"])
-        return x
-
-
-def per_config(x: torch.Tensor) -> torch.Tensor:
-    """A config-independent [I, d] as [I, 1, d] (broadcasts over configs); [I, C, d] unchanged."""
-    return x.unsqueeze(1) if x.dim() == 2 else x
-
-
-def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor:
-    """Per-graph mean and max of node-major x [N, ..., d] -> [G, ..., 2d]."""
-    return torch.cat([scatter_mean(x, node_graph, 0, graphs), scatter_max(x, node_graph, 0, graphs)], -1)
-
-
-class Readout(nn.Module):
-    """Per-config features [G, C, in] -> MLP -> masked self-attention over the graph's configs -> score."""
-
-    def __init__(self, in_dim: int, hidden: int, cross_attention: bool, heads: int, dropout: float) -> None:
-        super().__init__()
-        self.mlp = mlp(in_dim, hidden, dropout)
-        self.attention = nn.MultiheadAttention(hidden, heads, dropout=dropout, batch_first=True) \\
-            if cross_attention else None
-        self.norm = nn.LayerNorm(hidden)
-        self.head = nn.Linear(hidden, 1)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster."""
-        x = self.mlp(x)  # [G, C, d]
-        if self.attention is not None:
-            x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
-        return self.head(self.norm(x)).squeeze(-1)  # [G, C]
-
-
-class LayoutRanker(nn.Module):
-    """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
-    (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
-    on [N, C, d]; a per-graph pool and a readout score each config."""
-
-    def __init__(
-        self,
-        node_feat_dim: int,
-        hidden: int = 128,
-        opcode_dim: int = 32,
-        graph_layers: int = 2,
-        config_layers: int = 2,
-        cross_attention: bool = True,
-        heads: int = 4,
-        temperature: float = 0.5,
-        edge_direction: str = "forward",
-        dropout: float = 0.0,
-        encode_once: bool = True,
-    ) -> None:
-        super().__init__()
-        self.encode_once = encode_once  # False recomputes the encoder per config (early fusion, benchmarks)
-        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_embed = mlp(LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS, hidden, dropout)
-        self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
-        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
-        self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \\
-            if cross_attention else None
-        self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
-
-    def broadcast(self, h: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
-        config_node, config_feat = batch["config_node"], batch["config_feat"]
-        graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
-        nodes = config_node[graph, slot]  # [M]
-        values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
-        onehot = F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(h.dtype)  # [M, C, 126]
-        configured = per_config(h.index_select(0, nodes)) + self.config_embed(onehot)  # [M, C, d]
-        shape = (h.size(0), config_feat.size(1), h.size(-1))
-        return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
-
-    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
-        mask = valid_configs(batch)  # [G, C]
-        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
-        z = self.broadcast(h, batch)  # [N, C, d]
-        node_mask = mask[batch["node_graph"]]  # [N, C]
-        for i, block in enumerate(self.blocks):
-            z = block(z, batch["edge_index"])
-            if self.cross is not None:
-                z = self.cross[i](z, node_mask)
-        return h, z
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
-        h, z = self.embed(batch)
-        graph_part = per_config(pool(h, batch["node_graph"], graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, batch["node_graph"], graphs), graph_part], -1), mask)  # [G, C]
-
-
-class TileRanker(nn.Module):
-    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
-    a readout compares the configs of a kernel."""
-
-    def __init__(
-        self,
-        node_feat_dim: int,
-        config_dim: int = TILE_CONFIG_DIM,
-        hidden: int = 128,
-        opcode_dim: int = 32,
-        graph_layers: int = 2,
-        cross_attention: bool = True,
-        heads: int = 4,
-        edge_direction: str = "forward",
-        dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_mlp = mlp(config_dim, hidden, dropout)
-        self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
-        kernel = pool(self.encoder(batch), batch["node_graph"], graphs)  # [G, 2d]
-        config = self.config_mlp(batch["config_feat"])  # [G, C, d]
-        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
-        return self.readout(joined, mask)  # [G, C]
-
-
-# settings of the per-node config blocks, which the tile model does not have
-LAYOUT_ONLY = ("config_layers", "temperature", "encode_once")
-
-
-def build_model(task: str, node_feat_dim: int, **hparams) -> nn.Module:
-    """The ranker of a task ("layout" or "tile"). One settings list serves both: the LAYOUT_ONLY settings
-    are dropped for tile."""
-    if task == "layout":
-        return LayoutRanker(node_feat_dim, **hparams)
-    if task == "tile":
-        return TileRanker(node_feat_dim, **{k: v for k, v in hparams.items() if k not in LAYOUT_ONLY})
-    raise ValueError(f"task={task!r}; expected 'layout' or 'tile'")
-'''
-
-# ---------------------------------------- solution.module
-SOURCES['solution.module'] = '''\
-"""The LightningModule: standardize features, score configs, train with a ranking loss, score validation."""
-
-from __future__ import annotations
-
-import math
-
-import lightning.pytorch as pl
 import numpy as np
-import torch
 
-from .baselines import ConfigOnlyRanker
-from .constants import TILE_CONFIG_DIM
-from .features import Standardizer
-from .losses import get_loss
-from .metrics import kendall_tau, ordered_pair_accuracy, tile_score, tile_topk_error
-from .model import build_model
-from .segments import SegmentTraining
+from .reader import computation_bounds
 
 
-VARIANTS = ("graph", "config_only")
-
-
-class ScoreTable:
-    """Per-graph scores gathered from chunks (and averaged over repeated chunkings), indexed by config row."""
-
-    def __init__(self) -> None:
-        self.parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-
-    def add(self, batch: dict[str, torch.Tensor], scores: torch.Tensor) -> None:
-        mask = batch["config_mask"].cpu().numpy()  # [G, C]
-        rows, target = batch["config_index"].cpu().numpy(), batch["target"].cpu().numpy()
-        values = scores.detach().float().cpu().numpy()
-        for g, graph_id in enumerate(batch["graph_id"].tolist()):
-            keep = mask[g]
-            self.parts.setdefault(graph_id, []).append((rows[g][keep], values[g][keep], target[g][keep]))
-
-    def graph(self, graph_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(config rows seen, their mean scores, their targets) of one graph, in row order."""
-        rows, values, target = (np.concatenate(x) for x in zip(*self.parts[graph_id]))
-        seen, inverse = np.unique(rows, return_inverse=True)
-        mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
-        targets = np.zeros(len(seen))
-        targets[inverse] = target
-        return seen, mean, targets
-
-    def __iter__(self):
-        return iter(sorted(self.parts))
-
-    def gather(self) -> None:
-        """Merge every process's parts into this table, on every process (nothing to do in one process)."""
-        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-            return
-        every: list[dict | None] = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(every, self.parts)
-        self.parts = {}
-        for parts in every:
-            for graph_id, pieces in parts.items():
-                self.parts.setdefault(graph_id, []).extend(pieces)
-
-
-def graph_metrics(task: str, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
-    """The collection's metrics for one graph; `score` is the one the competition averages."""
-    if task == "tile":
-        return {"score": tile_score(scores, target), **{f"top{k}_error": tile_topk_error(scores, target, k)
-                                                        for k in (1, 5, 10)}}
-    tau = kendall_tau(scores, target)
-    return {"score": tau, "kendall_tau": tau, "opa": ordered_pair_accuracy(scores, target)}
-
-
-class RankingModule(pl.LightningModule):
-    """Ranks the configs of a graph: lower score = faster. Hyper-parameters come from the YAML configs."""
-
-    def __init__(
-        self,
-        task: str = "layout",
-        node_feat_dim: int = 152,
-        variant: str = "graph",
-        hidden: int = 128,
-        opcode_dim: int = 32,
-        graph_layers: int = 2,
-        config_layers: int = 2,
-        cross_attention: bool = True,
-        heads: int = 4,
-        temperature: float = 0.5,
-        edge_direction: str = "forward",
-        dropout: float = 0.0,
-        encode_once: bool = True,
-        compile: bool = False,
-        segment_sampled: int = 0,
-        segment_keep_stale: float = 0.5,
-        segment_refresh_every: int = 1,
-        segment_halo: int = 0,
-        head_epochs: int = 0,
-        loss: str = "hinge",
-        margin: float = 1.0,
-        lr: float = 1e-3,
-        weight_decay: float = 1e-4,
-        warmup_steps: int = 0,
-    ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        if variant not in VARIANTS:
-            raise ValueError(f"variant={variant!r}; expected one of {', '.join(VARIANTS)}")
-        if head_epochs and variant != "graph":
-            raise ValueError(f"head_epochs={head_epochs} needs variant='graph' (a model with a readout head)")
-        self.model = ConfigOnlyRanker(task, hidden) if variant == "config_only" else build_model(
-            task, node_feat_dim, hidden=hidden, opcode_dim=opcode_dim, graph_layers=graph_layers,
-            config_layers=config_layers, cross_attention=cross_attention, heads=heads, temperature=temperature,
-            edge_direction=edge_direction, dropout=dropout, encode_once=encode_once,
-        )
-        self.node_scaler = Standardizer(node_feat_dim)
-        self.config_scaler = Standardizer(TILE_CONFIG_DIM) if task == "tile" else None
-        self.register_buffer("scalers_fitted", torch.tensor(False))
-        self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
-        self.loss_fn = get_loss(loss, **({"margin": margin} if loss == "hinge" else {}))
-        self.val_table = self.last_table = ScoreTable()
-        self.graph_results: dict[int, dict[str, float]] = {}
-        self.predictions = ScoreTable()
-
-    def configure_model(self) -> None:
-        if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
-            self.model.compile(dynamic=True)
-
-    def setup(self, stage: str) -> None:
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
-            sums = datamodule.feature_sums()
-            self.node_scaler.fit(*sums["node_feat"])
-            if self.config_scaler is not None:
-                self.config_scaler.fit(*sums["config_feat"])
-            self.scalers_fitted.fill_(True)
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        batch = dict(batch, node_feat=self.node_scaler(batch["node_feat"]))
-        if self.config_scaler is not None:
-            batch["config_feat"] = self.config_scaler(batch["config_feat"])
-        return self._score(batch).float()  # [G, C]; float32 also under bf16 autocast
-
-    def _score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The model's scores; batches with a graph over the budget (data.segment_nodes) go through segment
-        training."""
-        if "node_segment" not in batch or self.hparams.variant != "graph":
-            return self.model(batch)
-        mode = ("head" if self.head_phase else "train") if self.training else "eval"
-        return self.segments.scores(self.model, batch, mode, self.current_epoch if self._trainer else 0)
-
-    @property
-    def head_phase(self) -> bool:
-        """Whether training is in its last `head_epochs`, which train the readout only."""
-        trainer = self._trainer
-        return bool(self.hparams.head_epochs) and trainer is not None and trainer.max_epochs is not None and \\
-            self.current_epoch >= trainer.max_epochs - self.hparams.head_epochs
-
-    def on_train_epoch_start(self) -> None:
-        if self.hparams.head_epochs:  # the head phase freezes everything but the readout
-            self.model.requires_grad_(not self.head_phase)
-            self.model.readout.requires_grad_(True)
-
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        scores = self(batch)
-        loss = self.loss_fn(scores, batch["target"], batch["config_mask"])
-        self.log("train/loss", loss, prog_bar=True, on_epoch=True, batch_size=batch["graph_id"].numel())
-        return loss
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.val_table.add(batch, self(batch))
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.validation_step(batch, batch_idx)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_table("val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_table("test")
-
-    def _log_table(self, prefix: str) -> None:
-        """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
-        `graph_results` (graph id -> metrics) for run records."""
-        self.last_table, self.val_table = self.val_table, ScoreTable()
-        self.last_table.gather()  # each process scored its shard: metrics over the whole set, once
-        self.graph_results = {g: graph_metrics(self.hparams.task, *self.last_table.graph(g)[1:])
-                              for g in self.last_table}
-        per_graph = list(self.graph_results.values())
-        if not per_graph:
-            return
-        for name in per_graph[0]:
-            values = [m[name] for m in per_graph if np.isfinite(m[name])]
-            self.log(f"{prefix}/{name}", float(np.mean(values)) if values else 0.0, prog_bar=name == "score",
-                     sync_dist=True)  # the same value on every process: averaging leaves it unchanged
-
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        scores = self(batch)
-        self.predictions.add(batch, scores)
-        return scores
-
-    def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
-        total = max(int(self.trainer.estimated_stepping_batches), 1)
-        warmup = min(self.hparams.warmup_steps, total - 1)
-
-        def factor(step: int) -> float:  # linear warm-up, then cosine to zero
-            if step < warmup:
-                return (step + 1) / (warmup + 1)
-            return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+def partition(num_nodes: int, node_splits: np.ndarray, budget: int) -> np.ndarray:
+    """[n] segment of each node: the graph's computations (`node_splits`: their bounds in the official form,
+    0, ..., n; the trailing n may be missing) cut into balanced runs of at most `budget` consecutive nodes, then
+    consecutive runs merged while they fit the budget. Node order is topological in the files, so a run of
+    consecutive nodes is mostly connected."""
+    if budget < 1:
+        raise ValueError(f"segment budget {budget}; expected a positive number of nodes")
+    bounds = computation_bounds(node_splits, num_nodes)
+    runs = []  # (first node, size) of each balanced run
+    for low, high in zip(bounds[:-1], bounds[1:]):
+        pieces = -(-(high - low) // budget)
+        cuts = low + (high - low) * np.arange(pieces + 1) // pieces
+        runs += [(a, b - a) for a, b in zip(cuts[:-1], cuts[1:])]
+    firsts, filled = [0], 0
+    for first, size in runs:
+        if filled + size > budget and filled:
+            firsts.append(first)
+            filled = 0
+        filled += size
+    return np.searchsorted(np.array(firsts), np.arange(num_nodes), side="right") - 1
 '''
 
-# ---------------------------------------- solution.preprocess
-SOURCES['solution.preprocess'] = '''\
+# ---------------------------------------- solution.data.preprocess
+SOURCES['solution.data.preprocess'] = '''\
 """Turn one checked file into a compact training record: prune, transform features, dedup and pack configs."""
 
 from __future__ import annotations
@@ -2400,9 +1105,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cache import ArrayCache
-from .configs import DEDUP_MODES, dedup, pack
+from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features, tile_config_features
+from .packing import DEDUP_MODES, dedup, pack
 from .pruning import STRATEGIES, output_node, prune
 from .reader import RawGraph, read_graph
 
@@ -2486,6 +1191,16 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
     return arrays, meta
 
 
+# the modules whose code shapes a cached record: a change to any of them makes new cache entries
+RECORD_CODE = [__name__, "solution.constants", "solution.data.reader", "solution.data.pruning",
+               "solution.data.features", "solution.data.packing"]
+
+
+def record_cache(folder: str | Path | None = None) -> ArrayCache:
+    """The cache of preprocessed records, keyed by the code that builds them as well as the file and settings."""
+    return ArrayCache(folder, code_digest(RECORD_CODE))
+
+
 def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCache | None) -> Graph:
     """The preprocessed record of a file, from the cache when it holds one (no cache: built in memory)."""
     dedup_configs = split == "train"
@@ -2500,8 +1215,8 @@ def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCach
     return Graph(**arrays, meta={**meta, "path": str(path), "split": split, "stem": path.stem})
 '''
 
-# ---------------------------------------- solution.pruning
-SOURCES['solution.pruning'] = '''\
+# ---------------------------------------- solution.data.pruning
+SOURCES['solution.data.pruning'] = '''\
 """Prune a layout graph to the part that matters for its configurable nodes, and re-index it."""
 
 from __future__ import annotations
@@ -2599,8 +1314,8 @@ def prune(
     return Pruned(keep, new_id, edge_keep)
 '''
 
-# ---------------------------------------- solution.reader
-SOURCES['solution.reader'] = '''\
+# ---------------------------------------- solution.data.reader
+SOURCES['solution.data.reader'] = '''\
 """Find TpuGraphs collections on disk and read one .npz file, checking every key against the format."""
 
 from __future__ import annotations
@@ -2611,7 +1326,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .constants import (
+from ..constants import (
     COLLECTIONS,
     CONFIGURABLE_OPCODES,
     LAYOUT_CONFIG_DIM,
@@ -2934,8 +1649,434 @@ def _check_runtimes(path: Path, graph: RawGraph, split: str) -> None:
             raise DataError(path, key, f"minimum {values.min()}", expected)
 '''
 
-# ---------------------------------------- solution.scatter
-SOURCES['solution.scatter'] = '''\
+# ---------------------------------------- solution.models
+SOURCES['solution.models'] = '''\
+"""Models: message-passing layers, the layout and tile rankers, baselines, ranking losses, scatter backends."""
+'''
+
+# ---------------------------------------- solution.models.baselines
+SOURCES['solution.models.baselines'] = '''\
+"""Baselines the model must beat: a config-only network (no graph, no other configs) and random order."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, TILE_CONFIG_DIM
+
+
+class ConfigOnlyRanker(nn.Module):
+    """An MLP on each config's own features: tile bounds, or the per-position histogram of layout values
+    over the configurable nodes. It sees neither the graph nor the other configs."""
+
+    def __init__(self, task: str, hidden: int = 64) -> None:
+        super().__init__()
+        self.task = task
+        width = TILE_CONFIG_DIM if task == "tile" else LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS
+        self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, 1))
+
+    def features(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        config = batch["config_feat"]
+        if self.task == "tile":
+            return config  # [G, C, 24]
+        valid = (batch["config_node"] >= 0).float()[:, None, :, None, None]  # [G, 1, K, 1, 1]
+        onehot = F.one_hot(config.long() + 1, LAYOUT_SYMBOLS).float() * valid  # [G, C, K, 18, 7]
+        histogram = onehot.sum(2) / valid.sum(2).clamp_min(1)  # [G, C, 18, 7]
+        return histogram.flatten(2)  # [G, C, 126]
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.mlp(self.features(batch)).squeeze(-1)  # [G, C]
+
+
+def random_scores(num_configs: int, rng: np.random.Generator) -> np.ndarray:
+    """Scores of the random-order baseline."""
+    return rng.random(num_configs)
+'''
+
+# ---------------------------------------- solution.models.layers
+SOURCES['solution.models.layers'] = '''\
+"""Building blocks of the rankers: SAGE message passing, cross-config attention, the graph encoder, pooling, readout."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..constants import NUM_OPCODES
+from .scatter import scatter_max, scatter_mean
+
+# Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
+# slots per graph (padded), d = hidden. Node-major throughout: a config-aware node tensor is [N, C, d], so
+# gathers and scatters run along dim 0 over contiguous C*d rows, a per-graph pool lands directly on
+# [G, C, d], and the same block code serves the config-independent [N, d].
+
+EDGE_DIRECTIONS = ("forward", "reverse", "both")
+
+
+def mlp(in_dim: int, out_dim: int, dropout: float = 0.0) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(in_dim, out_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(out_dim, out_dim))
+
+
+def valid_configs(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[G, C] config mask; a graph without any valid config keeps all of its slots, so that no softmax
+    runs over an empty set (its scores are masked downstream anyway)."""
+    mask = batch["config_mask"]
+    return mask | ~mask.any(1, keepdim=True)
+
+
+class SAGEBlock(nn.Module):
+    """GraphSAGE with mean aggregation, residual and LayerNorm, on node-major [N, d] or [N, C, d] tensors:
+    one adjacency shared by every config."""
+
+    def __init__(self, dim: int, edge_direction: str = "forward", dropout: float = 0.0) -> None:
+        super().__init__()
+        if edge_direction not in EDGE_DIRECTIONS:
+            raise ValueError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
+        # (source, target) rows of edge_index per message direction; row 0 = producer, row 1 = consumer
+        self.routes = {"forward": [(0, 1)], "reverse": [(1, 0)], "both": [(0, 1), (1, 0)]}[edge_direction]
+        # Linear(concat(x, messages...)) as a sum of Linears: no [N, C, (1 + routes) d] concat copy
+        self.linear = nn.Linear(dim, dim)
+        self.message_linears = nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in self.routes)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        out = self.linear(x)  # [N, (C,) d]
+        for (source, target), linear in zip(self.routes, self.message_linears):
+            # gather + scatter: the messages are a transient [E, C, d] tensor (freed after the scatter; its
+            # gradient is again [E, C, d] in backward), the price of one adjacency shared over C
+            messages = x.index_select(0, edge_index[source])  # [E, (C,) d]
+            out = out + linear(scatter_mean(messages, edge_index[target], 0, x.size(0)))
+        return self.norm(x + self.dropout(F.gelu(out)))  # [N, (C,) d]
+
+
+class CrossConfigAttention(nn.Module):
+    """1st-place cross-config attention: per node and channel, a softmax over the graph's valid configs of
+    z / T (T learnable) weights z; z is refined from concat(z, a * z)."""
+
+    def __init__(self, dim: int, temperature: float = 0.5, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.log_temperature = nn.Parameter(torch.tensor(float(temperature)).log())
+        # Linear(concat(z, a * z)) as two Linears: no [N, C, 2d] concat copy
+        self.linear = nn.Linear(dim, dim)
+        self.attended_linear = nn.Linear(dim, dim, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, z: torch.Tensor, node_mask: torch.Tensor) -> torch.Tensor:
+        """z [N, C, d]; node_mask [N, C] marks each node's valid configs."""
+        logits = (z * (-self.log_temperature).exp()).masked_fill(~node_mask[..., None], float("-inf"))  # [N, C, d]
+        # weights times the number of valid configs (mean 1), so the attended term keeps its size whatever
+        # the number of configs in the batch; multiplied last, so that autograd saves one tensor fewer
+        attended = logits.softmax(1) * z * node_mask.sum(1)[:, None, None]  # [N, C, d]
+        return self.norm(z + self.dropout(self.linear(z) + self.attended_linear(attended)))  # [N, C, d]
+
+
+class GraphEncoder(nn.Module):
+    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks; optionally repeated per config."""
+
+    def __init__(self, node_feat_dim: int, hidden: int, opcode_dim: int, layers: int, edge_direction: str,
+                 dropout: float) -> None:
+        super().__init__()
+        self.opcode = nn.Embedding(NUM_OPCODES, opcode_dim)
+        self.input = mlp(opcode_dim + node_feat_dim, hidden, dropout)
+        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
+
+    def forward(self, batch: dict[str, torch.Tensor], copies: int | None = None) -> torch.Tensor:
+        """[N, d]; with `copies` = C the same encoding computed C times over, [N, C, d] (early fusion)."""
+        x = torch.cat([self.opcode(batch["node_opcode"]), batch["node_feat"]], -1)  # [N, opcode_dim + F]
+        if copies is not None:
+            x = x[:, None].expand(-1, copies, -1)  # [N, C, opcode_dim + F]
+        x = self.input(x)  # [N, (C,) d]
+        for block in self.blocks:
+            x = block(x, batch["edge_index"])
+        return x
+
+
+def per_config(x: torch.Tensor) -> torch.Tensor:
+    """A config-independent [I, d] as [I, 1, d] (broadcasts over configs); [I, C, d] unchanged."""
+    return x.unsqueeze(1) if x.dim() == 2 else x
+
+
+def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor:
+    """Per-graph mean and max of node-major x [N, ..., d] -> [G, ..., 2d]."""
+    return torch.cat([scatter_mean(x, node_graph, 0, graphs), scatter_max(x, node_graph, 0, graphs)], -1)
+
+
+class Readout(nn.Module):
+    """Per-config features [G, C, in] -> MLP -> masked self-attention over the graph's configs -> score."""
+
+    def __init__(self, in_dim: int, hidden: int, cross_attention: bool, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.mlp = mlp(in_dim, hidden, dropout)
+        self.attention = nn.MultiheadAttention(hidden, heads, dropout=dropout, batch_first=True) \\
+            if cross_attention else None
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster."""
+        x = self.mlp(x)  # [G, C, d]
+        if self.attention is not None:
+            x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
+        return self.head(self.norm(x)).squeeze(-1)  # [G, C]
+'''
+
+# ---------------------------------------- solution.models.losses
+SOURCES['solution.models.losses'] = '''\
+"""Differentiable ranking losses over padded batches of configs: pairwise hinge and logistic, ListMLE, MSE.
+
+Every loss takes scores [G, C] (model output, lower = predicted faster), target [G, C] (runtimes, lower =
+faster) and mask [G, C] (False = padded config), and returns a scalar: the loss of each graph (mean over its
+valid pairs, or its list likelihood) averaged over the graphs that have something to rank. Padded configs
+never reach the value or the gradient, whatever their scores or targets hold (nan and inf included).
+Graphs with fewer than 2 valid configs (or only tied ones) contribute nothing; a batch with nothing to rank
+gives a zero that still has a grad_fn.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+def _clean(scores: Tensor, target: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Scores and targets with padded entries zeroed (so no nan/inf can leak into a gradient), bool mask."""
+    mask = mask.bool()
+    return scores.masked_fill(~mask, 0.0), target.masked_fill(~mask, 0.0), mask
+
+
+def _faster_pairs(target: Tensor, mask: Tensor, tie_tol: float) -> Tensor:
+    """faster[g, i, j]: configs i and j both valid and i clearly faster, target_j - target_i > tol * max|t|."""
+    t_i, t_j = target[:, :, None], target[:, None, :]  # [G, C, 1], [G, 1, C]
+    gap = t_j - t_i  # [G, C, C]
+    faster = gap > tie_tol * torch.maximum(t_i.abs(), t_j.abs())  # [G, C, C]
+    return faster & mask[:, :, None] & mask[:, None, :]
+
+
+def _mean_over_graphs(total: Tensor, count: Tensor, scores: Tensor) -> Tensor:
+    """Mean of total / count over graphs with count > 0; a grad-carrying zero if there is none."""
+    used = count > 0  # [G]
+    if not bool(used.any()):
+        return scores.sum() * 0.0
+    return (total[used] / count[used]).mean()
+
+
+def _pairwise(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float,
+              pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
+    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs."""
+    scores, target, mask = _clean(scores, target, mask)
+    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C]
+    gap = scores[:, None, :] - scores[:, :, None]  # [G, C, C], s_j - s_i: positive when ordered right
+    losses = torch.where(faster, pair_loss(gap), torch.zeros_like(gap))  # [G, C, C]
+    return _mean_over_graphs(losses.sum((1, 2)), faster.sum((1, 2)), scores)
+
+
+def pairwise_hinge(scores: Tensor, target: Tensor, mask: Tensor, margin: float = 1.0,
+                   tie_tol: float = 0.0) -> Tensor:
+    """For every valid pair with target_i < target_j: max(0, margin - (s_j - s_i)).
+
+    Exactly 0 when every faster config scores at least `margin` below every slower one.
+    """
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap))
+
+
+def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
+    """For every valid pair with target_i < target_j: softplus(-(s_j - s_i)) = log(1 + exp(s_i - s_j))."""
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.softplus(-gap))
+
+
+def listmle(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
+    """ListMLE: negative log Plackett-Luce likelihood of the true order, fastest first, on utilities u = -s.
+
+    loss = sum_k [ logsumexp_{m : target_m >= target_k} u_m - u_k ] over the valid configs k, i.e. each
+    config must beat every config not clearly faster than it. Without ties this is the usual ListMLE
+    (sum_k logsumexp over positions k.. of the sorted list); tied configs (within tie_tol) share each
+    other's denominators (Breslow's handling of ties), which keeps the loss independent of config order.
+    Summed over each list, averaged over the lists with at least one non-tied pair. Stable: one masked
+    logsumexp per config, no exp of raw scores.
+    """
+    scores, target, mask = _clean(scores, target, mask)
+    utility = -scores  # [G, C]
+    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C], faster[g, m, k]: m clearly faster than k
+    itself = torch.eye(scores.shape[1], dtype=torch.bool, device=scores.device)  # [C, C]
+    # [G, C(k), C(m)]: m valid and not faster than k; k itself always, so no row is all -inf (a fully padded
+    # graph's rows would be, and older torch releases backpropagate exp(-inf - -inf) = nan through those)
+    rivals = (mask[:, None, :] & ~faster.transpose(1, 2)) | itself
+    competing = utility[:, None, :].masked_fill(~rivals, float("-inf"))  # [G, C, C]
+    terms = torch.logsumexp(competing, dim=2) - utility  # [G, C], >= 0 (k is its own rival)
+    terms = torch.where(mask, terms, torch.zeros_like(terms))  # [G, C], padded rows dropped
+    has_pairs = faster.flatten(1).any(1)  # [G]
+    return _mean_over_graphs(terms.sum(1), has_pairs.to(terms.dtype), scores)
+
+
+def mse(scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+    """Pointwise baseline: mean over valid configs of (s - z)^2, z the target standardised per graph.
+
+    z = (target - mean) / std over the graph's valid configs (population std; z = 0 for a constant graph).
+    """
+    scores, target, mask = _clean(scores, target, mask)
+    weight = mask.to(scores.dtype)  # [G, C]
+    count = weight.sum(1)  # [G]
+    mean = (target * weight).sum(1) / count.clamp_min(1)  # [G]
+    centred = (target - mean[:, None]) * weight  # [G, C]
+    std = (centred.square().sum(1) / count.clamp_min(1)).sqrt()  # [G]
+    z = centred / torch.where(std > 0, std, torch.ones_like(std))[:, None]  # [G, C]
+    squared = (scores - z).square() * weight  # [G, C]
+    return _mean_over_graphs(squared.sum(1), torch.where(count >= 2, count, torch.zeros_like(count)), scores)
+
+
+LOSSES: dict[str, Callable[..., Tensor]] = {
+    "hinge": pairwise_hinge,
+    "logistic": pairwise_logistic,
+    "listmle": listmle,
+    "mse": mse,
+}
+
+
+def get_loss(name: str, **kwargs: float) -> LossFn:
+    """The loss called `name` with its keyword options (margin, tie_tol) bound; (scores, target, mask) -> loss."""
+    if name not in LOSSES:
+        raise ValueError(f"unknown loss {name!r}; valid names: {sorted(LOSSES)}")
+    fn = LOSSES[name]
+    try:
+        inspect.signature(fn).bind(None, None, None, **kwargs)
+    except TypeError as error:
+        raise ValueError(f"loss {name!r} does not take {sorted(kwargs)}: {error}") from None
+    return functools.partial(fn, **kwargs)
+'''
+
+# ---------------------------------------- solution.models.rankers
+SOURCES['solution.models.rankers'] = '''\
+"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, PAD, TILE_CONFIG_DIM
+from .layers import CrossConfigAttention, GraphEncoder, Readout, SAGEBlock, mlp, per_config, pool, valid_configs
+
+class LayoutRanker(nn.Module):
+    """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
+    (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
+    on [N, C, d]; a per-graph pool and a readout score each config."""
+
+    def __init__(
+        self,
+        node_feat_dim: int,
+        hidden: int = 128,
+        opcode_dim: int = 32,
+        graph_layers: int = 2,
+        config_layers: int = 2,
+        cross_attention: bool = True,
+        heads: int = 4,
+        temperature: float = 0.5,
+        edge_direction: str = "forward",
+        dropout: float = 0.0,
+        encode_once: bool = True,
+    ) -> None:
+        super().__init__()
+        self.encode_once = encode_once  # False recomputes the encoder per config (early fusion, benchmarks)
+        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
+        self.config_embed = mlp(LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS, hidden, dropout)
+        self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
+        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
+        self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \\
+            if cross_attention else None
+        self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
+
+    def broadcast(self, h: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
+        config_node, config_feat = batch["config_node"], batch["config_feat"]
+        graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
+        nodes = config_node[graph, slot]  # [M]
+        values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        onehot = F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(h.dtype)  # [M, C, 126]
+        configured = per_config(h.index_select(0, nodes)) + self.config_embed(onehot)  # [M, C, d]
+        shape = (h.size(0), config_feat.size(1), h.size(-1))
+        return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
+
+    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
+        mask = valid_configs(batch)  # [G, C]
+        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
+        z = self.broadcast(h, batch)  # [N, C, d]
+        node_mask = mask[batch["node_graph"]]  # [N, C]
+        for i, block in enumerate(self.blocks):
+            z = block(z, batch["edge_index"])
+            if self.cross is not None:
+                z = self.cross[i](z, node_mask)
+        return h, z
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
+        h, z = self.embed(batch)
+        graph_part = per_config(pool(h, batch["node_graph"], graphs)).expand(-1, configs, -1)  # [G, C, 2d]
+        return self.readout(torch.cat([pool(z, batch["node_graph"], graphs), graph_part], -1), mask)  # [G, C]
+
+
+class TileRanker(nn.Module):
+    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
+    a readout compares the configs of a kernel."""
+
+    def __init__(
+        self,
+        node_feat_dim: int,
+        config_dim: int = TILE_CONFIG_DIM,
+        hidden: int = 128,
+        opcode_dim: int = 32,
+        graph_layers: int = 2,
+        cross_attention: bool = True,
+        heads: int = 4,
+        edge_direction: str = "forward",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
+        self.config_mlp = mlp(config_dim, hidden, dropout)
+        self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
+        kernel = pool(self.encoder(batch), batch["node_graph"], graphs)  # [G, 2d]
+        config = self.config_mlp(batch["config_feat"])  # [G, C, d]
+        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
+        return self.readout(joined, mask)  # [G, C]
+
+
+# settings of the per-node config blocks, which the tile model does not have
+LAYOUT_ONLY = ("config_layers", "temperature", "encode_once")
+
+
+def build_model(task: str, node_feat_dim: int, **hparams) -> nn.Module:
+    """The ranker of a task ("layout" or "tile"). One settings list serves both: the LAYOUT_ONLY settings
+    are dropped for tile."""
+    if task == "layout":
+        return LayoutRanker(node_feat_dim, **hparams)
+    if task == "tile":
+        return TileRanker(node_feat_dim, **{k: v for k, v in hparams.items() if k not in LAYOUT_ONLY})
+    raise ValueError(f"task={task!r}; expected 'layout' or 'tile'")
+'''
+
+# ---------------------------------------- solution.models.scatter
+SOURCES['solution.models.scatter'] = '''\
 """Scatter reductions (sum, mean, max) along one dim; the only module that imports torch_scatter."""
 
 from __future__ import annotations
@@ -3040,219 +2181,248 @@ def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int)
     return out.scatter_reduce(dim, _along(index, src, dim), src, "amax", include_self=False)
 '''
 
-# ---------------------------------------- solution.segments
-SOURCES['solution.segments'] = '''\
-"""Graph segment training: a large layout graph cut into segments, so that training memory is one segment's.
+# ---------------------------------------- solution.submission
+SOURCES['solution.submission'] = '''\
+"""Submission: write, merge, check and score submission CSVs; ensembles of runs."""
+'''
 
-After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
-pruning and config broadcasting. The readout pools every node's state by mean and max, and both decompose
-exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
-A training step computes one segment at a time:
-
-- segments with gradients are checkpointed: their forward keeps no activations, and the backward recomputes
-  them one segment at a time. With `sampled` = 0 every segment gets gradients: the whole graph's gradient
-  (on the segmented graph) for one segment's memory, at the price of a second forward;
-- with `sampled` = k > 0 (GST), k segments per graph get gradients and the others contribute without: a
-  segment with a configurable node (or one within its halo) is computed afresh under no_grad, its states
-  depend on the step's configs; a config-free segment's states are the same for every config and come from a
-  historical table, computed when first needed and again once `refresh_every` epochs old, each table entry
-  dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
-- a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
-- evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
-
-A `halo` of k hops gives each segment the nodes within k edges of it as context (not pooled); with k at least
-the model's total number of message-passing layers the segments reproduce the whole-graph scores exactly.
-"""
+# ---------------------------------------- solution.submission.ensemble
+SOURCES['solution.submission.ensemble'] = '''\
+"""Raw per-config scores with their provenance, and `solution ensemble`: combine runs' scores into one submission."""
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass
-from functools import reduce
+import argparse
+import json
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
-import torch
-from torch.utils.checkpoint import checkpoint
 
-from .constants import PAD
-from .model import valid_configs
-from .reader import computation_bounds
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
+from ..data.cache import ArrayCache, file_digest
+from ..data.reader import DataError
+from .files import SubmissionError, collection_file_stem, merge, write_collection
+
+META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
+FORMAT_VERSION = 1
+METHODS = ("rank", "score")
+SUFFIX = ".scores.npz"
 
 
-def partition(num_nodes: int, node_splits: np.ndarray, budget: int) -> np.ndarray:
-    """[n] segment of each node: the graph's computations (`node_splits`: their bounds in the official form,
-    0, ..., n; the trailing n may be missing) cut into balanced runs of at most `budget` consecutive nodes, then
-    consecutive runs merged while they fit the budget. Node order is topological in the files, so a run of
-    consecutive nodes is mostly connected."""
-    if budget < 1:
-        raise ValueError(f"segment budget {budget}; expected a positive number of nodes")
-    bounds = computation_bounds(node_splits, num_nodes)
-    runs = []  # (first node, size) of each balanced run
-    for low, high in zip(bounds[:-1], bounds[1:]):
-        pieces = -(-(high - low) // budget)
-        cuts = low + (high - low) * np.arange(pieces + 1) // pieces
-        runs += [(a, b - a) for a, b in zip(cuts[:-1], cuts[1:])]
-    firsts, filled = [0], 0
-    for first, size in runs:
-        if filled + size > budget and filled:
-            firsts.append(first)
-            filled = 0
-        filled += size
-    return np.searchsorted(np.array(firsts), np.arange(num_nodes), side="right") - 1
+class EnsembleError(ValueError):
+    """Runs that cannot be combined; the message names the runs, the collection and the file."""
 
 
 @dataclass
-class Segment:
-    """One segment of one graph of a batch, as index tensors into the batch."""
+class Run:
+    """One `.scores.npz`: the scores of every file of one collection split, and the files they were made on."""
 
-    graph: int  # the graph's row in the batch
-    nodes: torch.Tensor  # [n] batch node ids: the segment and its halo, in node order
-    owned: torch.Tensor  # [n] bool: pooled (False for halo nodes)
-    edge_index: torch.Tensor  # [2, e] edges among `nodes`, re-indexed to 0..n-1
-    slots: torch.Tensor  # [k] the graph's configurable-node slots whose node is in `nodes`
-    config_node: torch.Tensor  # [k] those nodes, re-indexed
+    path: Path
+    collection: str
+    split: str
+    files: dict[str, dict]  # stem -> {"digest": blake2b hex of the .npz file, "configs": c}
+    scores: dict[str, np.ndarray]  # stem -> (c,) lower = faster
+    extra: dict = field(default_factory=dict)  # how an ensemble was made
 
     @property
-    def config_free(self) -> bool:
-        return self.slots.numel() == 0
-
-    def batch(self, batch: dict[str, torch.Tensor], configs: int | None = None) -> dict[str, torch.Tensor]:
-        """The segment as a one-graph batch (its first `configs` configs only, when given)."""
-        g, keep = self.graph, slice(None, configs)
-        return {
-            "node_feat": batch["node_feat"][self.nodes], "node_opcode": batch["node_opcode"][self.nodes],
-            "edge_index": self.edge_index, "node_graph": torch.zeros_like(self.nodes),
-            "config_node": self.config_node[None],  # [1, k]
-            "config_feat": batch["config_feat"][g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
-            "config_mask": batch["config_mask"][g:g + 1, keep],  # [1, C]
-        }
+    def label(self) -> str:
+        return self.collection if self.split == "test" else f"{self.collection} ({self.split})"
 
 
-def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
-    """The segments of a batch from its `node_segment` ids (consecutive within a graph), each grown by `halo`
-    hops of context in both edge directions."""
-    node_segment, edge_index = batch["node_segment"], batch["edge_index"]
-    segments = []
-    for s in range(int(node_segment.max()) + 1):
-        owned = node_segment == s  # [N]
-        if not owned.any():
-            continue
-        member = owned.clone()
-        for _ in range(halo):
-            touched = member[edge_index[0]] | member[edge_index[1]]  # [E]
-            member[edge_index[:, touched].flatten()] = True
-        nodes = member.nonzero().flatten()  # [n]
-        local = torch.full_like(node_segment, PAD)
-        local[nodes] = torch.arange(nodes.numel(), device=nodes.device)
-        edges = edge_index[:, member[edge_index[0]] & member[edge_index[1]]]  # [2, e]
-        graph = int(batch["node_graph"][nodes[0]])
-        config_node = batch["config_node"][graph]  # [K]
-        slots = ((config_node != PAD) & member[config_node.clamp(min=0)]).nonzero().flatten()  # [k]
-        segments.append(Segment(graph, nodes, owned[nodes], local[edges],
-                                slots, local[config_node[slots]]))
-    return segments
+# ---------------------------------------------------------------- writing and reading
 
 
-@dataclass
-class Pool:
-    """Sums, maxima and count of one segment's pooled node states: z (config-aware) and h (the encoder's)."""
-
-    z_sum: torch.Tensor  # [C, d], or [1, d] when the same for every config
-    z_max: torch.Tensor
-    h_sum: torch.Tensor  # [d], or [C, d] under early fusion
-    h_max: torch.Tensor
-    count: int
-
-    @classmethod
-    def of(cls, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, configs: int | None = None,
-           grad: bool = False) -> Pool:
-        """A segment's pool under `model`; with `grad`, checkpointed: its activations are recomputed in the
-        backward pass instead of kept."""
-        def pooled() -> tuple[torch.Tensor, ...]:
-            h, z = model.embed(segment.batch(batch, configs))  # [n, (C,) d], [n, C, d]
-            h, z = h[segment.owned], z[segment.owned]
-            return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
-
-        count = int(segment.owned.sum())
-        if grad and torch.is_grad_enabled():
-            # re-entrant: one autograd node per segment (its forward runs without a graph); the anchor input makes
-            # the outputs require gradients, which then reach the parameters when the backward recomputes
-            anchor = torch.zeros((), requires_grad=True)
-            return cls(*checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count)
-        with torch.no_grad():
-            return cls(*pooled(), count)
-
-    @staticmethod
-    def features(pools: list[Pool], configs: int) -> torch.Tensor:
-        """[C, 4d] mean and max of z, then of h, over the union of the segments: what the whole-graph readout
-        pools, assembled from parts."""
-        count = sum(p.count for p in pools)
-        parts = [sum(p.z_sum for p in pools) / count, reduce(torch.maximum, [p.z_max for p in pools]),
-                 sum(p.h_sum for p in pools) / count, reduce(torch.maximum, [p.h_max for p in pools])]
-        return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
+def output_name(collection: str, split: str) -> str:
+    """'layout_xla_random' for the test split, 'layout_xla_random.valid' for another."""
+    return collection_file_stem(collection) + ("" if split == "test" else f".{split}")
 
 
-class SegmentTraining:
-    """Scores a batch of segmented layout graphs with a LayoutRanker, keeping the historical table of
-    config-free segments between steps."""
+def file_record(path: Path, configs: int, cache: ArrayCache | None = None) -> dict:
+    """What identifies a data file: its content digest (the cache's remembered one when given) and config count."""
+    return {"digest": cache.content_digest(path) if cache else file_digest(path), "configs": int(configs)}
 
-    MODES = ("train", "head", "eval")
 
-    def __init__(self, sampled: int = 0, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
-        if sampled < 0:
-            raise ValueError(f"segment_sampled={sampled}; expected a number of segments per graph, or 0 for all")
-        if not 0.0 < keep_stale <= 1.0:
-            raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
-        if refresh_every < 1 or halo < 0:
-            raise ValueError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
-        self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
-        self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)
+def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str, np.ndarray],
+              files: dict[str, dict], extra: dict | None = None) -> tuple[Path, Path]:
+    """Write `<out_dir>/<name>.csv` and `<name>.scores.npz` (scores plus the provenance JSON), each atomically."""
+    out_dir, name = Path(out_dir), output_name(collection, split)
+    if META_KEY in scores or set(scores) != set(files):
+        raise ValueError(f"{collection}: scores for {sorted(scores)[:3]}... and file records for "
+                         f"{sorted(files)[:3]}...; expected one record per scored file (and no stem {META_KEY})")
+    csv_path = write_collection(out_dir / f"{name}.csv", collection, scores)
+    meta = {"format": FORMAT_VERSION, "collection": collection, "split": split,
+            "files": {stem: files[stem] for stem in sorted(files)}, **(extra or {})}
+    npz_path = out_dir / f"{name}{SUFFIX}"
+    with atomic_write(npz_path, "wb") as handle:
+        np.savez(handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
+    return csv_path, npz_path
 
-    def scores(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], mode: str, epoch: int = 0
-               ) -> torch.Tensor:
-        """[G, C] scores; `mode` train (sampled segments with gradients, the table for the other config-free ones),
-        head (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
-        if mode not in self.MODES:
-            raise ValueError(f"mode={mode!r}; expected one of {', '.join(self.MODES)}")
-        mask = batch["config_mask"]
-        graphs, configs = mask.shape
-        segments = split(batch, self.halo)
-        pools: list[list[Pool]] = [[] for _ in range(graphs)]
-        for g in range(graphs):
-            mine = [s for s in segments if s.graph == g]
-            count = len(mine) if self.sampled == 0 else min(self.sampled, len(mine))
-            chosen = set(random.sample(range(len(mine)), count)) if mode == "train" else ()
-            graph_id = int(batch["graph_id"][g])
-            for i, segment in enumerate(mine):  # the table's key: (graph id, i)
-                if i in chosen:
-                    pools[g].append(Pool.of(model, batch, segment, grad=True))
-                    if segment.config_free and self.sampled:
-                        self._store((graph_id, i), epoch, pools[g][-1])
-                elif mode == "train" and segment.config_free:
-                    pool = self._historical(model, batch, segment, (graph_id, i), epoch)
-                    if random.random() < self.keep_stale:
-                        pools[g].append(pool)
-                else:
-                    pools[g].append(Pool.of(model, batch, segment))
-        features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
-        return model.readout(features, valid_configs(batch))  # [G, C]
 
-    def _historical(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment,
-                    key: tuple[int, int], epoch: int) -> Pool:
-        stored = self.table.get(key)
-        if stored is None or epoch - stored[0] >= self.refresh_every:  # one config: the states are the same for all
-            stored = self._store(key, epoch, Pool.of(model, batch, segment, configs=1))
-        return stored[1]
+def read_run(path: str | Path) -> Run:
+    """A `.scores.npz` written by `write_run`; an older one (no provenance) is refused: predict it again."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise EnsembleError(f"{path}: unreadable ({type(err).__name__}: {err}); expected a .scores.npz "
+                            "written by `solution predict` or `solution ensemble`") from err
+    if META_KEY not in arrays:
+        raise EnsembleError(f"{path}: no record of the data files it was made on (written before scores carried "
+                            "one); run `solution predict` again for this run to ensemble it")
+    try:
+        meta = json.loads(str(arrays.pop(META_KEY)))
+        collection, split, files, version = (meta.pop(key) for key in ("collection", "split", "files", "format"))
+        counts = {stem: int(record["configs"]) for stem, record in files.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise EnsembleError(f"{path}: unreadable provenance record ({type(err).__name__}: {err})") from err
+    if version != FORMAT_VERSION or collection not in COLLECTIONS:
+        raise EnsembleError(f"{path}: provenance of format {version} for {collection!r}; expected format "
+                            f"{FORMAT_VERSION} and one of {', '.join(COLLECTIONS)}")
+    if set(arrays) != set(files):
+        raise EnsembleError(f"{path}: scores for {len(arrays)} files, provenance for {len(files)}; expected the same "
+                            f"stems (differing: {sorted(set(arrays) ^ set(files))[:3]})")
+    for stem, count in counts.items():
+        if arrays[stem].shape != (count,):
+            raise EnsembleError(f"{path}: {stem}: scores of shape {arrays[stem].shape} for {count} configs")
+    return Run(path, collection, split, files, arrays, meta)
 
-    def _store(self, key: tuple[int, int], epoch: int, pool: Pool) -> tuple[int, Pool]:
-        first = slice(None, 1)  # the rows are the same for every config: keep one
-        self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
-                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count))
-        return self.table[key]
+
+def run_files(run: str | Path) -> list[Path]:
+    """The `.scores.npz` files of a RUN argument: the file itself, or those in the folder."""
+    run = Path(run)
+    found = sorted(run.glob(f"*{SUFFIX}")) if run.is_dir() else [run] if run.is_file() else []
+    if not found:
+        raise EnsembleError(f"{run}: no {SUFFIX} files; expected a `solution predict` output folder or one "
+                            f"{SUFFIX} file")
+    return found
+
+
+# ---------------------------------------------------------------- combining
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing their mean rank (scipy.stats.rankdata's 'average'): (c,) -> (c,) float64."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]  # (c,) starts a run of equal values
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], len(values)]  # runs cover sorted positions starts..ends-1
+    ranks = np.empty(len(values))
+    ranks[order] = ((starts + 1 + ends) / 2)[np.cumsum(first) - 1]
+    return ranks
+
+
+def normalised_ranks(values: np.ndarray) -> np.ndarray:
+    """Average ranks mapped onto [0, 1] (fastest 0, slowest 1) so graphs of any config count weigh alike."""
+    return (average_ranks(values) - 1) / max(len(values) - 1, 1)
+
+
+def standardised(values: np.ndarray) -> np.ndarray:
+    """(x - mean) / std over one graph's configs; all zeros for a constant graph."""
+    values = values.astype(np.float64)
+    std = values.std()
+    return (values - values.mean()) / std if std > 0 else np.zeros_like(values)
+
+
+def combine(scores: list[np.ndarray], weights: np.ndarray, method: str) -> np.ndarray:
+    """Weighted mean over runs of one graph's transformed scores: R arrays of (c,), (R,) weights -> (c,).
+
+    A ranking loss fixes only the order of a graph's scores: their offset and spread differ from run to run (and
+    seed to seed), so raw scores are not on one scale and one run could outvote the others. `rank` replaces them
+    by ranks (blind to any monotone rescaling); `score` standardises them per graph, which keeps how decisively a
+    run separates two configs."""
+    transform = normalised_ranks if method == "rank" else standardised
+    stacked = np.stack([transform(np.asarray(s)) for s in scores])  # (R, c)
+    return (weights / weights.sum()) @ stacked  # (c,)
+
+
+def check_same_files(first: Run, other: Run) -> None:
+    """Refuse runs of one collection split made on different data files."""
+    where = f"{first.label}: runs {first.path} and {other.path}"
+    if set(first.files) != set(other.files):
+        only = [", ".join(sorted(set(a.files) - set(b.files))[:3]) or "-" for a, b in ((first, other), (other, first))]
+        raise EnsembleError(f"{where} cover different files: only in the first {only[0]}; only in the second {only[1]}")
+    for stem in sorted(first.files):
+        a, b = first.files[stem], other.files[stem]
+        if a["configs"] != b["configs"]:
+            raise EnsembleError(f"{where} differ on file {stem}: {a['configs']} configs vs {b['configs']}")
+        if a["digest"] != b["digest"]:
+            raise EnsembleError(f"{where} differ on file {stem}: content digest {a['digest'][:12]}... vs "
+                                f"{b['digest'][:12]}...; predict both on the same data")
+
+
+def ensemble(runs: list[Path], out: Path, method: str = "rank", weights: list[float] | None = None,
+             root: Path | None = None) -> tuple[list[tuple[str, int, str]], Path | None]:
+    """Combine every collection split the runs cover; write its CSV and scores under `out`, and `submission.csv`
+    (checked against `root` when given) when the five test collections are all there.
+    Returns (collection, runs combined, method) rows and the merged submission or None."""
+    out = Path(out)
+    if method not in METHODS:
+        raise EnsembleError(f"--method {method}; expected one of {', '.join(METHODS)}")
+    weights = np.ones(len(runs)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if len(weights) != len(runs):
+        raise EnsembleError(f"--weights: {len(weights)} value(s) for {len(runs)} run(s); expected one per run")
+    if not (np.isfinite(weights).all() and (weights > 0).all()):
+        raise EnsembleError(f"--weights {weights.tolist()}; expected positive numbers")
+    groups: dict[tuple[str, str], list[tuple[Run, float]]] = {}
+    for run, weight in zip(runs, weights):
+        seen = set()
+        for path in run_files(run):
+            loaded = read_run(path)
+            key = (loaded.collection, loaded.split)
+            if key in seen:
+                raise EnsembleError(f"{run}: holds {loaded.label} twice; expected one file per collection")
+            seen.add(key)
+            groups.setdefault(key, []).append((loaded, weight))
+    for members in groups.values():  # check everything before writing anything
+        for other, _ in members[1:]:
+            check_same_files(members[0][0], other)
+    table = []
+    for (collection, split), members in sorted(groups.items(), key=lambda g: (COLLECTIONS.index(g[0][0]), g[0][1])):
+        first, w = members[0][0], np.array([weight for _, weight in members])  # (R,)
+        scores = {stem: combine([run.scores[stem] for run, _ in members], w, method) for stem in first.files}
+        extra = {"ensemble": {"method": method, "runs": [str(run.path) for run, _ in members], "weights": w.tolist()}}
+        write_run(out, collection, split, scores, first.files, extra)
+        table.append((first.label, len(members), method))
+    if any((c, "test") not in groups for c in COLLECTIONS):
+        return table, None
+    return table, merge([out / f"{output_name(c, 'test')}.csv" for c in COLLECTIONS], out / "submission.csv", root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="solution ensemble", description="Combine runs' raw scores into one "
+                                     "submission: per collection, per graph, a weighted mean of ranks or z-scores.")
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                        help=f"a `solution predict` output folder (its *{SUFFIX}) or one {SUFFIX} file")
+    parser.add_argument("--method", choices=METHODS, default="rank",
+                        help="rank: mean of per-graph ranks (default); score: mean of per-graph z-scores")
+    parser.add_argument("--weights", type=float, nargs="+", default=None, metavar="W",
+                        help="one positive weight per run (default: equal)")
+    parser.add_argument("--out", type=Path, default=Path("submissions/ensemble"))
+    parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
+                        help="dataset whose test files the merged submission must cover")
+    args = parser.parse_args(argv)
+    try:
+        table, merged = ensemble(args.runs, args.out, args.method, args.weights, args.root)
+    except (EnsembleError, SubmissionError, DataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"{'collection':<32}{'runs':>6}  method")
+    for label, count, method in table:
+        print(f"{label:<32}{count:>6}  {method}")
+    print(f"wrote {args.out}: <collection>.csv and <collection>{SUFFIX}" + (
+        f", merged into {merged}" + (f" (checked against {args.root})" if args.root else "") if merged else
+        "; submission.csv not merged (not all five test collections)"))
+    return 0
 '''
 
-# ---------------------------------------- solution.submission
-SOURCES['solution.submission'] = '''\
+# ---------------------------------------- solution.submission.files
+SOURCES['solution.submission.files'] = '''\
 """Write, merge, check and score Kaggle submission CSVs (`ID,TopConfigs`); CLI: check-submission, score, submit."""
 
 from __future__ import annotations
@@ -3268,10 +2438,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .atomic import atomic_write
-from .constants import COLLECTIONS
-from .metrics import TILE_SUBMITTED, TILE_TOPK, final_score, kendall_tau, rank_order, tile_score, tile_topk_error
-from .reader import DataError, find_collections, list_files, submission_id
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
+from ..data.reader import DataError, find_collections, list_files, submission_id
+from ..training.metrics import (
+    TILE_SUBMITTED,
+    TILE_TOPK,
+    final_score,
+    kendall_tau,
+    mean_over_graphs,
+    rank_order,
+    tile_score,
+    tile_topk_error,
+)
 
 HEADER = ("ID", "TopConfigs")
 ANSWERS_HEADER = ("ID", "Runtimes")
@@ -3633,7 +2812,7 @@ def score(csv_path: str | Path, answers: dict[str, np.ndarray]) -> dict:
                 if all(len(parsed[row_id]) >= min(k, len(answers[row_id])) for row_id in ids):
                     entry[f"top{k}_error"] = float(np.mean([tile_topk_error(p, t, k) for p, t in pairs]))
         else:
-            entry = {"score": float(np.mean([kendall_tau(pred, target) for pred, target in pairs]))}
+            entry = {"score": mean_over_graphs(kendall_tau(pred, target) for pred, target in pairs)}
         result[collection] = {**entry, "files": len(ids)}
     result["final"] = final_score({c: result[c]["score"] for c in COLLECTIONS}) if present == set(COLLECTIONS) \\
         else None
@@ -3724,11 +2903,951 @@ def submit_main(argv: list[str] | None = None) -> int:
     return 0
 '''
 
+# ---------------------------------------- solution.submission.writer
+SOURCES['solution.submission.writer'] = '''\
+"""The predict callback that writes a collection's submission CSV and raw scores."""
 
-sys.meta_path.insert(0, Bundle(SOURCES))
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+
+from ..training.module import ScoreTable
+from .ensemble import file_record, write_run
+
+
+class SubmissionWriter(pl.Callback):
+    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it, with the digest
+    and config count of each data file they cover (from every process's predictions, written once)."""
+
+    def __init__(self, out_dir: str = "submissions") -> None:
+        self.out_dir = Path(out_dir)
+
+    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        graphs = datamodule.graphs(datamodule.hparams.predict_split)
+        table, pl_module.predictions = pl_module.predictions, ScoreTable()  # the next predict starts empty
+        table.gather()
+        if not trainer.is_global_zero:
+            return
+        scores, files = {}, {}
+        for graph_id in table:
+            rows, mean, _ = table.graph(graph_id)
+            if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
+                raise RuntimeError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
+                                   f"{graphs.num_configs(graph_id)} configs")
+            path = graphs.paths[graph_id]
+            scores[path.stem] = mean
+            files[path.stem] = file_record(path, len(rows), graphs.cache)
+        write_run(self.out_dir, datamodule.hparams.collection, datamodule.hparams.predict_split, scores, files)
+'''
+
+# ---------------------------------------- solution.tools
+SOURCES['solution.tools'] = '''\
+"""Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, the demo."""
+'''
+
+# ---------------------------------------- solution.tools.kernel
+SOURCES['solution.tools.kernel'] = '''\
+"""The Kaggle notebook job: train (or load) the five collections within a time budget, predict, submit."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from ..constants import COLLECTIONS
+from ..data.datamodule import TpuGraphsDataModule
+from ..data.reader import find_collections
+from ..submission.files import check, collection_file_stem, format_scores, merge
+from ..submission.writer import SubmissionWriter
+from ..training.callbacks import AtomicCheckpointIO
+from ..training.metrics import final_score
+from ..training.module import RankingModule
+
+COMPETITION = "predict-ai-model-runtime"
+KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
+KAGGLE_WORKING = Path("/kaggle/working")  # the notebook's saved output
+DEFAULT_BUDGET = 7 * 3600.0  # seconds of training in a 12-hour GPU session; the rest preprocesses and predicts
+SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
+          "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
+MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
+# Settings layered on configs/<collection>.yaml; "smoke" is a seconds-long run for tests on a CPU.
+PROFILES = {
+    "kaggle": {},
+    "smoke": {"trainer": {"check_val_every_n_epoch": 1, "num_sanity_val_steps": 0},
+              "model": {"hidden": 16, "opcode_dim": 8, "warmup_steps": 0},
+              "data": {"configs_per_graph": 8, "eval_chunk": 64, "num_workers": 0}},
+}
+QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
+
+
+
+def say(message: str) -> None:
+    """Progress for the notebook's log, flushed so that it interleaves with Lightning's own lines."""
+    print(message, flush=True)
+
+
+@dataclass(frozen=True)
+class Job:
+    """Where the kernel reads and writes, how long it trains and with which profile: from the environment."""
+
+    root: Path  # the competition data (read-only)
+    output: Path  # submission.csv, parts/, checkpoints/
+    cache: Path  # preprocessed graphs
+    budget: float  # seconds of training, all collections together
+    checkpoints: Path | None  # a folder of <collection>.ckpt to use instead of training
+    profile: str
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> Job:
+        profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
+        if profile not in PROFILES:
+            raise ValueError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
+        data = environ.get("SOLUTION_DATA_ROOT")
+        checkpoints = environ.get("SOLUTION_CHECKPOINTS")
+        return cls(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
+                   output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
+                   cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
+                   budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
+                   checkpoints=Path(checkpoints) if checkpoints else None, profile=profile)
+
+    @property
+    def parts(self) -> Path:
+        return self.output / "parts"
+
+    def checkpoint_path(self, collection: str) -> Path:
+        return self.output / "checkpoints" / f"{collection_file_stem(collection)}.ckpt"
+
+
+def budget_seconds(text: str | None, default: float) -> float:
+    """SOLUTION_TIME_BUDGET as a number of seconds >= 0 (`default` when unset)."""
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"SOLUTION_TIME_BUDGET={text!r}; expected a number of seconds >= 0")
+    return value
+
+
+def find_data_root(inputs: Path) -> Path:
+    """The competition's folder under `inputs`, else the first attached input that holds npz_all/npz."""
+    found = [inputs / COMPETITION] + sorted(p.parent.parent for depth in ("*", "*/*", "*/*/*")
+                                           for p in inputs.glob(f"{depth}/npz_all/npz"))
+    for root in found:
+        if (root / "npz_all" / "npz").is_dir():
+            return root
+    raise FileNotFoundError(f"no TpuGraphs data under {inputs} (a folder holding npz_all/npz); attach the "
+                            f"{COMPETITION} data or set SOLUTION_DATA_ROOT")
+
+
+def given_checkpoints(folder: Path | None) -> dict[str, Path]:
+    """Collection -> <folder>/<collection>.ckpt for those present; a folder holding none is a mistake."""
+    if folder is None:
+        return {}
+    paths = {c: folder / f"{collection_file_stem(c)}.ckpt" for c in COLLECTIONS}
+    found = {c: path for c, path in paths.items() if path.is_file()}
+    if not found:
+        raise FileNotFoundError(f"SOLUTION_CHECKPOINTS={folder}: no checkpoint there; expected some of "
+                                f"{', '.join(p.name for p in paths.values())}")
+    return found
+
+
+def layered(base: Mapping, override: Mapping) -> dict:
+    """`base` with the keys of each of `override`'s sections replaced (one level deep)."""
+    return {**base, **{key: {**base.get(key, {}), **value} for key, value in override.items()}}
+
+
+def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
+    """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
+    run's paths, every test file, and no more workers than the machine has cores to spare."""
+    workers = min(settings["data"]["num_workers"], max((os.cpu_count() or 1) - 1, 0))
+    return {**settings["data"], **(saved or {}), "root": str(job.root), "cache_dir": str(job.cache),
+            "num_workers": workers, "predict_split": "test", "limit_graphs": None}
+
+
+class Progress(pl.Callback):
+    """Prints each validation score while a collection trains: a script's log shows no progress bar."""
+
+    def __init__(self, collection: str) -> None:
+        self.collection, self.start = collection, time.monotonic()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            score = float(trainer.callback_metrics["val/score"])
+            say(f"  [{self.collection}] epoch {trainer.current_epoch}: val/score {score:.4f} "
+                f"({time.monotonic() - self.start:.0f} s)")
+
+
+def train(collection: str, settings: Mapping, seconds: float, job: Job) -> Path:
+    """Fit one collection for at most `seconds` of training; its best checkpoint by val/score (the last weights
+    when time ran out before the first validation) goes to <output>/checkpoints/<collection>.ckpt."""
+    path = job.checkpoint_path(collection)
+    say(f"[{collection}] preprocessing and training for up to {seconds:.0f} s")
+    pl.seed_everything(settings["seed_everything"], verbose=False)
+    datamodule = TpuGraphsDataModule(**data_settings(settings, job))
+    model = RankingModule(task=datamodule.task, node_feat_dim=datamodule.node_feat_dim, **settings["model"])
+    best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
+                           enable_version_counter=False)
+    trainer = pl.Trainer(**settings["trainer"], **QUIET, max_time=timedelta(seconds=seconds),
+                         callbacks=[best, Progress(collection)], plugins=[AtomicCheckpointIO()])
+    trainer.fit(model, datamodule=datamodule)
+    if not best.best_model_path:
+        trainer.save_checkpoint(path)
+    stop = "the time limit" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
+    say(f"[{collection}] stopped by {stop} after {trainer.current_epoch} epochs; saved {path}")
+    return path
+
+
+def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, Path]:
+    """Train `collections` in turn, each for its share of the budget still left (preprocessing counts)."""
+    start, trained = time.monotonic(), {}
+    for index, collection in enumerate(collections):
+        left = job.budget - (time.monotonic() - start)
+        share = SHARES[collection] / sum(SHARES[c] for c in collections[index:])
+        trained[collection] = train(collection, settings[collection], max(left * share, MIN_SECONDS), job)
+    return trained
+
+
+def public(hparams: Mapping) -> dict:
+    """Hyper-parameters without the entries Lightning's CLI adds (`_instantiator`)."""
+    return {key: value for key, value in hparams.items() if not key.startswith("_")}
+
+
+def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
+    """The model and data module a checkpoint (of this kernel or of `solution fit`) was trained with, read as
+    plain tensors and settings (no pickled code, no Lightning CLI), with this run's data paths."""
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    model = RankingModule(**public(saved["hyper_parameters"]))
+    model.load_state_dict(saved["state_dict"])
+    data = data_settings(settings, job, public(saved.get("datamodule_hyper_parameters", {})))
+    if data["collection"] != collection:
+        raise ValueError(f"{checkpoint}: a checkpoint of {data['collection']}; expected one of {collection}")
+    return model, TpuGraphsDataModule(**data)
+
+
+def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job) -> dict[str, float]:
+    """Validate a checkpoint and write its test predictions to <output>/parts/<collection>.csv; returns its
+    validation metrics (`score`, ...) and the number of validation files."""
+    say(f"[{collection}] validating and predicting with {checkpoint}")
+    model, datamodule = load(checkpoint, collection, settings, job)
+    trainer = pl.Trainer(accelerator=settings["trainer"]["accelerator"], devices=settings["trainer"]["devices"],
+                         **QUIET, callbacks=[SubmissionWriter(str(job.parts))])
+    metrics = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
+    trainer.predict(model, datamodule=datamodule, return_predictions=False)
+    return {**{name.removeprefix("val/"): float(value) for name, value in metrics.items()},
+            "files": len(datamodule.graphs("valid"))}
+
+
+def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
+    """The whole job: train (or load) the five collections with `settings` (collection -> configs/*.yaml
+    contents), predict every test file, write a checked submission.csv and print the validation scores."""
+    job = Job.from_environment(environ)
+    logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
+    warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
+    say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {job.profile}, "
+        f"training budget {job.budget:.0f} s, {torch.cuda.device_count()} GPU(s)")
+    present = [c for c in COLLECTIONS if c in find_collections(job.root)]
+    missing = [c for c in COLLECTIONS if c not in present]
+    if missing:
+        say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
+            f" skipped, and submission.csv covers only {', '.join(present)}")
+    profiled = {c: layered(settings[c], PROFILES[job.profile]) for c in present}
+    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    checkpoints.update(train_all([c for c in present if c not in checkpoints], profiled, job))
+    scores = {c: evaluate(c, checkpoints[c], profiled[c], job) for c in present}
+    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
+    report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
+    say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
+    if not missing:
+        scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
+    say(f"\\nvalidation scores of the checkpoints used:\\n{format_scores(scores)}")
+    return 0
+'''
+
+# ---------------------------------------- solution.training
+SOURCES['solution.training'] = '''\
+"""Training: the LightningModule, segment training, metrics, callbacks."""
+'''
+
+# ---------------------------------------- solution.training.callbacks
+SOURCES['solution.training.callbacks'] = '''\
+"""Trainer callbacks and plugins: a learning-rate monitor that tolerates no logger, and atomic checkpoint writes."""
+
+from __future__ import annotations
+
+import torch
+from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from ..atomic import atomic_write
+
+
+class LRMonitor(LearningRateMonitor):
+    """Logs the learning rate when a logger is set; silently does nothing with `--trainer.logger false`."""
+
+    def on_train_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_start(trainer, *args, **kwargs)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_batch_start(trainer, *args, **kwargs)
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_epoch_start(trainer, *args, **kwargs)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
+    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        with atomic_write(path, "wb") as handle:
+            torch.save(checkpoint, handle)
+'''
+
+# ---------------------------------------- solution.training.metrics
+SOURCES['solution.training.metrics'] = '''\
+"""Competition metrics in numpy: Kendall tau and pair accuracy in O(c log c), tile top-k scores, the final mean.
+
+Convention of the whole package: a model outputs one score per config, LOWER = predicted FASTER, and the
+ranking it submits is the stable ascending argsort of the scores (`rank_order`). Targets are measured
+runtimes, lower = faster, so a perfect model has scores ordered like its targets (tau = +1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from ..constants import COLLECTIONS
+
+TILE_TOPK = (1, 5, 10)
+TILE_SUBMITTED = 5  # configs submitted per tile kernel
+
+
+class PairCounts(NamedTuple):
+    """Pair statistics of two equally long arrays x (pred), y (target) over all n(n-1)/2 pairs."""
+
+    total: int  # n(n-1)/2
+    x_ties: int  # pairs with x_i == x_j
+    y_ties: int  # pairs with y_i == y_j
+    joint_ties: int  # pairs tied in both
+    discordant: int  # pairs with (x_i - x_j)(y_i - y_j) < 0
+
+
+def rank_order(scores: np.ndarray) -> np.ndarray:
+    """Config indices fastest first: ascending score, ties broken by index (stable argsort)."""
+    return np.argsort(np.asarray(scores).ravel(), kind="stable")
+
+
+def _as_pair(pred: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pred, target = np.asarray(pred).ravel(), np.asarray(target).ravel()
+    if pred.shape != target.shape:
+        raise ValueError(f"pred and target differ in length: {pred.shape[0]} != {target.shape[0]}")
+    return pred, target
+
+
+def _dense_rank(values: np.ndarray) -> np.ndarray:
+    """0-based dense ranks (equal values share a rank), int64."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.empty(len(values), dtype=bool)
+    new[:1] = True
+    new[1:] = ordered[1:] != ordered[:-1]
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = np.cumsum(new) - 1
+    return ranks
+
+
+def _tied_pairs(counts: np.ndarray) -> int:
+    """Pairs inside groups of the given sizes: sum c(c-1)/2."""
+    return int((counts * (counts - 1) // 2).sum())
+
+
+def _count_inversions(values: np.ndarray) -> int:
+    """#{i < j : values_i > values_j} for non-negative ints, by a bottom-up merge sort vectorised per level.
+
+    At the level of width w every block of 2w holds two sorted halves; each right-half element counts the
+    left-half elements of its block that exceed it with one global searchsorted (keys = block * span + value
+    keep blocks apart), then the blocks are merged by one stable sort. log2(n) levels of O(n log n) work.
+    """
+    n = len(values)
+    span = int(values.max()) + 1 if n else 1
+    current = values.astype(np.int64)
+    position = np.arange(n, dtype=np.int64)
+    inversions = 0
+    width = 1
+    while width < n:
+        block = position // (2 * width)  # [n]
+        keys = block * span + current  # [n]
+        right = (position // width) % 2 == 1  # [n]
+        left_keys = keys[~right]  # sorted: blocks ascend, each left half is sorted
+        right_keys, right_block = keys[right], block[right]
+        block_end = np.searchsorted(left_keys, (right_block + 1) * span, side="left")
+        not_greater = np.searchsorted(left_keys, right_keys, side="right")
+        inversions += int((block_end - not_greater).sum())
+        current = np.sort(keys, kind="stable") - block * span  # merged: each block of 2w now sorted
+        width *= 2
+    return inversions
+
+
+def pair_counts(pred: np.ndarray, target: np.ndarray) -> PairCounts:
+    """Tie and discordance counts of all pairs in O(n log n) (Knight's algorithm)."""
+    pred, target = _as_pair(pred, target)
+    n = len(pred)
+    rank_x, rank_y = _dense_rank(pred), _dense_rank(target)
+    joint = rank_x * (int(rank_y.max(initial=0)) + 1) + rank_y  # [n], orders by x then y
+    order = np.argsort(joint, kind="stable")
+    ordered = joint[order]
+    bounds = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True])
+    return PairCounts(
+        total=n * (n - 1) // 2,
+        x_ties=_tied_pairs(np.bincount(rank_x)),
+        y_ties=_tied_pairs(np.bincount(rank_y)),
+        joint_ties=_tied_pairs(np.diff(bounds)),
+        # sorted by x then y, pairs tied in x have y ascending, so every y inversion is a strict discordance
+        discordant=_count_inversions(rank_y[order]),
+    )
+
+
+def kendall_tau(pred: np.ndarray, target: np.ndarray) -> float:
+    """Kendall tau-b, as scipy.stats.kendalltau, in O(n log n).
+
+    tau_b = (P - Q) / sqrt((N - T_x)(N - T_y)), N = n(n-1)/2 pairs, P / Q concordant / discordant pairs,
+    T_x / T_y pairs tied in pred / target; P - Q = N - T_x - T_y + T_xy - 2Q with T_xy pairs tied in both.
+    nan when either input is constant, shorter than 2 or holds a nan (scipy's default nan policy).
+    """
+    pred, target = _as_pair(pred, target)
+    if np.isnan(pred).any() or np.isnan(target).any():
+        return float("nan")
+    c = pair_counts(pred, target)
+    if c.x_ties == c.total or c.y_ties == c.total:
+        return float("nan")
+    concordant_minus_discordant = c.total - c.x_ties - c.y_ties + c.joint_ties - 2 * c.discordant
+    tau = concordant_minus_discordant / np.sqrt(float((c.total - c.x_ties) * (c.total - c.y_ties)))
+    return float(min(1.0, max(-1.0, tau)))
+
+
+def ordered_pair_accuracy(pred: np.ndarray, target: np.ndarray) -> float:
+    """Ordered-pair accuracy as in the official TpuGraphs code, in O(n log n).
+
+    OPA = #{(i, j) : target_i > target_j and pred_i > pred_j} / #{(i, j) : target_i > target_j}.
+    Pairs tied in target are left out; a pair tied in pred counts as wrong (0, not 1/2), so a constant
+    prediction scores 0. The numerator is N - Q - T_x - T_y + T_xy (notation of `kendall_tau`), the
+    denominator N - T_y. nan when target is constant or either input holds a nan.
+    """
+    pred, target = _as_pair(pred, target)
+    if np.isnan(pred).any() or np.isnan(target).any():
+        return float("nan")
+    c = pair_counts(pred, target)
+    ordered_pairs = c.total - c.y_ties
+    if ordered_pairs == 0:
+        return float("nan")
+    concordant = c.total - c.discordant - c.x_ties - c.y_ties + c.joint_ties
+    return concordant / ordered_pairs
+
+
+def tile_topk_error(pred: np.ndarray, target: np.ndarray, k: int) -> float:
+    """Best target among the k configs of lowest pred, over the best target overall, minus 1.
+
+    error_k = min(target[rank_order(pred)[:k]]) / min(target) - 1; 0 when the true best is in the top k.
+    Targets must be positive (normalised runtimes).
+    """
+    pred, target = _as_pair(pred, target)
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if len(target) == 0 or target.min() <= 0:
+        raise ValueError("tile targets must be a non-empty array of positive runtimes")
+    return float(target[rank_order(pred)[:k]].min() / target.min() - 1.0)
+
+
+def tile_score(pred: np.ndarray, target: np.ndarray) -> float:
+    """The competition's tile score of one kernel: 2 - min(target over the 5 lowest preds) / min(target)."""
+    return 1.0 - tile_topk_error(pred, target, TILE_SUBMITTED)
+
+
+def submitted_positions(scores: np.ndarray) -> np.ndarray:
+    """[c] each config's position in the ranking a submission of `scores` holds (rank_order: ties by index)."""
+    order = rank_order(scores)
+    positions = np.empty(len(order), dtype=np.float64)
+    positions[order] = np.arange(len(order))
+    return positions
+
+
+def ranking_tau(scores: np.ndarray, target: np.ndarray) -> float:
+    """Kendall tau of the ranking a submission of `scores` holds against the targets: what the competition
+    scores, so tied scores rank by config index (a constant model gets the tau of index order). nan only when
+    the targets are constant (or fewer than 2): such a graph has nothing to rank."""
+    return kendall_tau(submitted_positions(scores), target)
+
+
+def mean_over_graphs(values: Iterable[float]) -> float:
+    """The package's one NaN policy, in validation and in scoring alike: a collection's score is the mean over
+    the graphs whose metric is defined (a graph whose runtimes are all equal has no Kendall tau); nan when no
+    graph has one, which checkpoint selection treats as the worst score."""
+    values = np.asarray(list(values), dtype=np.float64)
+    defined = values[~np.isnan(values)]
+    return float(defined.mean()) if defined.size else float("nan")
+
+
+def layout_collection_score(graphs: Iterable[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Mean ranking tau over a layout collection's (pred, target) graphs, by the NaN policy of mean_over_graphs."""
+    taus = [ranking_tau(pred, target) for pred, target in graphs]
+    if not taus:
+        raise ValueError("a collection score needs at least one graph")
+    return mean_over_graphs(taus)
+
+
+def tile_collection_score(graphs: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    """Means over a tile collection's (pred, target) kernels: `score` (tile_score) and `top{k}_error`."""
+    rows = [(tile_score(pred, target), *(tile_topk_error(pred, target, k) for k in TILE_TOPK))
+            for pred, target in graphs]
+    if not rows:
+        raise ValueError("a collection score needs at least one graph")
+    means = np.mean(np.asarray(rows, dtype=np.float64), axis=0)
+    return {"score": float(means[0]), **{f"top{k}_error": float(m) for k, m in zip(TILE_TOPK, means[1:])}}
+
+
+def final_score(scores: Mapping[str, float]) -> float:
+    """The leaderboard score: the plain mean of the five collection scores (tile weighs 1/5)."""
+    missing = [c for c in COLLECTIONS if c not in scores]
+    unknown = [c for c in scores if c not in COLLECTIONS]
+    if missing or unknown:
+        raise ValueError(f"final_score needs exactly the collections {list(COLLECTIONS)}; "
+                         f"missing {missing}, unknown {unknown}")
+    return float(np.mean([scores[c] for c in COLLECTIONS]))
+'''
+
+# ---------------------------------------- solution.training.module
+SOURCES['solution.training.module'] = '''\
+"""The LightningModule: standardize features, score configs, train with a ranking loss, score validation."""
+
+from __future__ import annotations
+
+import math
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+
+from ..constants import TILE_CONFIG_DIM
+from ..data.features import Standardizer
+from ..models.baselines import ConfigOnlyRanker
+from ..models.losses import get_loss
+from ..models.rankers import build_model
+from .metrics import (
+    mean_over_graphs,
+    ordered_pair_accuracy,
+    ranking_tau,
+    submitted_positions,
+    tile_score,
+    tile_topk_error,
+)
+from .segments import SegmentTraining
+
+
+VARIANTS = ("graph", "config_only")
+
+
+class ScoreTable:
+    """Per-graph scores gathered from chunks (and averaged over repeated chunkings), indexed by config row."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+    def add(self, batch: dict[str, torch.Tensor], scores: torch.Tensor) -> None:
+        mask = batch["config_mask"].cpu().numpy()  # [G, C]
+        rows, target = batch["config_index"].cpu().numpy(), batch["target"].cpu().numpy()
+        values = scores.detach().float().cpu().numpy()
+        for g, graph_id in enumerate(batch["graph_id"].tolist()):
+            keep = mask[g]
+            self.parts.setdefault(graph_id, []).append((rows[g][keep], values[g][keep], target[g][keep]))
+
+    def graph(self, graph_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(config rows seen, their mean scores, their targets) of one graph, in row order."""
+        rows, values, target = (np.concatenate(x) for x in zip(*self.parts[graph_id]))
+        seen, inverse = np.unique(rows, return_inverse=True)
+        mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
+        targets = np.zeros(len(seen))
+        targets[inverse] = target
+        return seen, mean, targets
+
+    def __iter__(self):
+        return iter(sorted(self.parts))
+
+    def gather(self) -> None:
+        """Merge every process's parts into this table, on every process (nothing to do in one process)."""
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return
+        every: list[dict | None] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(every, self.parts)
+        self.parts = {}
+        for parts in every:
+            for graph_id, pieces in parts.items():
+                self.parts.setdefault(graph_id, []).extend(pieces)
+
+
+def graph_metrics(task: str, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
+    """The collection's metrics for one graph; `score` is the one the competition averages."""
+    if task == "tile":
+        return {"score": tile_score(scores, target), **{f"top{k}_error": tile_topk_error(scores, target, k)
+                                                        for k in (1, 5, 10)}}
+    tau = ranking_tau(scores, target)  # of the ranking the submission would hold, as `solution score` computes it
+    return {"score": tau, "kendall_tau": tau, "opa": ordered_pair_accuracy(submitted_positions(scores), target)}
+
+
+class RankingModule(pl.LightningModule):
+    """Ranks the configs of a graph: lower score = faster. Hyper-parameters come from the YAML configs."""
+
+    def __init__(
+        self,
+        task: str = "layout",
+        node_feat_dim: int = 152,
+        variant: str = "graph",
+        hidden: int = 128,
+        opcode_dim: int = 32,
+        graph_layers: int = 2,
+        config_layers: int = 2,
+        cross_attention: bool = True,
+        heads: int = 4,
+        temperature: float = 0.5,
+        edge_direction: str = "forward",
+        dropout: float = 0.0,
+        encode_once: bool = True,
+        compile: bool = False,
+        segment_sampled: int = 0,
+        segment_keep_stale: float = 0.5,
+        segment_refresh_every: int = 1,
+        segment_halo: int = 0,
+        head_epochs: int = 0,
+        loss: str = "hinge",
+        margin: float = 1.0,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-4,
+        warmup_steps: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if variant not in VARIANTS:
+            raise ValueError(f"variant={variant!r}; expected one of {', '.join(VARIANTS)}")
+        if head_epochs and variant != "graph":
+            raise ValueError(f"head_epochs={head_epochs} needs variant='graph' (a model with a readout head)")
+        self.model = ConfigOnlyRanker(task, hidden) if variant == "config_only" else build_model(
+            task, node_feat_dim, hidden=hidden, opcode_dim=opcode_dim, graph_layers=graph_layers,
+            config_layers=config_layers, cross_attention=cross_attention, heads=heads, temperature=temperature,
+            edge_direction=edge_direction, dropout=dropout, encode_once=encode_once,
+        )
+        self.node_scaler = Standardizer(node_feat_dim)
+        self.config_scaler = Standardizer(TILE_CONFIG_DIM) if task == "tile" else None
+        self.register_buffer("scalers_fitted", torch.tensor(False))
+        self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
+        self.loss_fn = get_loss(loss, **({"margin": margin} if loss == "hinge" else {}))
+        self.val_table = self.last_table = ScoreTable()
+        self.graph_results: dict[int, dict[str, float]] = {}
+        self.predictions = ScoreTable()
+
+    def configure_model(self) -> None:
+        if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
+            self.model.compile(dynamic=True)
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
+            sums = datamodule.feature_sums()
+            self.node_scaler.fit(*sums["node_feat"])
+            if self.config_scaler is not None:
+                self.config_scaler.fit(*sums["config_feat"])
+            self.scalers_fitted.fill_(True)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        batch = dict(batch, node_feat=self.node_scaler(batch["node_feat"]))
+        if self.config_scaler is not None:
+            batch["config_feat"] = self.config_scaler(batch["config_feat"])
+        return self._score(batch).float()  # [G, C]; float32 also under bf16 autocast
+
+    def _score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The model's scores; batches with a graph over the budget (data.segment_nodes) go through segment
+        training."""
+        if "node_segment" not in batch or self.hparams.variant != "graph":
+            return self.model(batch)
+        mode = ("head" if self.head_phase else "train") if self.training else "eval"
+        return self.segments.scores(self.model, batch, mode, self.current_epoch if self._trainer else 0)
+
+    @property
+    def head_phase(self) -> bool:
+        """Whether training is in its last `head_epochs`, which train the readout only."""
+        trainer = self._trainer
+        return bool(self.hparams.head_epochs) and trainer is not None and trainer.max_epochs is not None and \\
+            self.current_epoch >= trainer.max_epochs - self.hparams.head_epochs
+
+    def on_train_epoch_start(self) -> None:
+        if self.hparams.head_epochs:  # the head phase freezes everything but the readout
+            self.model.requires_grad_(not self.head_phase)
+            self.model.readout.requires_grad_(True)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        scores = self(batch)
+        loss = self.loss_fn(scores, batch["target"], batch["config_mask"])
+        self.log("train/loss", loss, prog_bar=True, on_epoch=True, batch_size=batch["graph_id"].numel())
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.val_table.add(batch, self(batch))
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.validation_step(batch, batch_idx)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_table("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_table("test")
+
+    def _log_table(self, prefix: str) -> None:
+        """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
+        `graph_results` (graph id -> metrics) for run records."""
+        self.last_table, self.val_table = self.val_table, ScoreTable()
+        self.last_table.gather()  # each process scored its shard: metrics over the whole set, once
+        self.graph_results = {g: graph_metrics(self.hparams.task, *self.last_table.graph(g)[1:])
+                              for g in self.last_table}
+        per_graph = list(self.graph_results.values())
+        if not per_graph:
+            return
+        for name in per_graph[0]:
+            self.log(f"{prefix}/{name}", mean_over_graphs(m[name] for m in per_graph), prog_bar=name == "score",
+                     sync_dist=True)  # the same value on every process: averaging leaves it unchanged
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        scores = self(batch)
+        self.predictions.add(batch, scores)
+        return scores
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warmup = min(self.hparams.warmup_steps, total - 1)
+
+        def factor(step: int) -> float:  # linear warm-up, then cosine to zero
+            if step < warmup:
+                return (step + 1) / (warmup + 1)
+            return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+'''
+
+# ---------------------------------------- solution.training.segments
+SOURCES['solution.training.segments'] = '''\
+"""Graph segment training: a large layout graph cut into segments, so that training memory is one segment's.
+
+After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
+pruning and config broadcasting. The readout pools every node's state by mean and max, and both decompose
+exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
+A training step computes one segment at a time:
+
+- segments with gradients are checkpointed: their forward keeps no activations, and the backward recomputes
+  them one segment at a time. With `sampled` = 0 every segment gets gradients: the whole graph's gradient
+  (on the segmented graph) for one segment's memory, at the price of a second forward;
+- with `sampled` = k > 0 (GST), k segments per graph get gradients and the others contribute without: a
+  segment with a configurable node (or one within its halo) is computed afresh under no_grad, its states
+  depend on the step's configs; a config-free segment's states are the same for every config and come from a
+  historical table, computed when first needed and again once `refresh_every` epochs old, each table entry
+  dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
+- a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
+- evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
+
+A `halo` of k hops gives each segment the nodes within k edges of it as context (not pooled); with k at least
+the model's total number of message-passing layers the segments reproduce the whole-graph scores exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import reduce
+
+import numpy as np
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from ..constants import PAD
+from ..models.layers import valid_configs
+
+
+@dataclass
+class Segment:
+    """One segment of one graph of a batch, as index tensors into the batch."""
+
+    graph: int  # the graph's row in the batch
+    nodes: torch.Tensor  # [n] batch node ids: the segment and its halo, in node order
+    owned: torch.Tensor  # [n] bool: pooled (False for halo nodes)
+    edge_index: torch.Tensor  # [2, e] edges among `nodes`, re-indexed to 0..n-1
+    slots: torch.Tensor  # [k] the graph's configurable-node slots whose node is in `nodes`
+    config_node: torch.Tensor  # [k] those nodes, re-indexed
+
+    @property
+    def config_free(self) -> bool:
+        return self.slots.numel() == 0
+
+    def batch(self, batch: dict[str, torch.Tensor], configs: int | None = None) -> dict[str, torch.Tensor]:
+        """The segment as a one-graph batch (its first `configs` configs only, when given)."""
+        g, keep = self.graph, slice(None, configs)
+        return {
+            "node_feat": batch["node_feat"][self.nodes], "node_opcode": batch["node_opcode"][self.nodes],
+            "edge_index": self.edge_index, "node_graph": torch.zeros_like(self.nodes),
+            "config_node": self.config_node[None],  # [1, k]
+            "config_feat": batch["config_feat"][g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
+            "config_mask": batch["config_mask"][g:g + 1, keep],  # [1, C]
+        }
+
+
+def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
+    """The segments of a batch from its `node_segment` ids (consecutive within a graph), each grown by `halo`
+    hops of context in both edge directions."""
+    node_segment, edge_index = batch["node_segment"], batch["edge_index"]
+    segments = []
+    for s in range(int(node_segment.max()) + 1):
+        owned = node_segment == s  # [N]
+        if not owned.any():
+            continue
+        member = owned.clone()
+        for _ in range(halo):
+            touched = member[edge_index[0]] | member[edge_index[1]]  # [E]
+            member[edge_index[:, touched].flatten()] = True
+        nodes = member.nonzero().flatten()  # [n]
+        local = torch.full_like(node_segment, PAD)
+        local[nodes] = torch.arange(nodes.numel(), device=nodes.device)
+        edges = edge_index[:, member[edge_index[0]] & member[edge_index[1]]]  # [2, e]
+        graph = int(batch["node_graph"][nodes[0]])
+        config_node = batch["config_node"][graph]  # [K]
+        slots = ((config_node != PAD) & member[config_node.clamp(min=0)]).nonzero().flatten()  # [k]
+        segments.append(Segment(graph, nodes, owned[nodes], local[edges],
+                                slots, local[config_node[slots]]))
+    return segments
+
+
+@dataclass
+class Pool:
+    """Sums, maxima and count of one segment's pooled node states: z (config-aware) and h (the encoder's)."""
+
+    z_sum: torch.Tensor  # [C, d], or [1, d] when the same for every config
+    z_max: torch.Tensor
+    h_sum: torch.Tensor  # [d], or [C, d] under early fusion
+    h_max: torch.Tensor
+    count: int
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, configs: int | None = None,
+           grad: bool = False) -> Pool:
+        """A segment's pool under `model`; with `grad`, checkpointed: its activations are recomputed in the
+        backward pass instead of kept."""
+        def pooled() -> tuple[torch.Tensor, ...]:
+            h, z = model.embed(segment.batch(batch, configs))  # [n, (C,) d], [n, C, d]
+            h, z = h[segment.owned], z[segment.owned]
+            return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
+
+        count = int(segment.owned.sum())
+        if grad and torch.is_grad_enabled():
+            # re-entrant: one autograd node per segment (its forward runs without a graph); the anchor input makes
+            # the outputs require gradients, which then reach the parameters when the backward recomputes
+            anchor = torch.zeros((), requires_grad=True)
+            return cls(*checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count)
+        with torch.no_grad():
+            return cls(*pooled(), count)
+
+    @staticmethod
+    def features(pools: list[Pool], configs: int) -> torch.Tensor:
+        """[C, 4d] mean and max of z, then of h, over the union of the segments: what the whole-graph readout
+        pools, assembled from parts."""
+        count = sum(p.count for p in pools)
+        parts = [sum(p.z_sum for p in pools) / count, reduce(torch.maximum, [p.z_max for p in pools]),
+                 sum(p.h_sum for p in pools) / count, reduce(torch.maximum, [p.h_max for p in pools])]
+        return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
+
+
+class SegmentTraining:
+    """Scores a batch of segmented layout graphs with a LayoutRanker, keeping the historical table of
+    config-free segments between steps."""
+
+    MODES = ("train", "head", "eval")
+
+    def __init__(self, sampled: int = 0, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
+        if sampled < 0:
+            raise ValueError(f"segment_sampled={sampled}; expected a number of segments per graph, or 0 for all")
+        if not 0.0 < keep_stale <= 1.0:
+            raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
+        if refresh_every < 1 or halo < 0:
+            raise ValueError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
+        self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
+        self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)
+
+    def scores(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], mode: str, epoch: int = 0
+               ) -> torch.Tensor:
+        """[G, C] scores; `mode` train (sampled segments with gradients, the table for the other config-free ones),
+        head (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
+        if mode not in self.MODES:
+            raise ValueError(f"mode={mode!r}; expected one of {', '.join(self.MODES)}")
+        mask = batch["config_mask"]
+        graphs, configs = mask.shape
+        segments = split(batch, self.halo)
+        pools: list[list[Pool]] = [[] for _ in range(graphs)]
+        for g in range(graphs):
+            mine = [s for s in segments if s.graph == g]
+            count = len(mine) if self.sampled == 0 else min(self.sampled, len(mine))
+            chosen = set(random.sample(range(len(mine)), count)) if mode == "train" else ()
+            graph_id = int(batch["graph_id"][g])
+            for i, segment in enumerate(mine):  # the table's key: (graph id, i)
+                if i in chosen:
+                    pools[g].append(Pool.of(model, batch, segment, grad=True))
+                    if segment.config_free and self.sampled:
+                        self._store((graph_id, i), epoch, pools[g][-1])
+                elif mode == "train" and segment.config_free:
+                    pool = self._historical(model, batch, segment, (graph_id, i), epoch)
+                    if random.random() < self.keep_stale:
+                        pools[g].append(pool)
+                else:
+                    pools[g].append(Pool.of(model, batch, segment))
+        features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
+        return model.readout(features, valid_configs(batch))  # [G, C]
+
+    def _historical(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment,
+                    key: tuple[int, int], epoch: int) -> Pool:
+        stored = self.table.get(key)
+        if stored is None or epoch - stored[0] >= self.refresh_every:  # one config: the states are the same for all
+            stored = self._store(key, epoch, Pool.of(model, batch, segment, configs=1))
+        return stored[1]
+
+    def _store(self, key: tuple[int, int], epoch: int, pool: Pool) -> tuple[int, Pool]:
+        first = slice(None, 1)  # the rows are the same for every config: keep one
+        self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
+                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count))
+        return self.table[key]
+'''
+
+
+sys.meta_path.insert(0, Bundle(SOURCES, PACKAGES))
 alias_lightning(LIGHTNING_MODULES)
 
 if __name__ == "__main__":
-    from solution.kernel import run
+    from solution.tools.kernel import run
 
     sys.exit(run(SETTINGS))

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from solution import compare
 from solution.atomic import atomic_write
-from solution.cli import lightning_main
 from solution.constants import COLLECTIONS
-from solution.submission import collection_file_stem
-from solution.synth import generate
-from solution.tracking import SUMMARY, run_folder
+from solution.data.synth import generate
+from solution.submission.files import collection_file_stem
+from solution.tools import compare
+from solution.tools.cli import lightning_main
+from solution.tools.tracking import SUMMARY, run_folder
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

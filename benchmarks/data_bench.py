@@ -20,14 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from solution.atomic import atomic_write
-from solution.cache import ArrayCache
-from solution.configs import pack
 from solution.constants import COLLECTIONS
-from solution.data import Collate, GraphSet, TrainSet
-from solution.preprocess import Preprocessing, load_graph
-from solution.pruning import STRATEGIES, keep_nodes, output_node
-from solution.reader import list_files, read_graph
-from solution.synth import generate
+from solution.data.datamodule import Collate, GraphSet, TrainSet
+from solution.data.packing import pack
+from solution.data.preprocess import Preprocessing, load_graph, record_cache
+from solution.data.pruning import STRATEGIES, keep_nodes, output_node
+from solution.data.reader import list_files, read_graph
+from solution.data.synth import generate
 
 
 def rss_mib() -> tuple[float, float]:
@@ -72,11 +71,11 @@ def read_speed(root: Path, collection: str, cache_dir: Path) -> list[str]:
     settings = Preprocessing()
     start = time.perf_counter()
     for path in files:
-        load_graph(path, path.parent.name, settings, ArrayCache(cache_dir))
+        load_graph(path, path.parent.name, settings, record_cache(cache_dir))
     cold = len(files) / (time.perf_counter() - start)
     start = time.perf_counter()
     for path in files:
-        g = load_graph(path, path.parent.name, settings, ArrayCache(cache_dir))  # new instance: checksums verified
+        g = load_graph(path, path.parent.name, settings, record_cache(cache_dir))  # new instance: checksums verified
         np.asarray(g.node_feat).sum()
     warm = len(files) / (time.perf_counter() - start)
     return [f"- {collection}: {len(files)} files, cold {cold:.2f} files/s, cached {warm:.2f} files/s -> "
@@ -86,7 +85,7 @@ def read_speed(root: Path, collection: str, cache_dir: Path) -> list[str]:
 def epoch_memory(root: str, collection: str, cache_dir: str, loads: int = 200) -> dict:
     """Draw `loads` training samples (about an nlp collection's 200 graphs; the collection's graphs repeat
     when it has fewer) with a warm cache, and record RSS after each."""
-    graphs = GraphSet(list_files(root, collection, "train"), "train", Preprocessing(), ArrayCache(cache_dir))
+    graphs = GraphSet(list_files(root, collection, "train"), "train", Preprocessing(), record_cache(cache_dir))
     train, collate = TrainSet(graphs, 128, "uniform"), Collate("layout")
     trace = []
     for step in range(loads):

@@ -25,10 +25,10 @@ import numpy as np
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.demo import predict, train
-from solution.ensemble import SUFFIX, ensemble
-from solution.submission import collection_file_stem, read_answers, score
-from solution.synth import generate
+from solution.data.synth import generate
+from solution.submission.ensemble import SUFFIX, ensemble
+from solution.submission.files import collection_file_stem, read_answers, score
+from solution.tools.demo import predict, train
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -33,9 +33,10 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from solution.cli import lightning_main
-from solution.segments import SegmentTraining, partition
-from solution.synth import generate
+from solution.data.partition import partition
+from solution.data.synth import generate
+from solution.tools.cli import lightning_main
+from solution.training.segments import SegmentTraining
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # speed.py beside this file: its graphs and probes
 from speed import HIDDEN, PeakMemory, in_child, layout_batch, machine, model, timed, write_report  # noqa: E402

@@ -31,9 +31,10 @@ import torch
 
 from solution.atomic import atomic_write
 from solution.constants import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
-from solution.model import build_model
-from solution import pruning, scatter
-from solution.scatter import use_backend
+from solution.data import pruning
+from solution.models import scatter
+from solution.models.rankers import build_model
+from solution.models.scatter import use_backend
 
 HIDDEN = 128
 FEATURES = NODE_FEAT_DIM

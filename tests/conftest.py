@@ -22,6 +22,6 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny synthetic dataset in the Kaggle layout (read-only by convention: copy it before changing it)."""
-    from solution.synth import generate
+    from solution.data.synth import generate
 
     return generate(tmp_path_factory.mktemp("tiny"), size="tiny", seed=0)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from npz_factory import layout_arrays, make_tree, split_file, tile_arrays
 
-import solution.preprocess as preprocess
-from solution.cache import META, ArrayCache
-from solution.configs import pack
-from solution.preprocess import Preprocessing, load_graph
+import solution.data.preprocess as preprocess
+from solution.data.cache import META, ArrayCache, code_digest
+from solution.data.packing import pack
+from solution.data.preprocess import RECORD_CODE, Preprocessing, load_graph, record_cache
 
 SETTINGS = {"prune": "k_hop", "hops": 1}
 
@@ -161,7 +161,7 @@ CORRUPTIONS = {
     "meta_null": lambda e: (e / META).write_text("null"),
     "meta_string": lambda e: (e / META).write_text('"meta"'),
     "meta_no_arrays": lambda e: (e / META).write_text('{"version": 1}'),
-    "meta_old_version": lambda e: _edit_meta(e, version=0),
+    "meta_other_code": lambda e: _edit_meta(e, code="0"),
     "meta_bad_check": lambda e: _edit_meta(e, arrays={"node_feat": 5}),
     "meta_arrays_list": lambda e: _edit_meta(e, arrays=[]),
     "meta_wrong_dtype": lambda e: _edit_meta(e, dtype="<f8"),
@@ -169,10 +169,10 @@ CORRUPTIONS = {
 }
 
 
-def _edit_meta(entry: Path, version=None, arrays=None, dtype=None, shape=None) -> None:
+def _edit_meta(entry: Path, code=None, arrays=None, dtype=None, shape=None) -> None:
     info = json.loads((entry / META).read_text())
-    if version is not None:
-        info["version"] = version
+    if code is not None:
+        info["code"] = code
     if arrays is not None:
         info["arrays"] = arrays
     if dtype is not None:
@@ -324,3 +324,23 @@ def test_load_graph_never_writes_to_the_data_folder(data_root, tmp_path):
             load_graph(path, split, settings, None)
     assert snapshot(data_root) == before
     assert any((tmp_path / "cache").iterdir())
+
+
+def test_code_digest_follows_the_source_of_the_modules(tmp_path, monkeypatch):
+    module = tmp_path / "record_code_probe.py"
+    module.write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = code_digest(["record_code_probe"])
+    assert code_digest(["record_code_probe"]) == before
+    module.write_text("SCALE = 2\n")
+    assert code_digest(["record_code_probe"]) != before
+
+
+def test_entries_of_other_code_are_not_served(source, folder):
+    build = Builder()
+    ArrayCache(folder, code="a").load(source, SETTINGS, build)
+    ArrayCache(folder, code="a").load(source, SETTINGS, build)
+    assert build.calls == 1
+    ArrayCache(folder, code="b").load(source, SETTINGS, build)  # the preprocessing code changed
+    assert build.calls == 2
+    assert record_cache(folder).code == code_digest(RECORD_CODE) != ""

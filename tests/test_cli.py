@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solution.cli import lightning_main, main
 from solution.constants import COLLECTIONS
-from solution.ensemble import read_run
-from solution.submission import check, collection_file_stem, read_answers, score
+from solution.submission.ensemble import read_run
+from solution.submission.files import check, collection_file_stem, read_answers, score
+from solution.tools.cli import lightning_main, main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 QUICK = ["--trainer.max_epochs", "2", "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar",

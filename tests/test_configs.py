@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from solution.configs import dedup, pack, unpack
+from solution.data.packing import dedup, pack, unpack
 
 
 def random_configs(c: int, nc: int, seed: int = 0) -> np.ndarray:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from test_kernel import run_kernel
 
-from solution.cli import lightning_main, main
 from solution.constants import COLLECTIONS
-from solution.reader import DataError, list_files, read_graph
-from solution.submission import check
+from solution.data.reader import DataError, list_files, read_graph
+from solution.submission.files import check
+from solution.tools.cli import lightning_main, main
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO.parent / "shared" / "fixtures" / "npz"

@@ -6,11 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from solution.configs import unpack
 from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
-from solution.data import (ChunkSet, Collate, TpuGraphsDataModule, assign_folds, layout_configs, model_group,
-                           sample_rows)
-from solution.reader import read_graph
+from solution.data.datamodule import (
+    ChunkSet,
+    Collate,
+    TpuGraphsDataModule,
+    assign_folds,
+    layout_configs,
+    model_group,
+    sample_rows,
+)
+from solution.data.packing import unpack
+from solution.data.reader import read_graph
 
 
 @pytest.fixture(scope="module", params=COLLECTIONS)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from solution.cli import lightning_main
 from solution.constants import COLLECTIONS
-from solution.ensemble import EnsembleError, ensemble, file_record, main, read_run, write_run
-from solution.reader import list_files
-from solution.submission import check, collection_file_stem, expected_test_files
+from solution.data.reader import list_files
+from solution.submission.ensemble import EnsembleError, ensemble, file_record, main, read_run, write_run
+from solution.submission.files import check, collection_file_stem, expected_test_files
+from solution.tools.cli import lightning_main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from solution.features import (
+from solution.data.features import (
     Standardizer,
     layout_with_sentinel,
     node_features,

@@ -20,8 +20,8 @@ import pytest
 from npz_factory import layout_arrays, tile_arrays, write_npz
 
 from solution.constants import COLLECTIONS
-from solution.reader import ConfigNodeWarning, DataError, ExtraKeyWarning, list_files, read_graph
-from solution.submission import SubmissionError, check, collection_of, expected_test_files, read_answers, score
+from solution.data.reader import ConfigNodeWarning, DataError, ExtraKeyWarning, list_files, read_graph
+from solution.submission.files import SubmissionError, check, collection_of, expected_test_files, read_answers, score
 
 SEED = 20231115
 ROUNDS = 5  # draws of each npz mutation kind per base file (8 bases)
@@ -54,7 +54,7 @@ class Base:
     name: str
     split: str
     arrays: dict[str, np.ndarray]
-    raw: bytes | None = None  # the file as another writer (solution.synth) wrote it
+    raw: bytes | None = None  # the file as another writer (solution.data.synth) wrote it
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Mutant:
 
 
 def npz_bases(root: Path) -> list[Base]:
-    """Small valid files: the test factory's arrays (real and README dtypes) and four solution.synth files."""
+    """Small valid files: the test factory's arrays (real and README dtypes) and four solution.data.synth files."""
     bases = [
         Base("factory layout", "train", layout_arrays(n=16, c=6, nc=3)),
         Base("factory layout int32", "valid", layout_arrays(n=14, c=5, nc=4, dtypes="readme", split="valid", seed=1)),

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from solution import bundle, kernel
-from solution.cli import lightning_main, main
 from solution.constants import COLLECTIONS
-from solution.submission import check, collection_file_stem, read_answers, score
+from solution.submission.files import check, collection_file_stem, read_answers, score
+from solution.tools import bundle, kernel
+from solution.tools.cli import lightning_main, main
 
 REPO = Path(__file__).resolve().parent.parent
 KERNEL = REPO / bundle.KERNEL_FILE
@@ -53,8 +53,9 @@ def test_kernel_embeds_the_job_and_no_command_line_modules():
     tree = ast.parse(KERNEL.read_text(encoding="utf-8"))
     assigned = {node.targets[0].slice.value for node in tree.body if isinstance(node, ast.Assign)
                 and isinstance(node.targets[0], ast.Subscript) and node.targets[0].value.id == "SOURCES"}
-    assert {"solution", "solution.kernel", "solution.model", "solution.data", "solution.submission"} <= assigned
-    assert not assigned & {"solution.cli", "solution.bundle", "solution.synth", "solution.demo"}
+    assert {"solution", "solution.tools.kernel", "solution.models.rankers", "solution.data.datamodule",
+            "solution.submission.files", "solution.data", "solution.models"} <= assigned
+    assert not assigned & {"solution.tools.cli", "solution.tools.bundle", "solution.data.synth", "solution.tools.demo"}
     docstring = ast.get_docstring(tree)
     for variable in ("SOLUTION_DATA_ROOT", "SOLUTION_OUTPUT_DIR", "SOLUTION_TIME_BUDGET", "SOLUTION_CHECKPOINTS"):
         assert variable in docstring

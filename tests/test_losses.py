@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from solution.losses import LOSSES, get_loss, listmle, mse, pairwise_hinge, pairwise_logistic
+from solution.models.losses import LOSSES, get_loss, listmle, mse, pairwise_hinge, pairwise_logistic
 
 NAMES = sorted(LOSSES)
 RANKING = ("hinge", "logistic", "listmle")

@@ -9,17 +9,22 @@ import pytest
 from scipy import stats
 
 from solution.constants import COLLECTIONS
-from solution.metrics import (
+from solution.submission.files import score, write_collection
+from solution.training.metrics import (
     final_score,
     kendall_tau,
     layout_collection_score,
+    mean_over_graphs,
     ordered_pair_accuracy,
     pair_counts,
     rank_order,
+    ranking_tau,
+    submitted_positions,
     tile_collection_score,
     tile_score,
     tile_topk_error,
 )
+from solution.training.module import graph_metrics
 
 
 def _sample(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -162,6 +167,25 @@ def test_collection_scores_are_means() -> None:
         layout_collection_score([])
 
 
+def test_ranking_tau_scores_the_submitted_ranking() -> None:
+    target = np.array([3.0, 1.0, 2.0, 5.0, 4.0])
+    scores = np.array([0.2, 0.1, 0.2, 0.9, 0.2])  # ties rank by config index, as in the CSV
+    positions = submitted_positions(scores)
+    assert positions.tolist() == [1, 0, 2, 4, 3]
+    assert ranking_tau(scores, target) == pytest.approx(stats.kendalltau(positions, target).statistic)
+    assert ranking_tau(TILE_PRED, TILE_TARGET) == pytest.approx(kendall_tau(TILE_PRED, TILE_TARGET))  # no ties
+    constant = np.zeros(5)  # a degenerate model: the index order, a finite tau, as `solution score` gives it
+    assert ranking_tau(constant, target) == pytest.approx(stats.kendalltau(np.arange(5), target).statistic)
+    assert np.isnan(ranking_tau(scores, np.ones(5)))  # nothing to rank
+
+
+def test_one_nan_policy_means_over_defined_graphs() -> None:
+    assert mean_over_graphs([0.5, float("nan"), 0.1]) == pytest.approx(0.3)
+    assert np.isnan(mean_over_graphs([float("nan")]))
+    x = np.arange(6.0)
+    assert layout_collection_score([(x, x), (x, np.ones(6))]) == pytest.approx(1.0)
+
+
 def test_final_score_is_plain_mean_of_all_five() -> None:
     scores = dict(zip(COLLECTIONS, [0.9, 0.7, 0.4, 0.95, 0.55]))
     assert final_score(scores) == pytest.approx(3.5 / 5)
@@ -169,3 +193,13 @@ def test_final_score_is_plain_mean_of_all_five() -> None:
         final_score({c: s for c, s in scores.items() if c != "layout:nlp:default"})
     with pytest.raises(ValueError, match="layout:nlp:extra"):
         final_score({**scores, "layout:nlp:extra": 1.0})
+
+
+def test_validation_and_scoring_agree_on_a_degenerate_model(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    targets = {"g0": rng.random(40), "g1": rng.random(30), "flat": np.ones(20)}  # flat: nothing to rank
+    scores = {stem: np.zeros(len(t)) for stem, t in targets.items()}  # a constant model
+    csv = write_collection(tmp_path / "layout.csv", "layout:xla:random", scores)
+    scored = score(csv, {f"layout:xla:random:{stem}": t for stem, t in targets.items()})["layout:xla:random"]
+    validated = mean_over_graphs(graph_metrics("layout", scores[s], targets[s])["score"] for s in targets)
+    assert np.isfinite(validated) and scored["score"] == pytest.approx(validated)

@@ -7,9 +7,10 @@ import os
 import pytest
 import torch
 
-from solution import scatter
 from solution.constants import CONFIGURABLE_OPCODES, LAYOUT_CONFIG_DIM, NUM_OPCODES, PAD, TILE_CONFIG_DIM
-from solution.model import SAGEBlock, TileRanker, build_model
+from solution.models import scatter
+from solution.models.layers import SAGEBlock
+from solution.models.rankers import TileRanker, build_model
 
 FEAT = 6
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)

@@ -7,7 +7,7 @@ from collections import deque
 import numpy as np
 import pytest
 
-from solution.pruning import csr, keep_nodes, output_node, prune, reachable
+from solution.data.pruning import csr, keep_nodes, output_node, prune, reachable
 
 SEEDS = range(12)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from npz_factory import collection_dir, layout_arrays, make_tree, split_file, tile_arrays, write_npz
 
-from solution.reader import (
+from solution.data.reader import (
     ConfigNodeWarning,
     DataError,
     ExtraKeyWarning,

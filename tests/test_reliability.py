@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from solution.atomic import atomic_write
-from solution.cache import ArrayCache
-from solution.cli import lightning_main
-from solution.data import ShardSampler
-from solution.reader import DataError
-from solution.tracking import SUMMARY
+from solution.data.cache import ArrayCache
+from solution.data.datamodule import ShardSampler
+from solution.data.reader import DataError
+from solution.tools.cli import lightning_main
+from solution.tools.tracking import SUMMARY
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 LAYOUT = ["--config", str(CONFIGS / "layout_xla_default.yaml"), "--config", str(CONFIGS / "demo.yaml")]
@@ -168,7 +168,7 @@ def test_evaluation_shards_hold_every_item_exactly_once():
 
 DRIVER = """
 import json, sys
-from solution.cli import lightning_main
+from solution.tools.cli import lightning_main
 cli = lightning_main(sys.argv[2:])
 if cli.trainer.is_global_zero:
     json.dump({k: float(v) for k, v in cli.trainer.callback_metrics.items()}, open(sys.argv[1], "w"))
@@ -215,7 +215,7 @@ def test_bf16_and_compile_settings_train(tiny_root, tmp_path, setting):
 def test_a_crash_while_saving_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):
     import torch
 
-    from solution.callbacks import AtomicCheckpointIO
+    from solution.training.callbacks import AtomicCheckpointIO
 
     io, path = AtomicCheckpointIO(), tmp_path / "last.ckpt"
     io.save_checkpoint({"epoch": 1}, path)

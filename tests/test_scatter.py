@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from solution import scatter
+from solution.models import scatter
 
 REDUCTIONS = {"sum": scatter.scatter_sum, "mean": scatter.scatter_mean, "max": scatter.scatter_max}
 
@@ -98,6 +98,6 @@ def test_index_must_match_dim() -> None:
 
 def test_environment_forces_fallback() -> None:
     env = dict(os.environ, SOLUTION_SCATTER="torch")
-    code = "from solution import scatter; print(scatter.BACKEND)"
+    code = "from solution.models import scatter; print(scatter.BACKEND)"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "torch"

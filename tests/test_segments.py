@@ -8,10 +8,11 @@ import torch
 from npz_factory import layout_arrays
 from test_model import collate, make_model, random_graph
 
-from solution.data import Collate, TpuGraphsDataModule
-from solution.preprocess import Preprocessing, build_record, pruned_bounds
-from solution.reader import RawGraph
-from solution.segments import SegmentTraining, partition, split
+from solution.data.datamodule import Collate, TpuGraphsDataModule
+from solution.data.partition import partition
+from solution.data.preprocess import Preprocessing, build_record, pruned_bounds
+from solution.data.reader import RawGraph
+from solution.training.segments import SegmentTraining, split
 
 LAYERS = 4  # graph_layers + config_layers of the default LayoutRanker
 
@@ -204,7 +205,7 @@ def test_collate_numbers_segments_across_the_batch(tiny_root):
 def test_the_head_phase_trains_the_readout_only(tiny_root):
     import lightning.pytorch as pl
 
-    from solution.module import RankingModule
+    from solution.training.module import RankingModule
 
     class Watch(pl.Callback):
         def on_train_epoch_start(self, trainer, module):

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, rankdata
 
-from solution import submission
 from solution.constants import COLLECTIONS
-from solution.reader import list_files, read_graph, submission_id
-from solution.submission import (
+from solution.data.reader import list_files, read_graph, submission_id
+from solution.data.synth import generate
+from solution.submission import files as submission
+from solution.submission.files import (
     SubmissionError,
     answers_from_split,
     check,
@@ -26,7 +27,6 @@ from solution.submission import (
     score_main,
     write_collection,
 )
-from solution.synth import generate
 
 
 @pytest.fixture(scope="module")

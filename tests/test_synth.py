@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solution import synth
 from solution.constants import (
     COLLECTIONS,
     CONFIGURABLE_OPCODES,
@@ -23,8 +22,9 @@ from solution.constants import (
     SPLITS,
     TILE_CONFIG_DIM,
 )
-from solution.reader import list_files, read_graph
-from solution.synth import Op
+from solution.data import synth
+from solution.data.reader import list_files, read_graph
+from solution.data.synth import Op
 
 LAYOUT_DTYPES = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64,
                  "node_config_feat": np.float32, "node_config_ids": np.int64, "node_splits": np.int64,

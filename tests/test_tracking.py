@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from solution import compare, sweep, tracking
-from solution.cli import lightning_main, main
+from solution.tools import compare, sweep, tracking
+from solution.tools.cli import lightning_main, main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 PNG = b"\x89PNG"

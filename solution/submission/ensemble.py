@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_write
-from .cache import ArrayCache, file_digest
-from .constants import COLLECTIONS
-from .reader import DataError
-from .submission import SubmissionError, collection_file_stem, merge, write_collection
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
+from ..data.cache import ArrayCache, file_digest
+from ..data.reader import DataError
+from .files import SubmissionError, collection_file_stem, merge, write_collection
 
 META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
 FORMAT_VERSION = 1

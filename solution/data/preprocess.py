@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cache import ArrayCache
-from .configs import DEDUP_MODES, dedup, pack
+from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features, tile_config_features
+from .packing import DEDUP_MODES, dedup, pack
 from .pruning import STRATEGIES, output_node, prune
 from .reader import RawGraph, read_graph
 
@@ -91,6 +91,16 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "configs_raw": raw.num_configs, "configs": len(rows),
     }
     return arrays, meta
+
+
+# the modules whose code shapes a cached record: a change to any of them makes new cache entries
+RECORD_CODE = [__name__, "solution.constants", "solution.data.reader", "solution.data.pruning",
+               "solution.data.features", "solution.data.packing"]
+
+
+def record_cache(folder: str | Path | None = None) -> ArrayCache:
+    """The cache of preprocessed records, keyed by the code that builds them as well as the file and settings."""
+    return ArrayCache(folder, code_digest(RECORD_CODE))
 
 
 def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCache | None) -> Graph:

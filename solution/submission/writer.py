@@ -1,5 +1,4 @@
-"""Trainer callbacks and plugins: the submission writer, a learning-rate monitor that tolerates no logger, and
-atomic checkpoint writes."""
+"""The predict callback that writes a collection's submission CSV and raw scores."""
 
 from __future__ import annotations
 
@@ -7,13 +6,9 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
-import torch
-from lightning.pytorch.callbacks import LearningRateMonitor
-from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from .atomic import atomic_write
+from ..training.module import ScoreTable
 from .ensemble import file_record, write_run
-from .module import ScoreTable
 
 
 class SubmissionWriter(pl.Callback):
@@ -40,29 +35,3 @@ class SubmissionWriter(pl.Callback):
             scores[path.stem] = mean
             files[path.stem] = file_record(path, len(rows), graphs.cache)
         write_run(self.out_dir, datamodule.hparams.collection, datamodule.hparams.predict_split, scores, files)
-
-
-class LRMonitor(LearningRateMonitor):
-    """Logs the learning rate when a logger is set; silently does nothing with `--trainer.logger false`."""
-
-    def on_train_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_start(trainer, *args, **kwargs)
-
-    def on_train_batch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_batch_start(trainer, *args, **kwargs)
-
-    def on_train_epoch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_epoch_start(trainer, *args, **kwargs)
-
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
-    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
-
-    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
-        with atomic_write(path, "wb") as handle:
-            torch.save(checkpoint, handle)

@@ -10,13 +10,14 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
-from .callbacks import LRMonitor, SubmissionWriter
-from .data import TpuGraphsDataModule
-from .module import RankingModule
+from ..data.datamodule import TpuGraphsDataModule
+from ..submission.writer import SubmissionWriter
+from ..training.callbacks import LRMonitor
+from ..training.module import RankingModule
 from .tracking import RunRecorder, describe, unfinished_run
 
 DEFAULT_RUNS = "runs"
-RUN_LOGGER = "solution.tracking.RunLogger"
+RUN_LOGGER = "solution.tools.tracking.RunLogger"
 
 
 class CLI(LightningCLI):
@@ -76,23 +77,23 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
             "logger": {"class_path": RUN_LOGGER, "init_args": {"save_dir": DEFAULT_RUNS}},
-            "plugins": [{"class_path": "solution.callbacks.AtomicCheckpointIO"}],
+            "plugins": [{"class_path": "solution.training.callbacks.AtomicCheckpointIO"}],
         },
     )
 
 
 # the package's own sub-commands: module and function, imported only when used
 COMMANDS = {
-    "synth": ("synth", "main"),
-    "inspect": ("inspection", "main"),
-    "submit": ("submission", "submit_main"),
-    "check-submission": ("submission", "check_main"),
-    "score": ("submission", "score_main"),
-    "demo": ("demo", "main"),
-    "kernel": ("bundle", "main"),
-    "compare": ("compare", "main"),
-    "sweep": ("sweep", "main"),
-    "ensemble": ("ensemble", "main"),
+    "synth": ("data.synth", "main"),
+    "inspect": ("data.inspection", "main"),
+    "submit": ("submission.files", "submit_main"),
+    "check-submission": ("submission.files", "check_main"),
+    "score": ("submission.files", "score_main"),
+    "demo": ("tools.demo", "main"),
+    "kernel": ("tools.bundle", "main"),
+    "compare": ("tools.compare", "main"),
+    "sweep": ("tools.sweep", "main"),
+    "ensemble": ("submission.ensemble", "main"),
 }
 
 

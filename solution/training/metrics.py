@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .constants import COLLECTIONS
+from ..constants import COLLECTIONS
 
 TILE_TOPK = (1, 5, 10)
 TILE_SUBMITTED = 5  # configs submitted per tile kernel
@@ -159,12 +159,36 @@ def tile_score(pred: np.ndarray, target: np.ndarray) -> float:
     return 1.0 - tile_topk_error(pred, target, TILE_SUBMITTED)
 
 
+def submitted_positions(scores: np.ndarray) -> np.ndarray:
+    """[c] each config's position in the ranking a submission of `scores` holds (rank_order: ties by index)."""
+    order = rank_order(scores)
+    positions = np.empty(len(order), dtype=np.float64)
+    positions[order] = np.arange(len(order))
+    return positions
+
+
+def ranking_tau(scores: np.ndarray, target: np.ndarray) -> float:
+    """Kendall tau of the ranking a submission of `scores` holds against the targets: what the competition
+    scores, so tied scores rank by config index (a constant model gets the tau of index order). nan only when
+    the targets are constant (or fewer than 2): such a graph has nothing to rank."""
+    return kendall_tau(submitted_positions(scores), target)
+
+
+def mean_over_graphs(values: Iterable[float]) -> float:
+    """The package's one NaN policy, in validation and in scoring alike: a collection's score is the mean over
+    the graphs whose metric is defined (a graph whose runtimes are all equal has no Kendall tau); nan when no
+    graph has one, which checkpoint selection treats as the worst score."""
+    values = np.asarray(list(values), dtype=np.float64)
+    defined = values[~np.isnan(values)]
+    return float(defined.mean()) if defined.size else float("nan")
+
+
 def layout_collection_score(graphs: Iterable[tuple[np.ndarray, np.ndarray]]) -> float:
-    """Mean Kendall tau over a layout collection's (pred, target) graphs (nan propagates: it means a bug)."""
-    taus = [kendall_tau(pred, target) for pred, target in graphs]
+    """Mean ranking tau over a layout collection's (pred, target) graphs, by the NaN policy of mean_over_graphs."""
+    taus = [ranking_tau(pred, target) for pred, target in graphs]
     if not taus:
         raise ValueError("a collection score needs at least one graph")
-    return float(np.mean(taus))
+    return mean_over_graphs(taus)
 
 
 def tile_collection_score(graphs: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_write
-from .constants import COLLECTIONS
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
 from .tracking import SUMMARY, setting_label, settings_digest
 
 

@@ -52,8 +52,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .atomic import atomic_write
-from .constants import (
+from ..atomic import atomic_write
+from ..constants import (
     COLLECTIONS,
     CONVOLUTION,
     DOT,

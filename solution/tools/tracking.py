@@ -20,7 +20,7 @@ import torch
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
-from .atomic import atomic_write
+from ..atomic import atomic_write
 
 MODES = ("online", "offline", "disabled")
 SUMMARY = "summary.json"

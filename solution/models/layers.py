@@ -1,4 +1,4 @@
-"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly."""
+"""Building blocks of the rankers: SAGE message passing, cross-config attention, the graph encoder, pooling, readout."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, NUM_OPCODES, PAD, TILE_CONFIG_DIM
+from ..constants import NUM_OPCODES
 from .scatter import scatter_max, scatter_mean
 
 # Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
@@ -124,107 +124,3 @@ class Readout(nn.Module):
         if self.attention is not None:
             x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
         return self.head(self.norm(x)).squeeze(-1)  # [G, C]
-
-
-class LayoutRanker(nn.Module):
-    """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
-    (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
-    on [N, C, d]; a per-graph pool and a readout score each config."""
-
-    def __init__(
-        self,
-        node_feat_dim: int,
-        hidden: int = 128,
-        opcode_dim: int = 32,
-        graph_layers: int = 2,
-        config_layers: int = 2,
-        cross_attention: bool = True,
-        heads: int = 4,
-        temperature: float = 0.5,
-        edge_direction: str = "forward",
-        dropout: float = 0.0,
-        encode_once: bool = True,
-    ) -> None:
-        super().__init__()
-        self.encode_once = encode_once  # False recomputes the encoder per config (early fusion, benchmarks)
-        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_embed = mlp(LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS, hidden, dropout)
-        self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
-        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
-        self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \
-            if cross_attention else None
-        self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
-
-    def broadcast(self, h: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
-        config_node, config_feat = batch["config_node"], batch["config_feat"]
-        graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
-        nodes = config_node[graph, slot]  # [M]
-        values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
-        onehot = F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(h.dtype)  # [M, C, 126]
-        configured = per_config(h.index_select(0, nodes)) + self.config_embed(onehot)  # [M, C, d]
-        shape = (h.size(0), config_feat.size(1), h.size(-1))
-        return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
-
-    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
-        mask = valid_configs(batch)  # [G, C]
-        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
-        z = self.broadcast(h, batch)  # [N, C, d]
-        node_mask = mask[batch["node_graph"]]  # [N, C]
-        for i, block in enumerate(self.blocks):
-            z = block(z, batch["edge_index"])
-            if self.cross is not None:
-                z = self.cross[i](z, node_mask)
-        return h, z
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
-        h, z = self.embed(batch)
-        graph_part = per_config(pool(h, batch["node_graph"], graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, batch["node_graph"], graphs), graph_part], -1), mask)  # [G, C]
-
-
-class TileRanker(nn.Module):
-    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
-    a readout compares the configs of a kernel."""
-
-    def __init__(
-        self,
-        node_feat_dim: int,
-        config_dim: int = TILE_CONFIG_DIM,
-        hidden: int = 128,
-        opcode_dim: int = 32,
-        graph_layers: int = 2,
-        cross_attention: bool = True,
-        heads: int = 4,
-        edge_direction: str = "forward",
-        dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_mlp = mlp(config_dim, hidden, dropout)
-        self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
-        kernel = pool(self.encoder(batch), batch["node_graph"], graphs)  # [G, 2d]
-        config = self.config_mlp(batch["config_feat"])  # [G, C, d]
-        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
-        return self.readout(joined, mask)  # [G, C]
-
-
-# settings of the per-node config blocks, which the tile model does not have
-LAYOUT_ONLY = ("config_layers", "temperature", "encode_once")
-
-
-def build_model(task: str, node_feat_dim: int, **hparams) -> nn.Module:
-    """The ranker of a task ("layout" or "tile"). One settings list serves both: the LAYOUT_ONLY settings
-    are dropped for tile."""
-    if task == "layout":
-        return LayoutRanker(node_feat_dim, **hparams)
-    if task == "tile":
-        return TileRanker(node_feat_dim, **{k: v for k, v in hparams.items() if k not in LAYOUT_ONLY})
-    raise ValueError(f"task={task!r}; expected 'layout' or 'tile'")

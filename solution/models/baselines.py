@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, TILE_CONFIG_DIM
+from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, TILE_CONFIG_DIM
 
 
 class ConfigOnlyRanker(nn.Module):

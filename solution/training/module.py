@@ -8,12 +8,19 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from .baselines import ConfigOnlyRanker
-from .constants import TILE_CONFIG_DIM
-from .features import Standardizer
-from .losses import get_loss
-from .metrics import kendall_tau, ordered_pair_accuracy, tile_score, tile_topk_error
-from .model import build_model
+from ..constants import TILE_CONFIG_DIM
+from ..data.features import Standardizer
+from ..models.baselines import ConfigOnlyRanker
+from ..models.losses import get_loss
+from ..models.rankers import build_model
+from .metrics import (
+    mean_over_graphs,
+    ordered_pair_accuracy,
+    ranking_tau,
+    submitted_positions,
+    tile_score,
+    tile_topk_error,
+)
 from .segments import SegmentTraining
 
 
@@ -63,8 +70,8 @@ def graph_metrics(task: str, scores: np.ndarray, target: np.ndarray) -> dict[str
     if task == "tile":
         return {"score": tile_score(scores, target), **{f"top{k}_error": tile_topk_error(scores, target, k)
                                                         for k in (1, 5, 10)}}
-    tau = kendall_tau(scores, target)
-    return {"score": tau, "kendall_tau": tau, "opa": ordered_pair_accuracy(scores, target)}
+    tau = ranking_tau(scores, target)  # of the ranking the submission would hold, as `solution score` computes it
+    return {"score": tau, "kendall_tau": tau, "opa": ordered_pair_accuracy(submitted_positions(scores), target)}
 
 
 class RankingModule(pl.LightningModule):
@@ -185,8 +192,7 @@ class RankingModule(pl.LightningModule):
         if not per_graph:
             return
         for name in per_graph[0]:
-            values = [m[name] for m in per_graph if np.isfinite(m[name])]
-            self.log(f"{prefix}/{name}", float(np.mean(values)) if values else 0.0, prog_bar=name == "score",
+            self.log(f"{prefix}/{name}", mean_over_graphs(m[name] for m in per_graph), prog_bar=name == "score",
                      sync_dist=True)  # the same value on every process: averaging leaves it unchanged
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_write
-from .baselines import random_scores
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
+from ..data.reader import list_files, read_graph
+from ..data.synth import generate
+from ..models.baselines import random_scores
+from ..submission.files import check, collection_file_stem, merge, read_answers, score
+from ..training.module import graph_metrics
 from .cli import lightning_main
-from .constants import COLLECTIONS
-from .module import graph_metrics
-from .reader import list_files, read_graph
-from .submission import check, collection_file_stem, merge, read_answers, score
-from .synth import generate
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def random_baseline(root: Path, collection: str, seed: int) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -14,11 +15,10 @@ from typing import Callable
 
 import numpy as np
 
-from .atomic import atomic_write
+from ..atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 3
 META = "meta.json"
 _CHUNK = 1 << 22
 
@@ -37,6 +37,16 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def code_digest(modules: list[str]) -> str:
+    """blake2b of the sources of `modules` (dotted names) and of this module: what makes a cache entry, so that
+    changing that code makes new entries instead of serving old ones. Read through each module's loader, which
+    also serves the sources bundled into the Kaggle kernel."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted({*modules, __name__}):
+        digest.update(importlib.import_module(name).__spec__.loader.get_source(name).encode())
+    return digest.hexdigest()
+
+
 def _crc(path: Path) -> int:
     crc = 0
     with open(path, "rb") as handle:
@@ -46,10 +56,12 @@ def _crc(path: Path) -> int:
 
 
 class ArrayCache:
-    """Entries keyed by a source file's content and a settings dict; corrupt or stale entries are rebuilt."""
+    """Entries keyed by a source file's content, a settings dict and `code` (a digest of the code that builds the
+    entries, see code_digest); corrupt or stale entries are rebuilt."""
 
-    def __init__(self, folder: str | Path | None = None) -> None:
+    def __init__(self, folder: str | Path | None = None, code: str = "") -> None:
         self.folder = Path(folder) if folder else default_folder()
+        self.code = code
         self._verified: set[Path] = set()
 
     def content_digest(self, source: Path) -> str:
@@ -68,7 +80,7 @@ class ArrayCache:
         return digest
 
     def key(self, source: Path, settings: dict) -> str:
-        blob = json.dumps({"v": FORMAT_VERSION, "content": self.content_digest(source), "settings": settings},
+        blob = json.dumps({"code": self.code, "content": self.content_digest(source), "settings": settings},
                           sort_keys=True)
         return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
 
@@ -100,7 +112,7 @@ class ArrayCache:
                 checks[name] = {"dtype": array.dtype.str, "shape": list(array.shape),
                                 "bytes": (tmp / f"{name}.npy").stat().st_size, "crc32": _crc(tmp / f"{name}.npy")}
             with atomic_write(tmp / META) as handle:
-                json.dump({"version": FORMAT_VERSION, "arrays": checks, "meta": meta}, handle)
+                json.dump({"code": self.code, "arrays": checks, "meta": meta}, handle)
             if entry.exists():
                 shutil.rmtree(entry)  # a corrupt entry being replaced
             os.rename(tmp, entry)  # atomic: readers see the whole entry or none
@@ -119,8 +131,8 @@ class ArrayCache:
             info = json.loads((entry / META).read_text())
             if not isinstance(info, dict) or not isinstance(info.get("arrays"), dict):
                 raise ValueError(f"{META} is not an object with an 'arrays' object")
-            if info.get("version") != FORMAT_VERSION:
-                raise ValueError(f"format version {info.get('version')}")
+            if info.get("code") != self.code:
+                raise ValueError(f"made by other code ({info.get('code')})")
             arrays = {}
             for name, check in info["arrays"].items():
                 path = entry / f"{name}.npy"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .configs import pack
-from .constants import SPLITS
+from ..constants import SPLITS
+from .packing import pack
 from .pruning import STRATEGIES, output_node, prune
 from .reader import DataError, RawGraph, find_collections, read_graph
 

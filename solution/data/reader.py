@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .constants import (
+from ..constants import (
     COLLECTIONS,
     CONFIGURABLE_OPCODES,
     LAYOUT_CONFIG_DIM,

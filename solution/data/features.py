@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .constants import LAYOUT_MINOR_TO_MAJOR, PAD, SHAPE_DIMS
+from ..constants import LAYOUT_MINOR_TO_MAJOR, PAD, SHAPE_DIMS
 
 TPU_LANE = 128  # TPU tiles are 8 x 128: a minor dimension that is not a multiple of 128 pays padding
 

@@ -12,12 +12,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from ..constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 from .cache import ArrayCache
-from .configs import unpack
-from .constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
-from .preprocess import Graph, Preprocessing, load_graph
+from .packing import unpack
+from .partition import partition
+from .preprocess import Graph, Preprocessing, load_graph, record_cache
 from .reader import DataError, list_files
-from .segments import partition
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         """The preprocessed files of a split (built on first use, then read from the cache); with
         `skip_bad_files`, train and valid files that fail their checks are left out, never test files."""
         if split not in self.splits:
-            cache = ArrayCache(self.hparams.cache_dir)
+            cache = record_cache(self.hparams.cache_dir)
             skip = self.hparams.skip_bad_files and split in ("train", "valid")
             self.splits[split] = GraphSet(self.files(split), split, self.settings, cache, skip)
             log.info("%s %s: %d graphs preprocessed", self.hparams.collection, split, len(self.splits[split]))

@@ -13,10 +13,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .atomic import atomic_write
-from .constants import COLLECTIONS
-from .metrics import TILE_SUBMITTED, TILE_TOPK, final_score, kendall_tau, rank_order, tile_score, tile_topk_error
-from .reader import DataError, find_collections, list_files, submission_id
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
+from ..data.reader import DataError, find_collections, list_files, submission_id
+from ..training.metrics import (
+    TILE_SUBMITTED,
+    TILE_TOPK,
+    final_score,
+    kendall_tau,
+    mean_over_graphs,
+    rank_order,
+    tile_score,
+    tile_topk_error,
+)
 
 HEADER = ("ID", "TopConfigs")
 ANSWERS_HEADER = ("ID", "Runtimes")
@@ -378,7 +387,7 @@ def score(csv_path: str | Path, answers: dict[str, np.ndarray]) -> dict:
                 if all(len(parsed[row_id]) >= min(k, len(answers[row_id])) for row_id in ids):
                     entry[f"top{k}_error"] = float(np.mean([tile_topk_error(p, t, k) for p, t in pairs]))
         else:
-            entry = {"score": float(np.mean([kendall_tau(pred, target) for pred, target in pairs]))}
+            entry = {"score": mean_over_graphs(kendall_tau(pred, target) for pred, target in pairs)}
         result[collection] = {**entry, "files": len(ids)}
     result["final"] = final_score({c: result[c]["score"] for c in COLLECTIONS}) if present == set(COLLECTIONS) \
         else None

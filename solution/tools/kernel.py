@@ -16,13 +16,14 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from .callbacks import AtomicCheckpointIO, SubmissionWriter
-from .constants import COLLECTIONS
-from .data import TpuGraphsDataModule
-from .metrics import final_score
-from .reader import find_collections
-from .module import RankingModule
-from .submission import check, collection_file_stem, format_scores, merge
+from ..constants import COLLECTIONS
+from ..data.datamodule import TpuGraphsDataModule
+from ..data.reader import find_collections
+from ..submission.files import check, collection_file_stem, format_scores, merge
+from ..submission.writer import SubmissionWriter
+from ..training.callbacks import AtomicCheckpointIO
+from ..training.metrics import final_score
+from ..training.module import RankingModule
 
 COMPETITION = "predict-ai-model-runtime"
 KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only

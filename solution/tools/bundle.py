@@ -19,10 +19,10 @@ from pathlib import Path
 
 import yaml
 
-from .atomic import atomic_write
-from .constants import COLLECTIONS
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
+from ..submission.files import collection_file_stem
 from .kernel import COMPETITION, DEFAULT_BUDGET, SHARES
-from .submission import collection_file_stem
 
 KERNEL_FILE = "kaggle_kernel.py"
 METADATA_FILE = "kernel-metadata.json"
@@ -37,8 +37,8 @@ class Bundle(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
     """Imports modules from their embedded sources (name -> text) ahead of any installed copy; each gets
     `__bundled__ = True`, and tracebacks show the embedded lines."""
 
-    def __init__(self, sources: dict[str, str]) -> None:
-        self.sources = sources
+    def __init__(self, sources: dict[str, str], packages: tuple[str, ...]) -> None:
+        self.sources, self.packages = sources, packages
 
     def find_spec(self, name: str, path=None, target=None) -> importlib.machinery.ModuleSpec | None:
         if name not in self.sources:
@@ -46,7 +46,7 @@ class Bundle(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
         return importlib.util.spec_from_loader(name, self, is_package=self.is_package(name))
 
     def is_package(self, name: str) -> bool:
-        return "." not in name
+        return name in self.packages
 
     def get_source(self, name: str) -> str:
         return self.sources[name]
@@ -111,11 +111,11 @@ import importlib.util
 import sys
 import types"""
 
-START = """sys.meta_path.insert(0, Bundle(SOURCES))
+START = """sys.meta_path.insert(0, Bundle(SOURCES, PACKAGES))
 alias_lightning(LIGHTNING_MODULES)
 
 if __name__ == "__main__":
-    from solution.kernel import run
+    from solution.tools.kernel import run
 
     sys.exit(run(SETTINGS))"""
 
@@ -124,34 +124,49 @@ _QUOTES = re.compile(r"'{3,}|'+\Z")  # what would end a '''-string early
 
 
 def package_dir() -> Path:
-    return Path(__file__).resolve().parent
+    return Path(__file__).resolve().parent.parent
 
 
-def imported(source: str) -> set[str]:
-    """Absolute names of the modules a source of the package imports (relative imports resolved)."""
+def module_files(package: Path) -> dict[str, Path]:
+    """Dotted module name -> file of every module of the package (a folder's __init__.py names the folder)."""
+    files = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = (PACKAGE, *path.relative_to(package).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return files
+
+
+def imported(source: str, module: str = PACKAGE, is_package: bool = True) -> set[str]:
+    """Absolute names of the modules a source imports, relative imports resolved from `module` (a package
+    when `is_package`)."""
+    here = module.split(".") if is_package else module.split(".")[:-1]
     names = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = ".".join(filter(None, [PACKAGE if node.level else None, node.module]))
+            base = ".".join(filter(None, [".".join(here[:len(here) - node.level + 1]) if node.level else None,
+                                          node.module]))
             names.add(base)
             if node.level:  # `from . import data` names a module; `from lightning.pytorch import Trainer` does not
                 names |= {f"{base}.{alias.name}" for alias in node.names}
     return names
 
 
-def bundled_sources(package: Path, entry: str = f"{PACKAGE}.kernel") -> dict[str, str]:
-    """Module name -> source of `entry` and every package module it needs, sorted by name."""
-    files = {PACKAGE if p.stem == "__init__" else f"{PACKAGE}.{p.stem}": p for p in package.glob("*.py")}
+def bundled_sources(package: Path, entry: str = f"{PACKAGE}.tools.kernel") -> tuple[dict[str, str], tuple[str, ...]]:
+    """(module name -> source, package names) of `entry`, every package module it needs and their parent
+    packages, sorted by name."""
+    files = module_files(package)
+    packages = {name for name, path in files.items() if path.name == "__init__.py"}
     sources: dict[str, str] = {}
-    pending = [PACKAGE, entry]
+    pending = [entry]
     while pending:
         name = pending.pop()
         if name not in sources:
             sources[name] = files[name].read_text(encoding="utf-8")
-            pending += sorted(imported(sources[name]) & files.keys())
-    return dict(sorted(sources.items()))
+            parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+            pending += sorted((imported(sources[name], name, name in packages) | parents) & files.keys())
+    return dict(sorted(sources.items())), tuple(sorted(packages & sources.keys()))
 
 
 def lightning_modules(sources: Mapping[str, str]) -> tuple[str, ...]:
@@ -179,13 +194,14 @@ def literal(text: str) -> str:
 
 def render() -> str:
     """The text of kaggle_kernel.py: deterministic (sorted modules, no timestamps), so that it can be checked."""
-    sources = bundled_sources(package_dir())
+    sources, packages = bundled_sources(package_dir())
     shares = "\n".join(textwrap.wrap(", ".join(f"{c}={share:.0%}" for c, share in SHARES.items()), 80,
                                       subsequent_indent=" " * 27))
     header = HEADER.format(competition=COMPETITION, budget=DEFAULT_BUDGET, shares=shares)
     settings = pprint.pformat(collection_settings(package_dir().parent / "configs"), width=110, sort_dicts=False)
     embedded = [f"# {'-' * 40} {name}\nSOURCES[{name!r}] = {literal(text)}" for name, text in sources.items()]
-    data = [f"SETTINGS = {settings}", f"LIGHTNING_MODULES = {lightning_modules(sources)!r}", "SOURCES = {}", *embedded]
+    data = [f"SETTINGS = {settings}", f"LIGHTNING_MODULES = {lightning_modules(sources)!r}",
+            f"PACKAGES = {packages!r}", "SOURCES = {}", *embedded]
     code = [inspect.getsource(Bundle).rstrip(), inspect.getsource(alias_lightning).rstrip()]
     return "\n\n\n".join([f'"""{header}"""', PREAMBLE, *code, "\n\n".join(data), START]) + "\n"
 

@@ -1,0 +1,1 @@
+"""Models: message-passing layers, the layout and tile rankers, baselines, ranking losses, scatter backends."""

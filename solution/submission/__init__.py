@@ -1,0 +1,1 @@
+"""Submission: write, merge, check and score submission CSVs; ensembles of runs."""

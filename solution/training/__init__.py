@@ -1,0 +1,1 @@
+"""Training: the LightningModule, segment training, metrics, callbacks."""
