@@ -83,32 +83,29 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                           'gradient_clip_val': 1.0,
                           'log_every_n_steps': 10,
                           'check_val_every_n_epoch': 5},
-              'model': {'variant': 'graph',
-                        'hidden': 128,
-                        'opcode_dim': 32,
-                        'graph_layers': 2,
-                        'config_layers': 2,
-                        'cross_attention': True,
-                        'heads': 4,
-                        'temperature': 0.5,
-                        'edge_direction': 'both',
-                        'dropout': 0.0,
-                        'compile': False,
-                        'head_epochs': 0,
-                        'loss': 'hinge',
-                        'margin': 1.0,
+              'model': {'ranker': {'class_path': 'solution.models.rankers.TileRanker',
+                                   'init_args': {'hidden': 128,
+                                                 'opcode_dim': 32,
+                                                 'graph_layers': 2,
+                                                 'cross_attention': True,
+                                                 'heads': 4,
+                                                 'edge_direction': 'both',
+                                                 'dropout': 0.0,
+                                                 'head_epochs': 0}},
+                        'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
+                                 'init_args': {'margin': 1.0}},
                         'lr': 0.001,
                         'weight_decay': 0.0001,
-                        'warmup_steps': 100},
+                        'warmup_steps': 100,
+                        'compile': False},
               'data': {'root': 'data/synthetic',
-                       'collection': 'tile:xla',
                        'prune': 'none',
                        'hops': 1,
                        'dedup': 'min',
                        'sentinel': True,
                        'extra_features': True,
-                       'fill_default_layout': True,
-                       'segment_nodes': 4096,
+                       'fill_default_layout': False,
+                       'segment_nodes': 0,
                        'graphs_per_batch': 16,
                        'configs_per_graph': 32,
                        'sampling': 'uniform',
@@ -116,7 +113,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'eval_graphs_per_batch': 32,
                        'predict_repeats': 1,
                        'skip_bad_files': True,
-                       'num_workers': 4}},
+                       'num_workers': 4,
+                       'collection': 'tile:xla'}},
  'layout:xla:random': {'seed_everything': 0,
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
@@ -124,29 +122,29 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                    'gradient_clip_val': 1.0,
                                    'log_every_n_steps': 10,
                                    'check_val_every_n_epoch': 5},
-                       'model': {'variant': 'graph',
-                                 'hidden': 128,
-                                 'opcode_dim': 32,
-                                 'graph_layers': 2,
-                                 'config_layers': 2,
-                                 'cross_attention': True,
-                                 'heads': 4,
-                                 'temperature': 0.5,
-                                 'edge_direction': 'both',
-                                 'dropout': 0.0,
-                                 'compile': False,
-                                 'segment_sampled': 0,
-                                 'segment_keep_stale': 0.5,
-                                 'segment_refresh_every': 1,
-                                 'segment_halo': 0,
-                                 'head_epochs': 0,
-                                 'loss': 'hinge',
-                                 'margin': 1.0,
+                       'model': {'ranker': {'class_path': 'solution.models.rankers.LayoutRanker',
+                                            'init_args': {'hidden': 128,
+                                                          'opcode_dim': 32,
+                                                          'graph_layers': 2,
+                                                          'config_layers': 2,
+                                                          'cross_attention': True,
+                                                          'heads': 4,
+                                                          'temperature': 0.5,
+                                                          'edge_direction': 'both',
+                                                          'dropout': 0.0,
+                                                          'encode_once': True,
+                                                          'head_epochs': 0,
+                                                          'segment_sampled': 0,
+                                                          'segment_keep_stale': 0.5,
+                                                          'segment_refresh_every': 1,
+                                                          'segment_halo': 0}},
+                                 'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
+                                          'init_args': {'margin': 1.0}},
                                  'lr': 0.001,
                                  'weight_decay': 0.0001,
-                                 'warmup_steps': 100},
+                                 'warmup_steps': 100,
+                                 'compile': False},
                        'data': {'root': 'data/synthetic',
-                                'collection': 'layout:xla:random',
                                 'prune': 'k_hop',
                                 'hops': 1,
                                 'dedup': 'min',
@@ -161,7 +159,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'eval_graphs_per_batch': 1,
                                 'predict_repeats': 1,
                                 'skip_bad_files': True,
-                                'num_workers': 4}},
+                                'num_workers': 4,
+                                'collection': 'layout:xla:random'}},
  'layout:xla:default': {'seed_everything': 0,
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
@@ -169,29 +168,29 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                     'gradient_clip_val': 1.0,
                                     'log_every_n_steps': 10,
                                     'check_val_every_n_epoch': 5},
-                        'model': {'variant': 'graph',
-                                  'hidden': 128,
-                                  'opcode_dim': 32,
-                                  'graph_layers': 2,
-                                  'config_layers': 2,
-                                  'cross_attention': True,
-                                  'heads': 4,
-                                  'temperature': 0.5,
-                                  'edge_direction': 'both',
-                                  'dropout': 0.0,
-                                  'compile': False,
-                                  'segment_sampled': 0,
-                                  'segment_keep_stale': 0.5,
-                                  'segment_refresh_every': 1,
-                                  'segment_halo': 0,
-                                  'head_epochs': 0,
-                                  'loss': 'hinge',
-                                  'margin': 1.0,
+                        'model': {'ranker': {'class_path': 'solution.models.rankers.LayoutRanker',
+                                             'init_args': {'hidden': 128,
+                                                           'opcode_dim': 32,
+                                                           'graph_layers': 2,
+                                                           'config_layers': 2,
+                                                           'cross_attention': True,
+                                                           'heads': 4,
+                                                           'temperature': 0.5,
+                                                           'edge_direction': 'both',
+                                                           'dropout': 0.0,
+                                                           'encode_once': True,
+                                                           'head_epochs': 0,
+                                                           'segment_sampled': 0,
+                                                           'segment_keep_stale': 0.5,
+                                                           'segment_refresh_every': 1,
+                                                           'segment_halo': 0}},
+                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
+                                           'init_args': {'margin': 1.0}},
                                   'lr': 0.001,
                                   'weight_decay': 0.0001,
-                                  'warmup_steps': 100},
+                                  'warmup_steps': 100,
+                                  'compile': False},
                         'data': {'root': 'data/synthetic',
-                                 'collection': 'layout:xla:default',
                                  'prune': 'k_hop',
                                  'hops': 1,
                                  'dedup': 'min',
@@ -206,7 +205,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'eval_graphs_per_batch': 1,
                                  'predict_repeats': 1,
                                  'skip_bad_files': True,
-                                 'num_workers': 4}},
+                                 'num_workers': 4,
+                                 'collection': 'layout:xla:default'}},
  'layout:nlp:random': {'seed_everything': 0,
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
@@ -214,29 +214,29 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                    'gradient_clip_val': 1.0,
                                    'log_every_n_steps': 10,
                                    'check_val_every_n_epoch': 5},
-                       'model': {'variant': 'graph',
-                                 'hidden': 128,
-                                 'opcode_dim': 32,
-                                 'graph_layers': 2,
-                                 'config_layers': 2,
-                                 'cross_attention': True,
-                                 'heads': 4,
-                                 'temperature': 0.5,
-                                 'edge_direction': 'both',
-                                 'dropout': 0.0,
-                                 'compile': False,
-                                 'segment_sampled': 0,
-                                 'segment_keep_stale': 0.5,
-                                 'segment_refresh_every': 1,
-                                 'segment_halo': 0,
-                                 'head_epochs': 0,
-                                 'loss': 'hinge',
-                                 'margin': 1.0,
+                       'model': {'ranker': {'class_path': 'solution.models.rankers.LayoutRanker',
+                                            'init_args': {'hidden': 128,
+                                                          'opcode_dim': 32,
+                                                          'graph_layers': 2,
+                                                          'config_layers': 2,
+                                                          'cross_attention': True,
+                                                          'heads': 4,
+                                                          'temperature': 0.5,
+                                                          'edge_direction': 'both',
+                                                          'dropout': 0.0,
+                                                          'encode_once': True,
+                                                          'head_epochs': 0,
+                                                          'segment_sampled': 0,
+                                                          'segment_keep_stale': 0.5,
+                                                          'segment_refresh_every': 1,
+                                                          'segment_halo': 0}},
+                                 'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
+                                          'init_args': {'margin': 1.0}},
                                  'lr': 0.001,
                                  'weight_decay': 0.0001,
-                                 'warmup_steps': 100},
+                                 'warmup_steps': 100,
+                                 'compile': False},
                        'data': {'root': 'data/synthetic',
-                                'collection': 'layout:nlp:random',
                                 'prune': 'k_hop',
                                 'hops': 1,
                                 'dedup': 'min',
@@ -251,7 +251,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'eval_graphs_per_batch': 1,
                                 'predict_repeats': 1,
                                 'skip_bad_files': True,
-                                'num_workers': 4}},
+                                'num_workers': 4,
+                                'collection': 'layout:nlp:random'}},
  'layout:nlp:default': {'seed_everything': 0,
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
@@ -259,29 +260,29 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                     'gradient_clip_val': 1.0,
                                     'log_every_n_steps': 10,
                                     'check_val_every_n_epoch': 5},
-                        'model': {'variant': 'graph',
-                                  'hidden': 128,
-                                  'opcode_dim': 32,
-                                  'graph_layers': 2,
-                                  'config_layers': 2,
-                                  'cross_attention': True,
-                                  'heads': 4,
-                                  'temperature': 0.5,
-                                  'edge_direction': 'both',
-                                  'dropout': 0.0,
-                                  'compile': False,
-                                  'segment_sampled': 0,
-                                  'segment_keep_stale': 0.5,
-                                  'segment_refresh_every': 1,
-                                  'segment_halo': 0,
-                                  'head_epochs': 0,
-                                  'loss': 'hinge',
-                                  'margin': 1.0,
+                        'model': {'ranker': {'class_path': 'solution.models.rankers.LayoutRanker',
+                                             'init_args': {'hidden': 128,
+                                                           'opcode_dim': 32,
+                                                           'graph_layers': 2,
+                                                           'config_layers': 2,
+                                                           'cross_attention': True,
+                                                           'heads': 4,
+                                                           'temperature': 0.5,
+                                                           'edge_direction': 'both',
+                                                           'dropout': 0.0,
+                                                           'encode_once': True,
+                                                           'head_epochs': 0,
+                                                           'segment_sampled': 0,
+                                                           'segment_keep_stale': 0.5,
+                                                           'segment_refresh_every': 1,
+                                                           'segment_halo': 0}},
+                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
+                                           'init_args': {'margin': 1.0}},
                                   'lr': 0.001,
                                   'weight_decay': 0.0001,
-                                  'warmup_steps': 100},
+                                  'warmup_steps': 100,
+                                  'compile': False},
                         'data': {'root': 'data/synthetic',
-                                 'collection': 'layout:nlp:default',
                                  'prune': 'k_hop',
                                  'hops': 1,
                                  'dedup': 'min',
@@ -296,7 +297,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'eval_graphs_per_batch': 1,
                                  'predict_repeats': 1,
                                  'skip_bad_files': True,
-                                 'num_workers': 4}}}
+                                 'num_workers': 4,
+                                 'collection': 'layout:nlp:default'}}}
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io')
 
@@ -400,6 +402,113 @@ COLLECTIONS = (
 # ---------------------------------------- solution.data
 SOURCES['solution.data'] = '''\
 """Data: read and check the npz files, prune, featurize, pack, cache, batch; the synthetic generator."""
+'''
+
+# ---------------------------------------- solution.data.batch
+SOURCES['solution.data.batch'] = '''\
+"""The typed batch every ranker reads, and the one collate function that builds it from preprocessed graphs."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..constants import PAD
+from .partition import partition
+from .preprocess import Graph
+from .tasks import Task
+
+
+@dataclass
+class Batch:
+    """G graphs with their nodes concatenated and C configs each, padded with -1 (0 is a valid feature value)."""
+
+    node_feat: Tensor  # [N, F] float
+    node_opcode: Tensor  # [N] int64
+    edge_index: Tensor  # [2, E] producer -> consumer, batch node ids
+    node_graph: Tensor  # [N] the graph of each node, 0..G-1
+    config_feat: Tensor  # [G, C, K, 18] layout values per configurable node, or [G, C, 24] tile bounds
+    config_mask: Tensor  # [G, C] bool, False for padded configs
+    config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
+    node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
+    target: Tensor | None = None  # [G, C] runtimes over the graph's fastest (0 for test files), -1 padded
+    config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
+    graph_id: Tensor | None = None  # [G] each graph's index in its split
+
+    @property
+    def num_graphs(self) -> int:
+        return self.config_mask.size(0)
+
+    def replace(self, **changes: Tensor | None) -> Batch:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class Item:
+    """One graph with the rows of the configs chosen for it (a training sample or an evaluation chunk)."""
+
+    graph_id: int
+    rows: np.ndarray  # [C] rows of graph.configs
+
+
+def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
+    """Stack arrays of uneven leading sizes into [B, max, ...], filling with `value`."""
+    size = [len(arrays)] + [max(a.shape[d] for a in arrays) for d in range(arrays[0].ndim)]
+    out = np.full(size, value, dtype=arrays[0].dtype)
+    for i, a in enumerate(arrays):
+        out[(i,) + tuple(slice(0, s) for s in a.shape)] = a
+    return out
+
+
+def target_of(graph: Graph, rows: np.ndarray) -> np.ndarray:
+    """Targets scaled by the graph's fastest runtime (ranking is unchanged; the scale is the same in every
+    chunk of a graph); 0 for test files."""
+    target = np.asarray(graph.target)
+    best = target[target > 0].min() if (target > 0).any() else 1.0
+    return (target[rows] / best).astype(np.float32)
+
+
+class Collate:
+    """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
+    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training)."""
+
+    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
+        self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
+
+    def __call__(self, samples: list[tuple[Graph, Item]]) -> Batch:
+        graphs, items = zip(*samples)
+        rows = [item.rows for item in items]
+        sizes = np.array([len(g.node_opcode) for g in graphs])
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        configs = [self.task.batch_configs(np.asarray(g.configs[r]), g.default_layout, self.fill_default)
+                   for g, r in zip(graphs, rows)]
+        batch = {
+            "node_feat": np.concatenate([g.node_feat for g in graphs]),  # [N, F]
+            "node_opcode": np.concatenate([g.node_opcode for g in graphs]).astype(np.int64),  # [N]
+            "edge_index": np.concatenate([g.edge_index + o for g, o in zip(graphs, offsets)], axis=1),  # [2, E]
+            "node_graph": np.repeat(np.arange(len(graphs)), sizes),  # [N]
+            "config_feat": pad(configs, PAD),  # [G, C, ...]
+            "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
+            "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
+            "target": pad([target_of(g, r) for g, r in zip(graphs, rows)], PAD),  # [G, C]
+            "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
+            "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
+        }
+        if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
+            batch["node_segment"] = self._segments(graphs)  # [N]
+        return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})
+
+    def _segments(self, graphs: tuple[Graph, ...]) -> np.ndarray:
+        """[N] segment of each node, numbered across the batch (consecutive within a graph)."""
+        parts, first = [], 0
+        for graph in graphs:
+            parts.append(partition(len(graph.node_opcode), np.asarray(graph.node_split), self.segment_nodes) + first)
+            first = int(parts[-1].max()) + 1
+        return np.concatenate(parts)
 '''
 
 # ---------------------------------------- solution.data.cache
@@ -566,7 +675,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -574,12 +682,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from ..constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
+from ..constants import NODE_FEAT_DIM, SHAPE_DIMS
+from .batch import Collate, Item
 from .cache import ArrayCache
-from .packing import unpack
-from .partition import partition
 from .preprocess import Graph, Preprocessing, load_graph, record_cache
 from .reader import DataError, list_files
+from .tasks import task_of
 
 log = logging.getLogger(__name__)
 
@@ -622,14 +730,6 @@ class GraphSet:
     @property
     def stems(self) -> list[str]:
         return [p.stem for p in self.paths]
-
-
-@dataclass
-class Item:
-    """One graph with the rows of the configs chosen for it (a training sample or an evaluation chunk)."""
-
-    graph_id: int
-    rows: np.ndarray  # [C] rows of graph.configs
 
 
 def sample_rows(target: np.ndarray, count: int, mode: str, rng: np.random.Generator) -> np.ndarray:
@@ -706,74 +806,6 @@ class ChunkSet(Dataset):
         return self.graphs.load(item.graph_id), item
 
 
-def _pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
-    """Stack arrays of uneven leading sizes into [B, max, ...], filling with `value`."""
-    size = [len(arrays)] + [max(a.shape[d] for a in arrays) for d in range(arrays[0].ndim)]
-    out = np.full(size, value, dtype=arrays[0].dtype)
-    for i, a in enumerate(arrays):
-        out[(i,) + tuple(slice(0, s) for s in a.shape)] = a
-    return out
-
-
-def layout_configs(graph: Graph, rows: np.ndarray, fill_default: bool) -> np.ndarray:
-    """[C, nc, 18] layout values of the chosen configs; with `fill_default` an all -1 output layout (the
-    compiler's default) is replaced by the node's own layout, so that the config says what the node gets."""
-    values = unpack(np.asarray(graph.configs[rows]))  # [C, nc, 18]
-    if fill_default and values.size:
-        out = values[..., :LAYOUT_GROUP]  # [C, nc, 6] view
-        default = (out == PAD).all(axis=-1)  # [C, nc]
-        out[default] = np.broadcast_to(graph.default_layout, out.shape)[default]
-    return values
-
-
-def target_of(graph: Graph, rows: np.ndarray) -> np.ndarray:
-    """Targets scaled by the graph's fastest runtime (ranking is unchanged; the scale is the same in every
-    chunk of a graph); 0 for test files."""
-    target = np.asarray(graph.target)
-    best = target[target > 0].min() if (target > 0).any() else 1.0
-    return (target[rows] / best).astype(np.float32)
-
-
-class Collate:
-    """Batches (graph, item) pairs into the model's dict: nodes concatenated, configs padded with -1; with a
-    `segment_nodes` budget, layout batches also carry each node's segment (segment training)."""
-
-    def __init__(self, task: str, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
-        self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
-
-    def __call__(self, samples: list[tuple[Graph, Item]]) -> dict[str, torch.Tensor]:
-        graphs, items = zip(*samples)
-        sizes = np.array([len(g.node_opcode) for g in graphs])
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        batch = {
-            "node_feat": np.concatenate([g.node_feat for g in graphs]),  # [N, F]
-            "node_opcode": np.concatenate([g.node_opcode for g in graphs]).astype(np.int64),  # [N]
-            "edge_index": np.concatenate([g.edge_index + o for g, o in zip(graphs, offsets)], axis=1),  # [2, E]
-            "node_graph": np.repeat(np.arange(len(graphs)), sizes),  # [N]
-            "config_mask": _pad([np.ones(len(i.rows), bool) for i in items], False),  # [G, C]
-            "target": _pad([target_of(g, i.rows) for g, i in zip(graphs, items)], PAD),  # [G, C]
-            "config_index": _pad([np.asarray(g.config_index)[i.rows] for g, i in zip(graphs, items)], PAD),
-            "graph_id": np.array([i.graph_id for i in items]),  # [G]
-        }
-        if self.task == "layout":
-            configs = [layout_configs(g, i.rows, self.fill_default) for g, i in zip(graphs, items)]
-            batch["config_feat"] = _pad(configs, PAD)  # [G, C, K, 18]
-            batch["config_node"] = _pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD)  # [G, K]
-            if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
-                batch["node_segment"] = self._segments(graphs)  # [N]
-        else:
-            batch["config_feat"] = _pad([np.asarray(g.configs[i.rows]) for g, i in zip(graphs, items)], PAD)
-        return {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()}
-
-    def _segments(self, graphs: tuple[Graph, ...]) -> np.ndarray:
-        """[N] segment of each node, numbered across the batch (consecutive within a graph)."""
-        parts, first = [], 0
-        for graph in graphs:
-            parts.append(partition(len(graph.node_opcode), np.asarray(graph.node_split), self.segment_nodes) + first)
-            first = int(parts[-1].max()) + 1
-        return np.concatenate(parts)
-
-
 FOLD_GROUP = r"\\..*$|_batch_\\d+|_(?:fp|bf)\\d+|_\\d+x\\d+(?:x\\d+)?|_-?[0-9a-f]{16}$"
 
 
@@ -800,12 +832,6 @@ def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) 
         fold_of[groups[names[g]]] = target
         sizes[target] += len(groups[names[g]])
     return fold_of
-
-
-def task_of(collection: str) -> str:
-    if collection not in COLLECTIONS:
-        raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
-    return collection.split(":")[0]
 
 
 class TpuGraphsDataModule(pl.LightningDataModule):
@@ -842,6 +868,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
+        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
+            raise ValueError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
+                             f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
+                             "segment or fill; expected none, 0 and false")
         self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
         if folds > 1 and not 0 <= fold < folds:
             raise ValueError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
@@ -851,6 +881,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         if sampling not in SAMPLING:
             raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
         self.splits: dict[str, GraphSet] = {}
+
+    @property
+    def config_width(self) -> int:
+        return self.task.config_width
 
     @property
     def node_feat_dim(self) -> int:
@@ -894,7 +928,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         graphs = self.graphs("train")
         sums = {}
         parts = {"node_feat": lambda g: g.node_feat}
-        if self.task == "tile":
+        if self.task.standardize_configs:
             parts["config_feat"] = lambda g: g.configs
         for name, get in parts.items():
             total = total_sq = 0.0
@@ -1106,9 +1140,9 @@ from pathlib import Path
 import numpy as np
 
 from .cache import ArrayCache, code_digest
-from .features import layout_with_sentinel, node_features, tile_config_features
-from .packing import DEDUP_MODES, dedup, pack
-from .pruning import STRATEGIES, output_node, prune
+from .features import layout_with_sentinel, node_features
+from .packing import DEDUP_MODES, dedup
+from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
 
 
@@ -1161,17 +1195,13 @@ def pruned_bounds(bounds: np.ndarray, keep: np.ndarray) -> np.ndarray:
 def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
     """All preprocessing of one file, as arrays for the cache plus a JSON-able summary."""
     n, m = len(raw.node_feat), len(raw.edge_index)
-    if raw.kind == "layout":
-        pruned = prune(raw.edge_index, n, raw.config_node_ids, output_node(raw.node_feat), settings.prune,
-                       settings.hops)
-    else:
-        pruned = prune(raw.edge_index, n, np.zeros(0, np.int64), n - 1, "none")
+    pruned = prune_graph(raw, settings.prune, settings.hops)
     keep = pruned.keep
     edges = pruned.new_id[raw.edge_index[pruned.edge_keep]]  # [m', 2] as [consumer, producer]
-    configs = pack(raw.config_feat) if raw.kind == "layout" else tile_config_features(raw.config_feat)
+    configs = raw.task.stored_configs(raw.config_feat)
     target = raw.target()
     rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
-    config_ids = raw.config_node_ids if raw.kind == "layout" else np.zeros(0, np.int64)
+    config_ids = configurable_nodes(raw)
     arrays = {
         "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
@@ -1184,7 +1214,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "node_split": pruned_bounds(raw.computation_bounds(), keep),
     }
     meta = {
-        "kind": raw.kind, "is_test": raw.is_test,
+        "kind": raw.task.name, "is_test": raw.is_test,
         "nodes_raw": n, "edges_raw": m, "nodes": int(keep.sum()), "edges": int(pruned.edge_keep.sum()),
         "configs_raw": raw.num_configs, "configs": len(rows),
     }
@@ -1224,6 +1254,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from .reader import RawGraph
 
 STRATEGIES = ("none", "k_hop", "output_path")
 
@@ -1312,6 +1344,20 @@ def prune(
     new_id[keep] = np.arange(int(keep.sum()))
     edge_keep = keep[edge_index[:, 0]] & keep[edge_index[:, 1]] if edge_index.size else np.zeros(0, bool)
     return Pruned(keep, new_id, edge_keep)
+
+
+def configurable_nodes(raw: RawGraph) -> np.ndarray:
+    """[nc] a file's configurable node ids (none in a tile file)."""
+    return raw.config_node_ids if raw.config_node_ids is not None else np.zeros(0, np.int64)
+
+
+def prune_graph(raw: RawGraph, strategy: str, hops: int) -> Pruned:
+    """A file's graph pruned around its configurable nodes by `strategy`; a task that does not prune keeps it
+    whole."""
+    n = len(raw.node_feat)
+    if not raw.task.has_config_nodes:
+        return prune(raw.edge_index, n, configurable_nodes(raw), n - 1, "none")
+    return prune(raw.edge_index, n, configurable_nodes(raw), output_node(raw.node_feat), strategy, hops)
 '''
 
 # ---------------------------------------- solution.data.reader
@@ -1326,6 +1372,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .tasks import COMMON_KEYS, TASKS, Task
 from ..constants import (
     COLLECTIONS,
     CONFIGURABLE_OPCODES,
@@ -1337,10 +1384,6 @@ from ..constants import (
     TILE_CONFIG_DIM,
 )
 
-COMMON_KEYS = ("node_feat", "node_opcode", "edge_index", "config_runtime")
-LAYOUT_KEYS = COMMON_KEYS + ("node_config_feat", "node_config_ids")
-OPTIONAL_LAYOUT_KEYS = ("node_splits",)
-TILE_KEYS = COMMON_KEYS + ("config_feat", "config_runtime_normalizers")
 
 
 class DataError(ValueError):
@@ -1364,7 +1407,7 @@ class RawGraph:
     """One file as read from disk, checked, in the real files' dtypes."""
 
     path: Path
-    kind: str  # "layout" | "tile"
+    task: Task
     node_feat: np.ndarray  # [n, 140] float32
     node_opcode: np.ndarray  # [n] int64
     edge_index: np.ndarray  # [m, 2] int64, row [consumer, producer] as on disk
@@ -1385,10 +1428,7 @@ class RawGraph:
     def target(self) -> np.ndarray:
         """Runtime to rank, lower is faster: runtime / normalizer for tile (0 where a test file's normalizer is 0),
         runtime (ns) for layout."""
-        runtime = self.config_runtime.astype(np.float64)
-        if self.kind == "tile":
-            return np.divide(runtime, self.normalizers, out=np.zeros_like(runtime), where=self.normalizers > 0)
-        return runtime
+        return self.task.target(self.config_runtime.astype(np.float64), self.normalizers)
 
     def computation_bounds(self) -> np.ndarray:
         """[k + 1] node ids 0 = b0 < b1 < ... < bk = n: computation i holds nodes b_i .. b_(i+1) - 1."""
@@ -1501,29 +1541,27 @@ def read_graph(path: str | Path, split: str | None = None) -> RawGraph:
     path = Path(path)
     split = split or path.parent.name
     arrays = _load_npz(path)
-    tile_only = {"config_feat", "config_runtime_normalizers"}
-    layout_only = {"node_config_feat", "node_config_ids", "node_splits"}
-    kind = "tile" if len(tile_only & set(arrays)) > len(layout_only & set(arrays)) else "layout"
-    required = TILE_KEYS if kind == "tile" else LAYOUT_KEYS
-    allowed = required + (OPTIONAL_LAYOUT_KEYS if kind == "layout" else ())
+    task = max(TASKS.values(), key=lambda t: len((set(t.keys + t.optional_keys) - set(COMMON_KEYS)) & set(arrays)))
+    required = task.keys
+    allowed = required + task.optional_keys
     missing = [k for k in required if k not in arrays]
     if missing:
         raise DataError(path, missing[0], f"key missing (the file holds {', '.join(sorted(arrays)) or 'no arrays'})",
-                        f"a {kind} file with keys {', '.join(required)}")
+                        f"a {task.name} file with keys {', '.join(required)}")
     extra = sorted(set(arrays) - set(allowed))
     if extra:
-        warnings.warn(f"{path}: key(s) {', '.join(extra)}: unexpected in a {kind} file; read past (the format "
+        warnings.warn(f"{path}: key(s) {', '.join(extra)}: unexpected in a {task.name} file; read past (the format "
                       f"defines {', '.join(allowed)})", ExtraKeyWarning, stacklevel=2)
 
     checked = _check_keys(path, {key: arrays[key] for key in allowed if key in arrays})
-    graph = RawGraph(path, kind, checked["node_feat"], checked["node_opcode"], checked["edge_index"],
-                     checked["config_feat" if kind == "tile" else "node_config_feat"], checked["config_runtime"],
+    graph = RawGraph(path, task, checked["node_feat"], checked["node_opcode"], checked["edge_index"],
+                     checked[task.config_key], checked["config_runtime"],
                      config_node_ids=checked.get("node_config_ids"),
                      normalizers=checked.get("config_runtime_normalizers"))
     if "node_splits" in checked:
         graph.node_splits = checked["node_splits"].reshape(-1)  # [1, k] -> [k]
         _check_splits(path, graph.node_splits)
-    if kind == "layout":
+    if graph.config_node_ids is not None:
         _check_config_nodes(path, graph.config_node_ids, graph.node_opcode)
     _check_runtimes(path, graph, split)
     return graph
@@ -1649,1581 +1687,177 @@ def _check_runtimes(path: Path, graph: RawGraph, split: str) -> None:
             raise DataError(path, key, f"minimum {values.min()}", expected)
 '''
 
-# ---------------------------------------- solution.models
-SOURCES['solution.models'] = '''\
-"""Models: message-passing layers, the layout and tile rankers, baselines, ranking losses, scatter backends."""
-'''
+# ---------------------------------------- solution.data.tasks
+SOURCES['solution.data.tasks'] = '''\
+"""What differs between the two tasks, layout and tile: file keys, config block, target, batch fields, metrics.
 
-# ---------------------------------------- solution.models.baselines
-SOURCES['solution.models.baselines'] = '''\
-"""Baselines the model must beat: a config-only network (no graph, no other configs) and random order."""
-
-from __future__ import annotations
-
-import numpy as np
-import torch
-from torch import nn
-from torch.nn import functional as F
-
-from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, TILE_CONFIG_DIM
-
-
-class ConfigOnlyRanker(nn.Module):
-    """An MLP on each config's own features: tile bounds, or the per-position histogram of layout values
-    over the configurable nodes. It sees neither the graph nor the other configs."""
-
-    def __init__(self, task: str, hidden: int = 64) -> None:
-        super().__init__()
-        self.task = task
-        width = TILE_CONFIG_DIM if task == "tile" else LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS
-        self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                                 nn.Linear(hidden, 1))
-
-    def features(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        config = batch["config_feat"]
-        if self.task == "tile":
-            return config  # [G, C, 24]
-        valid = (batch["config_node"] >= 0).float()[:, None, :, None, None]  # [G, 1, K, 1, 1]
-        onehot = F.one_hot(config.long() + 1, LAYOUT_SYMBOLS).float() * valid  # [G, C, K, 18, 7]
-        histogram = onehot.sum(2) / valid.sum(2).clamp_min(1)  # [G, C, 18, 7]
-        return histogram.flatten(2)  # [G, C, 126]
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.mlp(self.features(batch)).squeeze(-1)  # [G, C]
-
-
-def random_scores(num_configs: int, rng: np.random.Generator) -> np.ndarray:
-    """Scores of the random-order baseline."""
-    return rng.random(num_configs)
-'''
-
-# ---------------------------------------- solution.models.layers
-SOURCES['solution.models.layers'] = '''\
-"""Building blocks of the rankers: SAGE message passing, cross-config attention, the graph encoder, pooling, readout."""
-
-from __future__ import annotations
-
-import torch
-from torch import nn
-from torch.nn import functional as F
-
-from ..constants import NUM_OPCODES
-from .scatter import scatter_max, scatter_mean
-
-# Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
-# slots per graph (padded), d = hidden. Node-major throughout: a config-aware node tensor is [N, C, d], so
-# gathers and scatters run along dim 0 over contiguous C*d rows, a per-graph pool lands directly on
-# [G, C, d], and the same block code serves the config-independent [N, d].
-
-EDGE_DIRECTIONS = ("forward", "reverse", "both")
-
-
-def mlp(in_dim: int, out_dim: int, dropout: float = 0.0) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(in_dim, out_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(out_dim, out_dim))
-
-
-def valid_configs(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[G, C] config mask; a graph without any valid config keeps all of its slots, so that no softmax
-    runs over an empty set (its scores are masked downstream anyway)."""
-    mask = batch["config_mask"]
-    return mask | ~mask.any(1, keepdim=True)
-
-
-class SAGEBlock(nn.Module):
-    """GraphSAGE with mean aggregation, residual and LayerNorm, on node-major [N, d] or [N, C, d] tensors:
-    one adjacency shared by every config."""
-
-    def __init__(self, dim: int, edge_direction: str = "forward", dropout: float = 0.0) -> None:
-        super().__init__()
-        if edge_direction not in EDGE_DIRECTIONS:
-            raise ValueError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
-        # (source, target) rows of edge_index per message direction; row 0 = producer, row 1 = consumer
-        self.routes = {"forward": [(0, 1)], "reverse": [(1, 0)], "both": [(0, 1), (1, 0)]}[edge_direction]
-        # Linear(concat(x, messages...)) as a sum of Linears: no [N, C, (1 + routes) d] concat copy
-        self.linear = nn.Linear(dim, dim)
-        self.message_linears = nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in self.routes)
-        self.dropout = nn.Dropout(dropout)
-        self.norm = nn.LayerNorm(dim)
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        out = self.linear(x)  # [N, (C,) d]
-        for (source, target), linear in zip(self.routes, self.message_linears):
-            # gather + scatter: the messages are a transient [E, C, d] tensor (freed after the scatter; its
-            # gradient is again [E, C, d] in backward), the price of one adjacency shared over C
-            messages = x.index_select(0, edge_index[source])  # [E, (C,) d]
-            out = out + linear(scatter_mean(messages, edge_index[target], 0, x.size(0)))
-        return self.norm(x + self.dropout(F.gelu(out)))  # [N, (C,) d]
-
-
-class CrossConfigAttention(nn.Module):
-    """1st-place cross-config attention: per node and channel, a softmax over the graph's valid configs of
-    z / T (T learnable) weights z; z is refined from concat(z, a * z)."""
-
-    def __init__(self, dim: int, temperature: float = 0.5, dropout: float = 0.0) -> None:
-        super().__init__()
-        self.log_temperature = nn.Parameter(torch.tensor(float(temperature)).log())
-        # Linear(concat(z, a * z)) as two Linears: no [N, C, 2d] concat copy
-        self.linear = nn.Linear(dim, dim)
-        self.attended_linear = nn.Linear(dim, dim, bias=False)
-        self.dropout = nn.Dropout(dropout)
-        self.norm = nn.LayerNorm(dim)
-
-    def forward(self, z: torch.Tensor, node_mask: torch.Tensor) -> torch.Tensor:
-        """z [N, C, d]; node_mask [N, C] marks each node's valid configs."""
-        logits = (z * (-self.log_temperature).exp()).masked_fill(~node_mask[..., None], float("-inf"))  # [N, C, d]
-        # weights times the number of valid configs (mean 1), so the attended term keeps its size whatever
-        # the number of configs in the batch; multiplied last, so that autograd saves one tensor fewer
-        attended = logits.softmax(1) * z * node_mask.sum(1)[:, None, None]  # [N, C, d]
-        return self.norm(z + self.dropout(self.linear(z) + self.attended_linear(attended)))  # [N, C, d]
-
-
-class GraphEncoder(nn.Module):
-    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks; optionally repeated per config."""
-
-    def __init__(self, node_feat_dim: int, hidden: int, opcode_dim: int, layers: int, edge_direction: str,
-                 dropout: float) -> None:
-        super().__init__()
-        self.opcode = nn.Embedding(NUM_OPCODES, opcode_dim)
-        self.input = mlp(opcode_dim + node_feat_dim, hidden, dropout)
-        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
-
-    def forward(self, batch: dict[str, torch.Tensor], copies: int | None = None) -> torch.Tensor:
-        """[N, d]; with `copies` = C the same encoding computed C times over, [N, C, d] (early fusion)."""
-        x = torch.cat([self.opcode(batch["node_opcode"]), batch["node_feat"]], -1)  # [N, opcode_dim + F]
-        if copies is not None:
-            x = x[:, None].expand(-1, copies, -1)  # [N, C, opcode_dim + F]
-        x = self.input(x)  # [N, (C,) d]
-        for block in self.blocks:
-            x = block(x, batch["edge_index"])
-        return x
-
-
-def per_config(x: torch.Tensor) -> torch.Tensor:
-    """A config-independent [I, d] as [I, 1, d] (broadcasts over configs); [I, C, d] unchanged."""
-    return x.unsqueeze(1) if x.dim() == 2 else x
-
-
-def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor:
-    """Per-graph mean and max of node-major x [N, ..., d] -> [G, ..., 2d]."""
-    return torch.cat([scatter_mean(x, node_graph, 0, graphs), scatter_max(x, node_graph, 0, graphs)], -1)
-
-
-class Readout(nn.Module):
-    """Per-config features [G, C, in] -> MLP -> masked self-attention over the graph's configs -> score."""
-
-    def __init__(self, in_dim: int, hidden: int, cross_attention: bool, heads: int, dropout: float) -> None:
-        super().__init__()
-        self.mlp = mlp(in_dim, hidden, dropout)
-        self.attention = nn.MultiheadAttention(hidden, heads, dropout=dropout, batch_first=True) \\
-            if cross_attention else None
-        self.norm = nn.LayerNorm(hidden)
-        self.head = nn.Linear(hidden, 1)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster."""
-        x = self.mlp(x)  # [G, C, d]
-        if self.attention is not None:
-            x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
-        return self.head(self.norm(x)).squeeze(-1)  # [G, C]
-'''
-
-# ---------------------------------------- solution.models.losses
-SOURCES['solution.models.losses'] = '''\
-"""Differentiable ranking losses over padded batches of configs: pairwise hinge and logistic, ListMLE, MSE.
-
-Every loss takes scores [G, C] (model output, lower = predicted faster), target [G, C] (runtimes, lower =
-faster) and mask [G, C] (False = padded config), and returns a scalar: the loss of each graph (mean over its
-valid pairs, or its list likelihood) averaged over the graphs that have something to rank. Padded configs
-never reach the value or the gradient, whatever their scores or targets hold (nan and inf included).
-Graphs with fewer than 2 valid configs (or only tied ones) contribute nothing; a batch with nothing to rank
-gives a zero that still has a grad_fn.
+Code elsewhere asks a file's or a collection's task (`TASKS[name]`, `task_of(collection)`); it never compares
+task names.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable
-
-import torch
-from torch import Tensor
-from torch.nn import functional as F
-
-LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
-
-
-def _clean(scores: Tensor, target: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Scores and targets with padded entries zeroed (so no nan/inf can leak into a gradient), bool mask."""
-    mask = mask.bool()
-    return scores.masked_fill(~mask, 0.0), target.masked_fill(~mask, 0.0), mask
-
-
-def _faster_pairs(target: Tensor, mask: Tensor, tie_tol: float) -> Tensor:
-    """faster[g, i, j]: configs i and j both valid and i clearly faster, target_j - target_i > tol * max|t|."""
-    t_i, t_j = target[:, :, None], target[:, None, :]  # [G, C, 1], [G, 1, C]
-    gap = t_j - t_i  # [G, C, C]
-    faster = gap > tie_tol * torch.maximum(t_i.abs(), t_j.abs())  # [G, C, C]
-    return faster & mask[:, :, None] & mask[:, None, :]
-
-
-def _mean_over_graphs(total: Tensor, count: Tensor, scores: Tensor) -> Tensor:
-    """Mean of total / count over graphs with count > 0; a grad-carrying zero if there is none."""
-    used = count > 0  # [G]
-    if not bool(used.any()):
-        return scores.sum() * 0.0
-    return (total[used] / count[used]).mean()
-
-
-def _pairwise(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float,
-              pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
-    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs."""
-    scores, target, mask = _clean(scores, target, mask)
-    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C]
-    gap = scores[:, None, :] - scores[:, :, None]  # [G, C, C], s_j - s_i: positive when ordered right
-    losses = torch.where(faster, pair_loss(gap), torch.zeros_like(gap))  # [G, C, C]
-    return _mean_over_graphs(losses.sum((1, 2)), faster.sum((1, 2)), scores)
-
-
-def pairwise_hinge(scores: Tensor, target: Tensor, mask: Tensor, margin: float = 1.0,
-                   tie_tol: float = 0.0) -> Tensor:
-    """For every valid pair with target_i < target_j: max(0, margin - (s_j - s_i)).
-
-    Exactly 0 when every faster config scores at least `margin` below every slower one.
-    """
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap))
-
-
-def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
-    """For every valid pair with target_i < target_j: softplus(-(s_j - s_i)) = log(1 + exp(s_i - s_j))."""
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.softplus(-gap))
-
-
-def listmle(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
-    """ListMLE: negative log Plackett-Luce likelihood of the true order, fastest first, on utilities u = -s.
-
-    loss = sum_k [ logsumexp_{m : target_m >= target_k} u_m - u_k ] over the valid configs k, i.e. each
-    config must beat every config not clearly faster than it. Without ties this is the usual ListMLE
-    (sum_k logsumexp over positions k.. of the sorted list); tied configs (within tie_tol) share each
-    other's denominators (Breslow's handling of ties), which keeps the loss independent of config order.
-    Summed over each list, averaged over the lists with at least one non-tied pair. Stable: one masked
-    logsumexp per config, no exp of raw scores.
-    """
-    scores, target, mask = _clean(scores, target, mask)
-    utility = -scores  # [G, C]
-    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C], faster[g, m, k]: m clearly faster than k
-    itself = torch.eye(scores.shape[1], dtype=torch.bool, device=scores.device)  # [C, C]
-    # [G, C(k), C(m)]: m valid and not faster than k; k itself always, so no row is all -inf (a fully padded
-    # graph's rows would be, and older torch releases backpropagate exp(-inf - -inf) = nan through those)
-    rivals = (mask[:, None, :] & ~faster.transpose(1, 2)) | itself
-    competing = utility[:, None, :].masked_fill(~rivals, float("-inf"))  # [G, C, C]
-    terms = torch.logsumexp(competing, dim=2) - utility  # [G, C], >= 0 (k is its own rival)
-    terms = torch.where(mask, terms, torch.zeros_like(terms))  # [G, C], padded rows dropped
-    has_pairs = faster.flatten(1).any(1)  # [G]
-    return _mean_over_graphs(terms.sum(1), has_pairs.to(terms.dtype), scores)
-
-
-def mse(scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-    """Pointwise baseline: mean over valid configs of (s - z)^2, z the target standardised per graph.
-
-    z = (target - mean) / std over the graph's valid configs (population std; z = 0 for a constant graph).
-    """
-    scores, target, mask = _clean(scores, target, mask)
-    weight = mask.to(scores.dtype)  # [G, C]
-    count = weight.sum(1)  # [G]
-    mean = (target * weight).sum(1) / count.clamp_min(1)  # [G]
-    centred = (target - mean[:, None]) * weight  # [G, C]
-    std = (centred.square().sum(1) / count.clamp_min(1)).sqrt()  # [G]
-    z = centred / torch.where(std > 0, std, torch.ones_like(std))[:, None]  # [G, C]
-    squared = (scores - z).square() * weight  # [G, C]
-    return _mean_over_graphs(squared.sum(1), torch.where(count >= 2, count, torch.zeros_like(count)), scores)
-
-
-LOSSES: dict[str, Callable[..., Tensor]] = {
-    "hinge": pairwise_hinge,
-    "logistic": pairwise_logistic,
-    "listmle": listmle,
-    "mse": mse,
-}
-
-
-def get_loss(name: str, **kwargs: float) -> LossFn:
-    """The loss called `name` with its keyword options (margin, tie_tol) bound; (scores, target, mask) -> loss."""
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; valid names: {sorted(LOSSES)}")
-    fn = LOSSES[name]
-    try:
-        inspect.signature(fn).bind(None, None, None, **kwargs)
-    except TypeError as error:
-        raise ValueError(f"loss {name!r} does not take {sorted(kwargs)}: {error}") from None
-    return functools.partial(fn, **kwargs)
-'''
-
-# ---------------------------------------- solution.models.rankers
-SOURCES['solution.models.rankers'] = '''\
-"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly."""
-
-from __future__ import annotations
-
-import torch
-from torch import nn
-from torch.nn import functional as F
-
-from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, PAD, TILE_CONFIG_DIM
-from .layers import CrossConfigAttention, GraphEncoder, Readout, SAGEBlock, mlp, per_config, pool, valid_configs
-
-class LayoutRanker(nn.Module):
-    """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
-    (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
-    on [N, C, d]; a per-graph pool and a readout score each config."""
-
-    def __init__(
-        self,
-        node_feat_dim: int,
-        hidden: int = 128,
-        opcode_dim: int = 32,
-        graph_layers: int = 2,
-        config_layers: int = 2,
-        cross_attention: bool = True,
-        heads: int = 4,
-        temperature: float = 0.5,
-        edge_direction: str = "forward",
-        dropout: float = 0.0,
-        encode_once: bool = True,
-    ) -> None:
-        super().__init__()
-        self.encode_once = encode_once  # False recomputes the encoder per config (early fusion, benchmarks)
-        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_embed = mlp(LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS, hidden, dropout)
-        self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
-        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
-        self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \\
-            if cross_attention else None
-        self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
-
-    def broadcast(self, h: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
-        config_node, config_feat = batch["config_node"], batch["config_feat"]
-        graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
-        nodes = config_node[graph, slot]  # [M]
-        values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
-        onehot = F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(h.dtype)  # [M, C, 126]
-        configured = per_config(h.index_select(0, nodes)) + self.config_embed(onehot)  # [M, C, d]
-        shape = (h.size(0), config_feat.size(1), h.size(-1))
-        return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
-
-    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
-        mask = valid_configs(batch)  # [G, C]
-        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
-        z = self.broadcast(h, batch)  # [N, C, d]
-        node_mask = mask[batch["node_graph"]]  # [N, C]
-        for i, block in enumerate(self.blocks):
-            z = block(z, batch["edge_index"])
-            if self.cross is not None:
-                z = self.cross[i](z, node_mask)
-        return h, z
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
-        h, z = self.embed(batch)
-        graph_part = per_config(pool(h, batch["node_graph"], graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, batch["node_graph"], graphs), graph_part], -1), mask)  # [G, C]
-
-
-class TileRanker(nn.Module):
-    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
-    a readout compares the configs of a kernel."""
-
-    def __init__(
-        self,
-        node_feat_dim: int,
-        config_dim: int = TILE_CONFIG_DIM,
-        hidden: int = 128,
-        opcode_dim: int = 32,
-        graph_layers: int = 2,
-        cross_attention: bool = True,
-        heads: int = 4,
-        edge_direction: str = "forward",
-        dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_mlp = mlp(config_dim, hidden, dropout)
-        self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
-        kernel = pool(self.encoder(batch), batch["node_graph"], graphs)  # [G, 2d]
-        config = self.config_mlp(batch["config_feat"])  # [G, C, d]
-        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
-        return self.readout(joined, mask)  # [G, C]
-
-
-# settings of the per-node config blocks, which the tile model does not have
-LAYOUT_ONLY = ("config_layers", "temperature", "encode_once")
-
-
-def build_model(task: str, node_feat_dim: int, **hparams) -> nn.Module:
-    """The ranker of a task ("layout" or "tile"). One settings list serves both: the LAYOUT_ONLY settings
-    are dropped for tile."""
-    if task == "layout":
-        return LayoutRanker(node_feat_dim, **hparams)
-    if task == "tile":
-        return TileRanker(node_feat_dim, **{k: v for k, v in hparams.items() if k not in LAYOUT_ONLY})
-    raise ValueError(f"task={task!r}; expected 'layout' or 'tile'")
-'''
-
-# ---------------------------------------- solution.models.scatter
-SOURCES['solution.models.scatter'] = '''\
-"""Scatter reductions (sum, mean, max) along one dim; the only module that imports torch_scatter."""
-
-from __future__ import annotations
-
-import contextlib
-import os
-from collections.abc import Iterator
-
-import torch
-
-# Two paths for one behaviour. torch_scatter has fused kernels that are faster on GPU, so it is used when it
-# is installed; it has no PyPI wheel and is missing on a Kaggle notebook, so plain torch (index_add_ and
-# scatter_reduce) is the fallback and must give the same numbers. SOLUTION_SCATTER=torch forces the fallback.
-try:
-    import torch_scatter
-except ImportError:
-    torch_scatter = None
-
-BACKENDS = ("torch_scatter", "torch")
-AVAILABLE = torch_scatter is not None
-
-
-def _check(name: str) -> str:
-    if name not in BACKENDS:
-        raise ValueError(f"scatter backend {name!r}; expected one of {', '.join(BACKENDS)}")
-    if name == "torch_scatter" and not AVAILABLE:
-        raise ValueError("scatter backend 'torch_scatter' is not installed (pip install torch-scatter)")
-    return name
-
-
-BACKEND = _check(os.environ.get("SOLUTION_SCATTER", "torch_scatter" if AVAILABLE else "torch"))
-
-
-def set_backend(name: str) -> None:
-    """Use `name` ("torch_scatter" or "torch") for every later call."""
-    global BACKEND
-    BACKEND = _check(name)
-
-
-@contextlib.contextmanager
-def use_backend(name: str) -> Iterator[None]:
-    """Use `name` inside the `with` block, then restore the previous backend."""
-    previous = BACKEND
-    set_backend(name)
-    try:
-        yield
-    finally:
-        set_backend(previous)
-
-
-def _along(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
-    """The 1-D index viewed along `dim` and expanded to the shape of `src` (no copy)."""
-    shape = [1] * src.dim()
-    shape[dim] = -1
-    return index.view(shape).expand_as(src)
-
-
-def _out_shape(src: torch.Tensor, dim: int, dim_size: int) -> list[int]:
-    shape = list(src.shape)
-    shape[dim] = dim_size
-    return shape
-
-
-def _fused() -> bool:
-    """torch_scatter's kernels, unless a torch.compile trace is running (it cannot trace them; inductor fuses
-    the plain-torch ops itself)."""
-    return BACKEND == "torch_scatter" and not torch.compiler.is_compiling()
-
-
-def _validate(src: torch.Tensor, index: torch.Tensor, dim: int) -> int:
-    dim = dim % src.dim()
-    if index.dim() != 1 or index.numel() != src.size(dim):
-        raise ValueError(f"index must be 1-D with src.size({dim})={src.size(dim)} entries, got {tuple(index.shape)}")
-    return dim
-
-
-def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
-    """out[..., i, ...] = sum of src[..., j, ...] over j with index[j] == i (slot i along `dim`)."""
-    dim = _validate(src, index, dim)
-    if _fused():
-        return torch_scatter.scatter_sum(src, index, dim, dim_size=dim_size)
-    return src.new_zeros(_out_shape(src, dim, dim_size)).index_add_(dim, index, src)
-
-
-def scatter_mean(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
-    """Mean over the entries of each slot; 0 for empty slots."""
-    dim = _validate(src, index, dim)
-    if _fused():
-        return torch_scatter.scatter_mean(src, index, dim, dim_size=dim_size)
-    count = torch.bincount(index, minlength=dim_size).clamp_min(1).to(src.dtype)  # [dim_size]
-    shape = [1] * src.dim()
-    shape[dim] = dim_size
-    return scatter_sum(src, index, dim, dim_size) / count.view(shape)
-
-
-def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
-    """Maximum over the entries of each slot (values only); 0 for empty slots."""
-    dim = _validate(src, index, dim)
-    if _fused():
-        return torch_scatter.scatter_max(src, _along(index, src, dim), dim, dim_size=dim_size)[0]
-    out = src.new_zeros(_out_shape(src, dim, dim_size))
-    return out.scatter_reduce(dim, _along(index, src, dim), src, "amax", include_self=False)
-'''
-
-# ---------------------------------------- solution.submission
-SOURCES['solution.submission'] = '''\
-"""Submission: write, merge, check and score submission CSVs; ensembles of runs."""
-'''
-
-# ---------------------------------------- solution.submission.ensemble
-SOURCES['solution.submission.ensemble'] = '''\
-"""Raw per-config scores with their provenance, and `solution ensemble`: combine runs' scores into one submission."""
-
-from __future__ import annotations
-
-import argparse
-import json
-import sys
-import zipfile
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import numpy as np
 
-from ..atomic import atomic_write
-from ..constants import COLLECTIONS
-from ..data.cache import ArrayCache, file_digest
-from ..data.reader import DataError
-from .files import SubmissionError, collection_file_stem, merge, write_collection
-
-META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
-FORMAT_VERSION = 1
-METHODS = ("rank", "score")
-SUFFIX = ".scores.npz"
-
-
-class EnsembleError(ValueError):
-    """Runs that cannot be combined; the message names the runs, the collection and the file."""
-
-
-@dataclass
-class Run:
-    """One `.scores.npz`: the scores of every file of one collection split, and the files they were made on."""
-
-    path: Path
-    collection: str
-    split: str
-    files: dict[str, dict]  # stem -> {"digest": blake2b hex of the .npz file, "configs": c}
-    scores: dict[str, np.ndarray]  # stem -> (c,) lower = faster
-    extra: dict = field(default_factory=dict)  # how an ensemble was made
-
-    @property
-    def label(self) -> str:
-        return self.collection if self.split == "test" else f"{self.collection} ({self.split})"
-
-
-# ---------------------------------------------------------------- writing and reading
-
-
-def output_name(collection: str, split: str) -> str:
-    """'layout_xla_random' for the test split, 'layout_xla_random.valid' for another."""
-    return collection_file_stem(collection) + ("" if split == "test" else f".{split}")
-
-
-def file_record(path: Path, configs: int, cache: ArrayCache | None = None) -> dict:
-    """What identifies a data file: its content digest (the cache's remembered one when given) and config count."""
-    return {"digest": cache.content_digest(path) if cache else file_digest(path), "configs": int(configs)}
-
-
-def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str, np.ndarray],
-              files: dict[str, dict], extra: dict | None = None) -> tuple[Path, Path]:
-    """Write `<out_dir>/<name>.csv` and `<name>.scores.npz` (scores plus the provenance JSON), each atomically."""
-    out_dir, name = Path(out_dir), output_name(collection, split)
-    if META_KEY in scores or set(scores) != set(files):
-        raise ValueError(f"{collection}: scores for {sorted(scores)[:3]}... and file records for "
-                         f"{sorted(files)[:3]}...; expected one record per scored file (and no stem {META_KEY})")
-    csv_path = write_collection(out_dir / f"{name}.csv", collection, scores)
-    meta = {"format": FORMAT_VERSION, "collection": collection, "split": split,
-            "files": {stem: files[stem] for stem in sorted(files)}, **(extra or {})}
-    npz_path = out_dir / f"{name}{SUFFIX}"
-    with atomic_write(npz_path, "wb") as handle:
-        np.savez(handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
-    return csv_path, npz_path
-
-
-def read_run(path: str | Path) -> Run:
-    """A `.scores.npz` written by `write_run`; an older one (no provenance) is refused: predict it again."""
-    path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise EnsembleError(f"{path}: unreadable ({type(err).__name__}: {err}); expected a .scores.npz "
-                            "written by `solution predict` or `solution ensemble`") from err
-    if META_KEY not in arrays:
-        raise EnsembleError(f"{path}: no record of the data files it was made on (written before scores carried "
-                            "one); run `solution predict` again for this run to ensemble it")
-    try:
-        meta = json.loads(str(arrays.pop(META_KEY)))
-        collection, split, files, version = (meta.pop(key) for key in ("collection", "split", "files", "format"))
-        counts = {stem: int(record["configs"]) for stem, record in files.items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise EnsembleError(f"{path}: unreadable provenance record ({type(err).__name__}: {err})") from err
-    if version != FORMAT_VERSION or collection not in COLLECTIONS:
-        raise EnsembleError(f"{path}: provenance of format {version} for {collection!r}; expected format "
-                            f"{FORMAT_VERSION} and one of {', '.join(COLLECTIONS)}")
-    if set(arrays) != set(files):
-        raise EnsembleError(f"{path}: scores for {len(arrays)} files, provenance for {len(files)}; expected the same "
-                            f"stems (differing: {sorted(set(arrays) ^ set(files))[:3]})")
-    for stem, count in counts.items():
-        if arrays[stem].shape != (count,):
-            raise EnsembleError(f"{path}: {stem}: scores of shape {arrays[stem].shape} for {count} configs")
-    return Run(path, collection, split, files, arrays, meta)
-
-
-def run_files(run: str | Path) -> list[Path]:
-    """The `.scores.npz` files of a RUN argument: the file itself, or those in the folder."""
-    run = Path(run)
-    found = sorted(run.glob(f"*{SUFFIX}")) if run.is_dir() else [run] if run.is_file() else []
-    if not found:
-        raise EnsembleError(f"{run}: no {SUFFIX} files; expected a `solution predict` output folder or one "
-                            f"{SUFFIX} file")
-    return found
-
-
-# ---------------------------------------------------------------- combining
-
-
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, ties sharing their mean rank (scipy.stats.rankdata's 'average'): (c,) -> (c,) float64."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    first = np.r_[True, ordered[1:] != ordered[:-1]]  # (c,) starts a run of equal values
-    starts = np.flatnonzero(first)
-    ends = np.r_[starts[1:], len(values)]  # runs cover sorted positions starts..ends-1
-    ranks = np.empty(len(values))
-    ranks[order] = ((starts + 1 + ends) / 2)[np.cumsum(first) - 1]
-    return ranks
-
-
-def normalised_ranks(values: np.ndarray) -> np.ndarray:
-    """Average ranks mapped onto [0, 1] (fastest 0, slowest 1) so graphs of any config count weigh alike."""
-    return (average_ranks(values) - 1) / max(len(values) - 1, 1)
-
-
-def standardised(values: np.ndarray) -> np.ndarray:
-    """(x - mean) / std over one graph's configs; all zeros for a constant graph."""
-    values = values.astype(np.float64)
-    std = values.std()
-    return (values - values.mean()) / std if std > 0 else np.zeros_like(values)
-
-
-def combine(scores: list[np.ndarray], weights: np.ndarray, method: str) -> np.ndarray:
-    """Weighted mean over runs of one graph's transformed scores: R arrays of (c,), (R,) weights -> (c,).
-
-    A ranking loss fixes only the order of a graph's scores: their offset and spread differ from run to run (and
-    seed to seed), so raw scores are not on one scale and one run could outvote the others. `rank` replaces them
-    by ranks (blind to any monotone rescaling); `score` standardises them per graph, which keeps how decisively a
-    run separates two configs."""
-    transform = normalised_ranks if method == "rank" else standardised
-    stacked = np.stack([transform(np.asarray(s)) for s in scores])  # (R, c)
-    return (weights / weights.sum()) @ stacked  # (c,)
-
-
-def check_same_files(first: Run, other: Run) -> None:
-    """Refuse runs of one collection split made on different data files."""
-    where = f"{first.label}: runs {first.path} and {other.path}"
-    if set(first.files) != set(other.files):
-        only = [", ".join(sorted(set(a.files) - set(b.files))[:3]) or "-" for a, b in ((first, other), (other, first))]
-        raise EnsembleError(f"{where} cover different files: only in the first {only[0]}; only in the second {only[1]}")
-    for stem in sorted(first.files):
-        a, b = first.files[stem], other.files[stem]
-        if a["configs"] != b["configs"]:
-            raise EnsembleError(f"{where} differ on file {stem}: {a['configs']} configs vs {b['configs']}")
-        if a["digest"] != b["digest"]:
-            raise EnsembleError(f"{where} differ on file {stem}: content digest {a['digest'][:12]}... vs "
-                                f"{b['digest'][:12]}...; predict both on the same data")
-
-
-def ensemble(runs: list[Path], out: Path, method: str = "rank", weights: list[float] | None = None,
-             root: Path | None = None) -> tuple[list[tuple[str, int, str]], Path | None]:
-    """Combine every collection split the runs cover; write its CSV and scores under `out`, and `submission.csv`
-    (checked against `root` when given) when the five test collections are all there.
-    Returns (collection, runs combined, method) rows and the merged submission or None."""
-    out = Path(out)
-    if method not in METHODS:
-        raise EnsembleError(f"--method {method}; expected one of {', '.join(METHODS)}")
-    weights = np.ones(len(runs)) if weights is None else np.asarray(weights, dtype=np.float64)
-    if len(weights) != len(runs):
-        raise EnsembleError(f"--weights: {len(weights)} value(s) for {len(runs)} run(s); expected one per run")
-    if not (np.isfinite(weights).all() and (weights > 0).all()):
-        raise EnsembleError(f"--weights {weights.tolist()}; expected positive numbers")
-    groups: dict[tuple[str, str], list[tuple[Run, float]]] = {}
-    for run, weight in zip(runs, weights):
-        seen = set()
-        for path in run_files(run):
-            loaded = read_run(path)
-            key = (loaded.collection, loaded.split)
-            if key in seen:
-                raise EnsembleError(f"{run}: holds {loaded.label} twice; expected one file per collection")
-            seen.add(key)
-            groups.setdefault(key, []).append((loaded, weight))
-    for members in groups.values():  # check everything before writing anything
-        for other, _ in members[1:]:
-            check_same_files(members[0][0], other)
-    table = []
-    for (collection, split), members in sorted(groups.items(), key=lambda g: (COLLECTIONS.index(g[0][0]), g[0][1])):
-        first, w = members[0][0], np.array([weight for _, weight in members])  # (R,)
-        scores = {stem: combine([run.scores[stem] for run, _ in members], w, method) for stem in first.files}
-        extra = {"ensemble": {"method": method, "runs": [str(run.path) for run, _ in members], "weights": w.tolist()}}
-        write_run(out, collection, split, scores, first.files, extra)
-        table.append((first.label, len(members), method))
-    if any((c, "test") not in groups for c in COLLECTIONS):
-        return table, None
-    return table, merge([out / f"{output_name(c, 'test')}.csv" for c in COLLECTIONS], out / "submission.csv", root)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="solution ensemble", description="Combine runs' raw scores into one "
-                                     "submission: per collection, per graph, a weighted mean of ranks or z-scores.")
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
-                        help=f"a `solution predict` output folder (its *{SUFFIX}) or one {SUFFIX} file")
-    parser.add_argument("--method", choices=METHODS, default="rank",
-                        help="rank: mean of per-graph ranks (default); score: mean of per-graph z-scores")
-    parser.add_argument("--weights", type=float, nargs="+", default=None, metavar="W",
-                        help="one positive weight per run (default: equal)")
-    parser.add_argument("--out", type=Path, default=Path("submissions/ensemble"))
-    parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
-                        help="dataset whose test files the merged submission must cover")
-    args = parser.parse_args(argv)
-    try:
-        table, merged = ensemble(args.runs, args.out, args.method, args.weights, args.root)
-    except (EnsembleError, SubmissionError, DataError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(f"{'collection':<32}{'runs':>6}  method")
-    for label, count, method in table:
-        print(f"{label:<32}{count:>6}  {method}")
-    print(f"wrote {args.out}: <collection>.csv and <collection>{SUFFIX}" + (
-        f", merged into {merged}" + (f" (checked against {args.root})" if args.root else "") if merged else
-        "; submission.csv not merged (not all five test collections)"))
-    return 0
-'''
-
-# ---------------------------------------- solution.submission.files
-SOURCES['solution.submission.files'] = '''\
-"""Write, merge, check and score Kaggle submission CSVs (`ID,TopConfigs`); CLI: check-submission, score, submit."""
-
-from __future__ import annotations
-
-import argparse
-import csv
-import io
-import re
-import zipfile
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import NamedTuple
-
-import numpy as np
-
-from ..atomic import atomic_write
-from ..constants import COLLECTIONS
-from ..data.reader import DataError, find_collections, list_files, submission_id
-from ..training.metrics import (
+from ..constants import COLLECTIONS, LAYOUT_CONFIG_DIM, LAYOUT_GROUP, LAYOUT_SYMBOLS, PAD, TILE_CONFIG_DIM
+from ..metrics import (
     TILE_SUBMITTED,
     TILE_TOPK,
-    final_score,
     kendall_tau,
     mean_over_graphs,
-    rank_order,
+    ordered_pair_accuracy,
+    ranking_tau,
+    submitted_positions,
     tile_score,
     tile_topk_error,
 )
+from .features import tile_config_features
+from .packing import pack, unpack
 
-HEADER = ("ID", "TopConfigs")
-ANSWERS_HEADER = ("ID", "Runtimes")
-SHOWN_PROBLEMS = 20  # problems quoted in a SubmissionError's message
-_INDEX = re.compile(r"\\s*[0-9]+\\s*", re.ASCII)
-MAX_DIGITS = 18  # any config index fits; more digits would overflow int64
-FIELD_LIMIT = 1 << 30  # csv's default 128 KiB field limit is below a 100,040-config layout permutation (~0.6 MB)
+COMMON_KEYS = ("node_feat", "node_opcode", "edge_index", "config_runtime")
 
 
-class SubmissionError(ValueError):
-    """A submission (or answers) file that breaks the format; the message names the file, row and expectation."""
+class Task:
+    """The facts and steps of one task; `LAYOUT` and `TILE` are its two instances."""
+
+    name: str
+    keys: tuple[str, ...]  # arrays a file of this task must hold
+    optional_keys: tuple[str, ...] = ()
+    config_key: str  # the file's config block
+    config_width: int  # width of one config's input to a ranker (per configurable node for layout)
+    submitted: int | None = None  # config ids per submission row; None: every config, a full ranking
+    has_config_nodes: bool  # whether configs set per-node layouts (graphs are pruned and segmented around them)
+    standardize_configs: bool  # whether config features are numbers to standardize (tile bounds)
+
+    def target(self, runtime: np.ndarray, normalizers: np.ndarray | None) -> np.ndarray:
+        """Runtime to rank, lower is faster."""
+        return runtime
+
+    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
+        """The config block as cached: one row per config."""
+        raise NotImplementedError
+
+    def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
+        """The chosen cached config rows as a ranker reads them."""
+        raise NotImplementedError
+
+    def graph_metrics(self, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
+        """The task's metrics of one graph; `score` is the one the competition averages."""
+        raise NotImplementedError
+
+    def collection_metrics(self, pairs: list[tuple[np.ndarray, np.ndarray]], lengths: list[int]
+                           ) -> dict[str, float]:
+        """Means over a collection's (positions, target) graphs of a checked submission; `lengths` are the
+        numbers of ids each row submitted."""
+        raise NotImplementedError
 
 
-class Row(NamedTuple):
-    line: int  # line number in the file, the header being line 1
-    id: str
-    field: str  # the raw TopConfigs (or Runtimes) text
+class LayoutTask(Task):
+    name = "layout"
+    keys = COMMON_KEYS + ("node_config_feat", "node_config_ids")
+    optional_keys = ("node_splits",)
+    config_key = "node_config_feat"
+    config_width = LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS  # 18 values, one-hot over -1..5
+    has_config_nodes = True
+    standardize_configs = False
+
+    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
+        return pack(config_feat)  # [c, nc] int64
+
+    def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
+        """[C, nc, 18] layout values; with `fill_default` an all -1 output layout (the compiler's default) is
+        replaced by the node's own layout, so that the config says what the node gets."""
+        values = unpack(configs)  # [C, nc, 18]
+        if fill_default and values.size:
+            out = values[..., :LAYOUT_GROUP]  # [C, nc, 6] view
+            default = (out == PAD).all(axis=-1)  # [C, nc]
+            out[default] = np.broadcast_to(default_layout, out.shape)[default]
+        return values
+
+    def graph_metrics(self, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
+        tau = ranking_tau(scores, target)  # of the ranking the submission would hold, as `solution score` does
+        return {"score": tau, "kendall_tau": tau, "opa": ordered_pair_accuracy(submitted_positions(scores), target)}
+
+    def collection_metrics(self, pairs: list[tuple[np.ndarray, np.ndarray]], lengths: list[int]
+                           ) -> dict[str, float]:
+        return {"score": mean_over_graphs(kendall_tau(pred, target) for pred, target in pairs)}
 
 
-@dataclass
-class CheckReport:
-    """What `check` found: the parsed rows (ID -> config indices, fastest first) and every problem."""
+class TileTask(Task):
+    name = "tile"
+    keys = COMMON_KEYS + ("config_feat", "config_runtime_normalizers")
+    config_key = "config_feat"
+    config_width = TILE_CONFIG_DIM
+    submitted = TILE_SUBMITTED
+    has_config_nodes = False
+    standardize_configs = True
 
-    path: Path
-    rows: dict[str, np.ndarray] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    expected: int | None = None  # number of test files checked against, None without a root
+    def target(self, runtime: np.ndarray, normalizers: np.ndarray | None) -> np.ndarray:
+        """runtime / normalizer (0 where a test file's normalizer is 0)."""
+        return np.divide(runtime, normalizers, out=np.zeros_like(runtime), where=normalizers > 0)
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems
+    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
+        return tile_config_features(config_feat)  # [c, 24]
 
-    def raise_if_bad(self) -> CheckReport:
-        if self.problems:
-            raise SubmissionError(_error_text(self.path, self.problems))
-        return self
+    def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
+        return np.asarray(configs)  # [C, 24]
 
+    def graph_metrics(self, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
+        return {"score": tile_score(scores, target),
+                **{f"top{k}_error": tile_topk_error(scores, target, k) for k in TILE_TOPK}}
 
-def _error_text(path: Path, problems: list[str]) -> str:
-    shown = problems[:SHOWN_PROBLEMS]
-    more = len(problems) - len(shown)
-    return f"{path}: " + "\\n  ".join(shown + ([f"... and {more} more problem(s)"] if more else []))
-
-
-def collection_of(row_id: str) -> str | None:
-    """The collection an ID belongs to ('tile:xla:abc' -> 'tile:xla'), None when no collection prefix fits."""
-    for name in COLLECTIONS:
-        if row_id.startswith(name + ":") and len(row_id) > len(name) + 1:
-            return name
-    return None
-
-
-# ---------------------------------------------------------------- writing
+    def collection_metrics(self, pairs: list[tuple[np.ndarray, np.ndarray]], lengths: list[int]
+                           ) -> dict[str, float]:
+        """`score`, and each top-k error that every row submitted enough ids for."""
+        entry = {"score": float(np.mean([tile_score(pred, target) for pred, target in pairs]))}
+        for k in TILE_TOPK:
+            if all(length >= min(k, len(target)) for length, (_, target) in zip(lengths, pairs)):
+                entry[f"top{k}_error"] = float(np.mean([tile_topk_error(p, t, k) for p, t in pairs]))
+        return entry
 
 
-def collection_file_stem(collection: str) -> str:
-    """'layout:xla:random' -> 'layout_xla_random': the name of its CSV and of its YAML in configs/."""
-    return collection.replace(":", "_")
+LAYOUT, TILE = LayoutTask(), TileTask()
+TASKS: dict[str, Task] = {task.name: task for task in (LAYOUT, TILE)}
 
 
-def rows_from_scores(collection: str, scores: dict[str, np.ndarray]) -> list[tuple[str, str]]:
-    """(ID, TopConfigs) rows sorted by ID from per-file scores (stem -> [c], lower = faster)."""
+def task_of(collection: str) -> Task:
+    """The task of a collection ('tile:xla' -> TILE)."""
     if collection not in COLLECTIONS:
         raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
-    rows = []
-    for stem in sorted(scores):
-        order = _ranking(collection, stem, np.asarray(scores[stem]))
-        if collection.startswith("tile"):
-            order = order[:TILE_SUBMITTED]
-        rows.append((f"{collection}:{stem}", _join(order)))
-    return rows
-
-
-def _join(order: np.ndarray) -> str:
-    return ";".join(map(str, order.tolist()))
-
-
-def _ranking(collection: str, stem: str, values: np.ndarray) -> np.ndarray:
-    """Config indices fastest first: the stable ascending argsort of finite scores."""
-    if values.ndim != 1 or values.size == 0:
-        raise SubmissionError(f"{collection}:{stem}: scores of shape {values.shape}; expected one score per config")
-    if not np.isfinite(values).all():
-        raise SubmissionError(f"{collection}:{stem}: {int((~np.isfinite(values)).sum())} NaN/inf scores; "
-                              "expected finite scores")
-    return rank_order(values)
-
-
-def _write_rows(path: Path, rows: list[tuple[str, str]]) -> None:
-    with atomic_write(path, newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\\n")
-        writer.writerow(HEADER)
-        writer.writerows(rows)
-
-
-def write_collection(path: str | Path, collection: str, scores: dict[str, np.ndarray]) -> Path:
-    """Write one collection's submission CSV atomically."""
-    path = Path(path)
-    _write_rows(path, rows_from_scores(collection, scores))
-    return path
-
-
-def merge(paths: list[Path], out: str | Path, root: str | Path | None = None) -> Path:
-    """Merge per-collection CSVs into one submission (collections in COLLECTIONS order, IDs sorted); with `root`,
-    check it against the test files before writing, so a bad merge never replaces `out`."""
-    out = Path(out)
-    merged: dict[str, np.ndarray] = {}
-    source: dict[str, str] = {}
-    for path in map(Path, paths):
-        report = check(path).raise_if_bad()
-        for row_id, order in report.rows.items():
-            if row_id in merged:
-                raise SubmissionError(f"{path}: ID {row_id} also in {source[row_id]}; expected each ID in one input")
-            merged[row_id], source[row_id] = order, str(path)
-    ordered = sorted(merged, key=lambda row_id: (COLLECTIONS.index(collection_of(row_id)), row_id))
-    rows = [(row_id, _join(merged[row_id])) for row_id in ordered]
-    if root is not None:
-        problems = _validate([Row(i + 2, *row) for i, row in enumerate(rows)], expected_test_files(root))[1]
-        if problems:
-            raise SubmissionError(_error_text(out, problems))
-    _write_rows(out, rows)
-    return out
-
-
-# ---------------------------------------------------------------- the test set
-
-
-def expected_test_files(root: str | Path) -> dict[str, int]:
-    """ID -> number of configs of every test file of every collection found under `root`."""
-    return {submission_id(collection, path): _count_configs(path)
-            for collection in find_collections(root) for path in list_files(root, collection, "test")}
-
-
-def _count_configs(path: Path) -> int:
-    return len(_read_arrays(path, ("config_runtime",))["config_runtime"])
-
-
-def _read_arrays(path: Path, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
-    """Only `keys` (and those of `optional` present) of an npz, opened lazily: big config arrays are never read."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {key: npz[key] for key in keys + tuple(k for k in optional if k in npz.files)}
-    except KeyError as err:
-        raise DataError(path, str(err.args[0]), "key missing", "a TpuGraphs .npz file") from err
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as err:
-        raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})",
-                        "a complete .npz (zip) file") from err
-
-
-def answers_from_split(root: str | Path, split: str = "valid") -> tuple[dict[str, int], dict[str, np.ndarray]]:
-    """Treat a split with known runtimes as the test set: (ID -> config count, ID -> runtimes, lower = faster)."""
-    answers = {submission_id(collection, path): _target(path)
-               for collection in find_collections(root) for path in list_files(root, collection, split)}
-    return {row_id: len(runtimes) for row_id, runtimes in answers.items()}, answers
-
-
-def _target(path: Path) -> np.ndarray:
-    """The file's target as RawGraph.target() defines it, read lazily: runtime / normalizer for tile."""
-    arrays = _read_arrays(path, ("config_runtime",), optional=("config_runtime_normalizers",))
-    for key, values in arrays.items():
-        if values.size == 0 or values.min() <= 0:
-            raise DataError(path, key, f"minimum {values.min(initial=0)}", "positive values (a split with runtimes)")
-    runtime = arrays["config_runtime"].astype(np.float64)
-    normalizers = arrays.get("config_runtime_normalizers")
-    return runtime if normalizers is None else runtime / normalizers
-
-
-# ---------------------------------------------------------------- reading and checking
-
-
-def _read_csv(path: Path, header: tuple[str, str]) -> tuple[list[Row] | None, list[str]]:
-    """The data rows of a two-column CSV (None when it cannot be read at all) and its problems."""
-    expected = ",".join(header)
-    if not path.is_file():
-        return None, [f"no such file; expected a CSV with header {expected}"]
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        return None, [f"not a text file; expected a CSV with header {expected}"]
-    if not text.strip():
-        return None, [f"empty file; expected a CSV with header {expected}"]
-    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # process-wide, and only ever raised
-    reader = csv.reader(io.StringIO(text, newline=""))  # line_num counts \\n, \\r\\n and \\r line ends alike
-    rows: list[Row] | None = None  # None until the header is read
-    problems = []
-    while True:
-        line = reader.line_num + 1  # where the next row starts
-        try:
-            cells = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:  # e.g. a field over FIELD_LIMIT
-            problems.append(f"line {line}: unreadable CSV ({err}); expected {expected}")
-            if reader.line_num < line:  # no progress: stop rather than loop
-                break
-            continue
-        if rows is None:
-            if tuple(cell.strip() for cell in cells) != header:
-                return None, [f"line {line}: header {_quote(','.join(cells))}; expected {expected}"]
-            rows = []
-        elif len(cells) <= 1 and not "".join(cells).strip():
-            continue  # a blank line
-        elif len(cells) != 2:
-            problems.append(f"line {line}: {len(cells)} fields; expected 2 ({expected})")
-        else:
-            rows.append(Row(line, cells[0].strip(), cells[1]))
-    if rows is None:  # every line unreadable
-        return None, problems or [f"no header; expected a CSV with header {expected}"]
-    return rows, problems
-
-
-def _quote(text: str, limit: int = 40) -> str:
-    """repr of `text`, shortened to about `limit` characters: a problem line must stay one readable line."""
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
-
-
-def _validate(rows: list[Row], expected: dict[str, int] | None,
-              against: str = "test file under the data root") -> tuple[dict[str, np.ndarray], list[str]]:
-    """Parse every row's TopConfigs and list each problem; without `expected`, only what needs no config counts."""
-    parsed: dict[str, np.ndarray] = {}
-    problems: list[str] = []
-    first_line: dict[str, int] = {}
-    for row in rows:
-        where = f"line {row.line} ({row.id if len(row.id) <= 100 else row.id[:100] + '...'})"  # garbage IDs: short
-        if row.id in first_line:
-            problems.append(f"{where}: duplicate ID, first on line {first_line[row.id]}; expected each ID once")
-            continue
-        first_line[row.id] = row.line
-        collection = collection_of(row.id)
-        if collection is None:
-            problems.append(f"{where}: unknown ID; expected '<collection>:<stem>' with a collection "
-                            f"among {', '.join(COLLECTIONS)}")
-            continue
-        if expected is not None and row.id not in expected:
-            problems.append(f"{where}: unknown ID; no such {against}")
-            continue
-        order, problem = _parse_order(row.field)
-        if problem is None:
-            count = None if expected is None else expected[row.id]
-            problem = _tile_problem(order, count) if collection.startswith("tile") else _layout_problem(order, count)
-        if problem:
-            problems.append(f"{where}: {problem}")
-        else:
-            parsed[row.id] = order
-    if expected is not None:
-        problems += [f"missing ID {row_id} ({count} configs); expected a row for every {against}"
-                     for row_id, count in expected.items() if row_id not in first_line]
-    return parsed, problems
-
-
-def _parse_order(text: str) -> tuple[np.ndarray, str | None]:
-    """Distinct config indices of one TopConfigs field, or what is wrong with them."""
-    if not text.strip():
-        return np.empty(0, np.int64), "empty TopConfigs; expected config indices joined by ';'"
-    tokens = text.split(";")
-    bad = [i for i, token in enumerate(tokens) if not _INDEX.fullmatch(token)]
-    if bad:
-        return np.empty(0, np.int64), (f"entry {bad[0] + 1} {_quote(tokens[bad[0]])} is not a non-negative integer; "
-                                       "expected TopConfigs to hold config indices joined by ';'")
-    huge = [i for i, token in enumerate(tokens) if len(token.strip().lstrip("0")) > MAX_DIGITS]
-    if huge:
-        return np.empty(0, np.int64), (f"entry {huge[0] + 1} {_quote(tokens[huge[0]].strip())} out of range; "
-                                       "expected TopConfigs to hold config indices")
-    order = np.array([int(token) for token in tokens], dtype=np.int64)
-    values, counts = np.unique(order, return_counts=True)
-    if (counts > 1).any():
-        return order, f"index {values[counts > 1][0]} repeated; expected distinct config indices in TopConfigs"
-    return order, None
-
-
-def _tile_problem(order: np.ndarray, count: int | None) -> str | None:
-    """Tile rows: the 5 fastest configs (all of them when the file has fewer); `count` = the file's configs."""
-    if count is None:
-        return None if len(order) <= TILE_SUBMITTED else \\
-            f"{len(order)} indices; expected {TILE_SUBMITTED} in TopConfigs"
-    if order.max() >= count:
-        return _out_of_range(order, count)
-    want = min(TILE_SUBMITTED, count)
-    return None if len(order) == want else \\
-        f"{len(order)} indices; expected {want} in TopConfigs (the file has {count} configs)"
-
-
-def _out_of_range(order: np.ndarray, count: int) -> str:
-    return f"index {order.max()} out of range; the file has {count} configs (TopConfigs indices 0..{count - 1})"
-
-
-def _layout_problem(order: np.ndarray, count: int | None) -> str | None:
-    """Layout rows: a permutation of every config; without `count`, of 0..len-1."""
-    if count is not None and order.max() >= count:
-        return _out_of_range(order, count)
-    size = len(order) if count is None else count
-    if len(order) == size and order.max() == size - 1:
-        return None
-    missing = np.setdiff1d(np.arange(size), order)  # never np.arange(order.max()): that may be 10**18
-    listed = ", ".join(map(str, missing[:10].tolist())) + (" ..." if len(missing) > 10 else "")
-    found = f"{len(order)} of {count} configs" if count is not None else f"{len(order)} indices up to {order.max()}"
-    return f"incomplete permutation: {found}, missing {listed}; expected every config index once in TopConfigs"
-
-
-def check(csv_path: str | Path, root: str | Path | None = None, expected: dict[str, int] | None = None) -> CheckReport:
-    """Every problem of a submission; against the test files under `root` (or `expected`: ID -> configs) if given."""
-    path = Path(csv_path)
-    if expected is None and root is not None:
-        expected = expected_test_files(root)
-    report = CheckReport(path, expected=None if expected is None else len(expected))
-    rows, report.problems = _read_csv(path, HEADER)
-    if rows is not None:
-        if not rows and not report.problems:
-            report.problems.append(f"no rows after the header; expected a row ({','.join(HEADER)}) per test file")
-        report.rows, more = _validate(rows, expected)
-        report.problems += more
-    return report
-
-
-def read_answers(path: str | Path) -> dict[str, np.ndarray]:
-    """ID -> true runtimes in config-index order from an answers CSV (`ID,Runtimes`, ';'-joined floats)."""
-    path = Path(path)
-    rows, problems = _read_csv(path, ANSWERS_HEADER)
-    answers: dict[str, np.ndarray] = {}
-    for row in rows or []:
-        where = f"line {row.line} ({row.id})"
-        try:
-            runtimes = np.array([float(token) for token in row.field.split(";")])
-        except ValueError:
-            problems.append(f"{where}: Runtimes {row.field[:40]!r}; expected numbers joined by ';'")
-            continue
-        if row.id in answers:
-            problems.append(f"{where}: duplicate ID; expected each ID once")
-        elif not np.isfinite(runtimes).all() or runtimes.min() <= 0:
-            problems.append(f"{where}: runtimes in [{runtimes.min()}, {runtimes.max()}]; expected positive numbers")
-        answers[row.id] = runtimes
-    if problems:
-        raise SubmissionError(_error_text(path, problems))
-    return answers
-
-
-# ---------------------------------------------------------------- scoring
-
-
-def score(csv_path: str | Path, answers: dict[str, np.ndarray]) -> dict:
-    """Per collection present in the submission: {'score', 'files'} plus tile top-K errors; 'final' is the mean of
-    the five collection scores, None unless all five are there. Each present collection must be complete."""
-    path = Path(csv_path)
-    rows, problems = _read_csv(path, HEADER)
-    if problems or not rows:
-        no_rows = f"no rows after the header; expected rows ({','.join(HEADER)}) to score"
-        raise SubmissionError(_error_text(path, problems or [no_rows]))
-    present = {collection_of(row.id) for row in rows} - {None}
-    expected = {row_id: len(runtimes) for row_id, runtimes in answers.items() if collection_of(row_id) in present}
-    parsed, problems = _validate(rows, expected, against="file in the answers")
-    if problems:
-        raise SubmissionError(_error_text(path, problems))
-    result: dict = {}
-    for collection in (c for c in COLLECTIONS if c in present):
-        ids = sorted(row_id for row_id in parsed if collection_of(row_id) == collection)
-        pairs = [(_positions(parsed[row_id], len(answers[row_id])), answers[row_id]) for row_id in ids]
-        if collection.startswith("tile"):
-            entry = {"score": float(np.mean([tile_score(pred, target) for pred, target in pairs]))}
-            for k in TILE_TOPK:
-                if all(len(parsed[row_id]) >= min(k, len(answers[row_id])) for row_id in ids):
-                    entry[f"top{k}_error"] = float(np.mean([tile_topk_error(p, t, k) for p, t in pairs]))
-        else:
-            entry = {"score": mean_over_graphs(kendall_tau(pred, target) for pred, target in pairs)}
-        result[collection] = {**entry, "files": len(ids)}
-    result["final"] = final_score({c: result[c]["score"] for c in COLLECTIONS}) if present == set(COLLECTIONS) \\
-        else None
-    return result
-
-
-def _positions(order: np.ndarray, count: int) -> np.ndarray:
-    """Predicted score of each config: its position in the submitted order; unlisted configs rank after all."""
-    pred = np.full(count, float(count))
-    pred[order] = np.arange(len(order))
-    return pred
-
-
-def format_scores(scores: dict) -> str:
-    """An aligned text table of `score`'s result."""
-    collections = {name: values for name, values in scores.items() if name != "final"}
-    topk = [f"top{k}_error" for k in TILE_TOPK if any(f"top{k}_error" in v for v in collections.values())]
-    columns = ["files", "score", *topk]
-    lines = [f"{'collection':<20}" + "".join(f"{c:>13}" for c in columns)]
-    for name, values in collections.items():
-        lines.append(f"{name:<20}" + "".join(f"{_cell(values.get(c)):>13}" for c in columns))
-    lines.append(f"{'final (mean of 5)':<20}{'':>13}{_cell(scores.get('final')):>13}")
-    return "\\n".join(lines)
-
-
-def _cell(value: float | int | None) -> str:
-    if value is None:
-        return "-"
-    return str(value) if isinstance(value, int) else f"{value:.4f}"
-
-
-# ---------------------------------------------------------------- command line
-
-
-def check_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="solution check-submission", description="Check a submission CSV.")
-    parser.add_argument("file", type=Path)
-    parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
-                        help="dataset whose test files the submission must cover (without it: format only)")
-    args = parser.parse_args(argv)
-    try:
-        report = check(args.file, args.root)
-    except DataError as err:
-        print(f"error: {err}")
-        return 2
-    for problem in report.problems:
-        print(f"{args.file}: {problem}")
-    if not report.ok:
-        print(f"{args.file}: {len(report.problems)} problem(s)")
-        return 1
-    against = f"all {report.expected} test files under {args.root}" if args.root else "format only (no --data.root)"
-    print(f"{args.file}: OK, {len(report.rows)} rows; checked {against}")
-    return 0
-
-
-def score_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="solution score", description="Score a submission against known runtimes.")
-    parser.add_argument("file", type=Path)
-    parser.add_argument("--answers", type=Path, required=True,
-                        help="an answers.csv (ID,Runtimes) or a data root whose valid split serves as answers")
-    args = parser.parse_args(argv)
-    try:
-        answers = answers_from_split(args.answers)[1] if args.answers.is_dir() else read_answers(args.answers)
-        scores = score(args.file, answers)
-    except (SubmissionError, DataError) as err:
-        print(f"error: {err}")
-        return 1
-    print(format_scores(scores))
-    return 0
-
-
-def submit_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="solution submit", description="Merge per-collection CSVs into one.")
-    parser.add_argument("parts", nargs="*", type=Path,
-                        help="per-collection CSVs (default: <dir>/<collection>.csv for all five)")
-    parser.add_argument("--dir", type=Path, default=Path("submissions"))
-    parser.add_argument("--out", type=Path, default=None, help="default: <dir>/submission.csv")
-    parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
-                        help="dataset whose test files the submission must cover")
-    args = parser.parse_args(argv)
-    parts = args.parts or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
-    try:
-        out = merge(parts, args.out or args.dir / "submission.csv", args.root)
-    except (SubmissionError, DataError) as err:
-        print(f"error: {err}")
-        return 1
-    print(f"wrote {out} from {len(parts)} file(s)" + (f"; checked against {args.root}" if args.root else ""))
-    return 0
+    return TASKS[collection.split(":")[0]]
 '''
 
-# ---------------------------------------- solution.submission.writer
-SOURCES['solution.submission.writer'] = '''\
-"""The predict callback that writes a collection's submission CSV and raw scores."""
+# ---------------------------------------- solution.errors
+SOURCES['solution.errors'] = '''\
+"""The exit codes of every `solution` command, one per kind of failure, and how a failure is told on stderr."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import sys
 
-import lightning.pytorch as pl
-import numpy as np
+OK = 0
+UNEXPECTED = 1  # anything else: a bug (Python's own code for an uncaught exception, traceback shown), failed sweep runs
+USAGE = 2  # bad command-line arguments or settings: argparse's and jsonargparse's own code
+BAD_DATA = 3  # a data file (DataError) or a submission that fails its checks
+WRITE_FAILED = 4  # an output that cannot be written: a read-only folder, a path under a regular file, a full disk
 
-from ..training.module import ScoreTable
-from .ensemble import file_record, write_run
+
+def fail(message: object, code: int) -> int:
+    """Print `error: <message>` on stderr and return `code`."""
+    print(f"error: {message}", file=sys.stderr)
+    return code
 
 
-class SubmissionWriter(pl.Callback):
-    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it, with the digest
-    and config count of each data file they cover (from every process's predictions, written once)."""
-
-    def __init__(self, out_dir: str = "submissions") -> None:
-        self.out_dir = Path(out_dir)
-
-    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        datamodule = trainer.datamodule
-        graphs = datamodule.graphs(datamodule.hparams.predict_split)
-        table, pl_module.predictions = pl_module.predictions, ScoreTable()  # the next predict starts empty
-        table.gather()
-        if not trainer.is_global_zero:
-            return
-        scores, files = {}, {}
-        for graph_id in table:
-            rows, mean, _ = table.graph(graph_id)
-            if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
-                raise RuntimeError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
-                                   f"{graphs.num_configs(graph_id)} configs")
-            path = graphs.paths[graph_id]
-            scores[path.stem] = mean
-            files[path.stem] = file_record(path, len(rows), graphs.cache)
-        write_run(self.out_dir, datamodule.hparams.collection, datamodule.hparams.predict_split, scores, files)
+def exit_status(stop: SystemExit) -> int:
+    """The code of a SystemExit: an argument parser's (its message already on stderr), or USAGE for one that
+    carries a message in place of a code."""
+    if stop.code is None or isinstance(stop.code, int):
+        return stop.code or OK
+    return fail(stop.code, USAGE)
 '''
 
-# ---------------------------------------- solution.tools
-SOURCES['solution.tools'] = '''\
-"""Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, the demo."""
-'''
-
-# ---------------------------------------- solution.tools.kernel
-SOURCES['solution.tools.kernel'] = '''\
-"""The Kaggle notebook job: train (or load) the five collections within a time budget, predict, submit."""
-
-from __future__ import annotations
-
-import logging
-import os
-import tempfile
-import time
-import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import timedelta
-from pathlib import Path
-
-import lightning.pytorch as pl
-import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
-
-from ..constants import COLLECTIONS
-from ..data.datamodule import TpuGraphsDataModule
-from ..data.reader import find_collections
-from ..submission.files import check, collection_file_stem, format_scores, merge
-from ..submission.writer import SubmissionWriter
-from ..training.callbacks import AtomicCheckpointIO
-from ..training.metrics import final_score
-from ..training.module import RankingModule
-
-COMPETITION = "predict-ai-model-runtime"
-KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
-KAGGLE_WORKING = Path("/kaggle/working")  # the notebook's saved output
-DEFAULT_BUDGET = 7 * 3600.0  # seconds of training in a 12-hour GPU session; the rest preprocesses and predicts
-SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
-          "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
-MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
-# Settings layered on configs/<collection>.yaml; "smoke" is a seconds-long run for tests on a CPU.
-PROFILES = {
-    "kaggle": {},
-    "smoke": {"trainer": {"check_val_every_n_epoch": 1, "num_sanity_val_steps": 0},
-              "model": {"hidden": 16, "opcode_dim": 8, "warmup_steps": 0},
-              "data": {"configs_per_graph": 8, "eval_chunk": 64, "num_workers": 0}},
-}
-QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
-
-
-
-def say(message: str) -> None:
-    """Progress for the notebook's log, flushed so that it interleaves with Lightning's own lines."""
-    print(message, flush=True)
-
-
-@dataclass(frozen=True)
-class Job:
-    """Where the kernel reads and writes, how long it trains and with which profile: from the environment."""
-
-    root: Path  # the competition data (read-only)
-    output: Path  # submission.csv, parts/, checkpoints/
-    cache: Path  # preprocessed graphs
-    budget: float  # seconds of training, all collections together
-    checkpoints: Path | None  # a folder of <collection>.ckpt to use instead of training
-    profile: str
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str]) -> Job:
-        profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
-        if profile not in PROFILES:
-            raise ValueError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
-        data = environ.get("SOLUTION_DATA_ROOT")
-        checkpoints = environ.get("SOLUTION_CHECKPOINTS")
-        return cls(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
-                   output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
-                   cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
-                   budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
-                   checkpoints=Path(checkpoints) if checkpoints else None, profile=profile)
-
-    @property
-    def parts(self) -> Path:
-        return self.output / "parts"
-
-    def checkpoint_path(self, collection: str) -> Path:
-        return self.output / "checkpoints" / f"{collection_file_stem(collection)}.ckpt"
-
-
-def budget_seconds(text: str | None, default: float) -> float:
-    """SOLUTION_TIME_BUDGET as a number of seconds >= 0 (`default` when unset)."""
-    try:
-        value = float(text) if text else default
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ValueError(f"SOLUTION_TIME_BUDGET={text!r}; expected a number of seconds >= 0")
-    return value
-
-
-def find_data_root(inputs: Path) -> Path:
-    """The competition's folder under `inputs`, else the first attached input that holds npz_all/npz."""
-    found = [inputs / COMPETITION] + sorted(p.parent.parent for depth in ("*", "*/*", "*/*/*")
-                                           for p in inputs.glob(f"{depth}/npz_all/npz"))
-    for root in found:
-        if (root / "npz_all" / "npz").is_dir():
-            return root
-    raise FileNotFoundError(f"no TpuGraphs data under {inputs} (a folder holding npz_all/npz); attach the "
-                            f"{COMPETITION} data or set SOLUTION_DATA_ROOT")
-
-
-def given_checkpoints(folder: Path | None) -> dict[str, Path]:
-    """Collection -> <folder>/<collection>.ckpt for those present; a folder holding none is a mistake."""
-    if folder is None:
-        return {}
-    paths = {c: folder / f"{collection_file_stem(c)}.ckpt" for c in COLLECTIONS}
-    found = {c: path for c, path in paths.items() if path.is_file()}
-    if not found:
-        raise FileNotFoundError(f"SOLUTION_CHECKPOINTS={folder}: no checkpoint there; expected some of "
-                                f"{', '.join(p.name for p in paths.values())}")
-    return found
-
-
-def layered(base: Mapping, override: Mapping) -> dict:
-    """`base` with the keys of each of `override`'s sections replaced (one level deep)."""
-    return {**base, **{key: {**base.get(key, {}), **value} for key, value in override.items()}}
-
-
-def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
-    """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
-    run's paths, every test file, and no more workers than the machine has cores to spare."""
-    workers = min(settings["data"]["num_workers"], max((os.cpu_count() or 1) - 1, 0))
-    return {**settings["data"], **(saved or {}), "root": str(job.root), "cache_dir": str(job.cache),
-            "num_workers": workers, "predict_split": "test", "limit_graphs": None}
-
-
-class Progress(pl.Callback):
-    """Prints each validation score while a collection trains: a script's log shows no progress bar."""
-
-    def __init__(self, collection: str) -> None:
-        self.collection, self.start = collection, time.monotonic()
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            score = float(trainer.callback_metrics["val/score"])
-            say(f"  [{self.collection}] epoch {trainer.current_epoch}: val/score {score:.4f} "
-                f"({time.monotonic() - self.start:.0f} s)")
-
-
-def train(collection: str, settings: Mapping, seconds: float, job: Job) -> Path:
-    """Fit one collection for at most `seconds` of training; its best checkpoint by val/score (the last weights
-    when time ran out before the first validation) goes to <output>/checkpoints/<collection>.ckpt."""
-    path = job.checkpoint_path(collection)
-    say(f"[{collection}] preprocessing and training for up to {seconds:.0f} s")
-    pl.seed_everything(settings["seed_everything"], verbose=False)
-    datamodule = TpuGraphsDataModule(**data_settings(settings, job))
-    model = RankingModule(task=datamodule.task, node_feat_dim=datamodule.node_feat_dim, **settings["model"])
-    best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
-                           enable_version_counter=False)
-    trainer = pl.Trainer(**settings["trainer"], **QUIET, max_time=timedelta(seconds=seconds),
-                         callbacks=[best, Progress(collection)], plugins=[AtomicCheckpointIO()])
-    trainer.fit(model, datamodule=datamodule)
-    if not best.best_model_path:
-        trainer.save_checkpoint(path)
-    stop = "the time limit" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
-    say(f"[{collection}] stopped by {stop} after {trainer.current_epoch} epochs; saved {path}")
-    return path
-
-
-def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, Path]:
-    """Train `collections` in turn, each for its share of the budget still left (preprocessing counts)."""
-    start, trained = time.monotonic(), {}
-    for index, collection in enumerate(collections):
-        left = job.budget - (time.monotonic() - start)
-        share = SHARES[collection] / sum(SHARES[c] for c in collections[index:])
-        trained[collection] = train(collection, settings[collection], max(left * share, MIN_SECONDS), job)
-    return trained
-
-
-def public(hparams: Mapping) -> dict:
-    """Hyper-parameters without the entries Lightning's CLI adds (`_instantiator`)."""
-    return {key: value for key, value in hparams.items() if not key.startswith("_")}
-
-
-def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
-    """The model and data module a checkpoint (of this kernel or of `solution fit`) was trained with, read as
-    plain tensors and settings (no pickled code, no Lightning CLI), with this run's data paths."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model = RankingModule(**public(saved["hyper_parameters"]))
-    model.load_state_dict(saved["state_dict"])
-    data = data_settings(settings, job, public(saved.get("datamodule_hyper_parameters", {})))
-    if data["collection"] != collection:
-        raise ValueError(f"{checkpoint}: a checkpoint of {data['collection']}; expected one of {collection}")
-    return model, TpuGraphsDataModule(**data)
-
-
-def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job) -> dict[str, float]:
-    """Validate a checkpoint and write its test predictions to <output>/parts/<collection>.csv; returns its
-    validation metrics (`score`, ...) and the number of validation files."""
-    say(f"[{collection}] validating and predicting with {checkpoint}")
-    model, datamodule = load(checkpoint, collection, settings, job)
-    trainer = pl.Trainer(accelerator=settings["trainer"]["accelerator"], devices=settings["trainer"]["devices"],
-                         **QUIET, callbacks=[SubmissionWriter(str(job.parts))])
-    metrics = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
-    trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    return {**{name.removeprefix("val/"): float(value) for name, value in metrics.items()},
-            "files": len(datamodule.graphs("valid"))}
-
-
-def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
-    """The whole job: train (or load) the five collections with `settings` (collection -> configs/*.yaml
-    contents), predict every test file, write a checked submission.csv and print the validation scores."""
-    job = Job.from_environment(environ)
-    logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
-    warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
-    say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {job.profile}, "
-        f"training budget {job.budget:.0f} s, {torch.cuda.device_count()} GPU(s)")
-    present = [c for c in COLLECTIONS if c in find_collections(job.root)]
-    missing = [c for c in COLLECTIONS if c not in present]
-    if missing:
-        say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
-            f" skipped, and submission.csv covers only {', '.join(present)}")
-    profiled = {c: layered(settings[c], PROFILES[job.profile]) for c in present}
-    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
-    checkpoints.update(train_all([c for c in present if c not in checkpoints], profiled, job))
-    scores = {c: evaluate(c, checkpoints[c], profiled[c], job) for c in present}
-    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
-    report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
-    say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
-    if not missing:
-        scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
-    say(f"\\nvalidation scores of the checkpoints used:\\n{format_scores(scores)}")
-    return 0
-'''
-
-# ---------------------------------------- solution.training
-SOURCES['solution.training'] = '''\
-"""Training: the LightningModule, segment training, metrics, callbacks."""
-'''
-
-# ---------------------------------------- solution.training.callbacks
-SOURCES['solution.training.callbacks'] = '''\
-"""Trainer callbacks and plugins: a learning-rate monitor that tolerates no logger, and atomic checkpoint writes."""
-
-from __future__ import annotations
-
-import torch
-from lightning.pytorch.callbacks import LearningRateMonitor
-from lightning.pytorch.plugins.io import TorchCheckpointIO
-
-from ..atomic import atomic_write
-
-
-class LRMonitor(LearningRateMonitor):
-    """Logs the learning rate when a logger is set; silently does nothing with `--trainer.logger false`."""
-
-    def on_train_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_start(trainer, *args, **kwargs)
-
-    def on_train_batch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_batch_start(trainer, *args, **kwargs)
-
-    def on_train_epoch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
-        if trainer.loggers:
-            super().on_train_epoch_start(trainer, *args, **kwargs)
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
-    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
-
-    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
-        with atomic_write(path, "wb") as handle:
-            torch.save(checkpoint, handle)
-'''
-
-# ---------------------------------------- solution.training.metrics
-SOURCES['solution.training.metrics'] = '''\
+# ---------------------------------------- solution.metrics
+SOURCES['solution.metrics'] = '''\
 """Competition metrics in numpy: Kendall tau and pair accuracy in O(c log c), tile top-k scores, the final mean.
 
 Convention of the whole package: a model outputs one score per config, LOWER = predicted FASTER, and the
@@ -3238,7 +1872,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..constants import COLLECTIONS
+from .constants import COLLECTIONS
 
 TILE_TOPK = (1, 5, 10)
 TILE_SUBMITTED = 5  # configs submitted per tile kernel
@@ -3437,92 +2071,342 @@ def final_score(scores: Mapping[str, float]) -> float:
     return float(np.mean([scores[c] for c in COLLECTIONS]))
 '''
 
-# ---------------------------------------- solution.training.module
-SOURCES['solution.training.module'] = '''\
-"""The LightningModule: standardize features, score configs, train with a ranking loss, score validation."""
+# ---------------------------------------- solution.models
+SOURCES['solution.models'] = '''\
+"""Models: message-passing layers, the layout and tile rankers, baselines, ranking losses, scatter backends."""
+'''
+
+# ---------------------------------------- solution.models.layers
+SOURCES['solution.models.layers'] = '''\
+"""Building blocks of the rankers: SAGE message passing, cross-config attention, the graph encoder, pooling, readout."""
 
 from __future__ import annotations
 
-import math
-
-import lightning.pytorch as pl
-import numpy as np
 import torch
+from torch import nn
+from torch.nn import functional as F
 
-from ..constants import TILE_CONFIG_DIM
-from ..data.features import Standardizer
-from ..models.baselines import ConfigOnlyRanker
-from ..models.losses import get_loss
-from ..models.rankers import build_model
-from .metrics import (
-    mean_over_graphs,
-    ordered_pair_accuracy,
-    ranking_tau,
-    submitted_positions,
-    tile_score,
-    tile_topk_error,
-)
+from ..constants import NUM_OPCODES
+from ..data.batch import Batch
+from .scatter import scatter_max, scatter_mean
+
+# Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
+# slots per graph (padded), d = hidden. Node-major throughout: a config-aware node tensor is [N, C, d], so
+# gathers and scatters run along dim 0 over contiguous C*d rows, a per-graph pool lands directly on
+# [G, C, d], and the same block code serves the config-independent [N, d].
+
+EDGE_DIRECTIONS = ("forward", "reverse", "both")
+
+
+def mlp(in_dim: int, out_dim: int, dropout: float = 0.0) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(in_dim, out_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(out_dim, out_dim))
+
+
+def valid_configs(batch: Batch) -> torch.Tensor:
+    """[G, C] config mask; a graph without any valid config keeps all of its slots, so that no softmax
+    runs over an empty set (its scores are masked downstream anyway)."""
+    mask = batch.config_mask
+    return mask | ~mask.any(1, keepdim=True)
+
+
+class SAGEBlock(nn.Module):
+    """GraphSAGE with mean aggregation, residual and LayerNorm, on node-major [N, d] or [N, C, d] tensors:
+    one adjacency shared by every config."""
+
+    def __init__(self, dim: int, edge_direction: str = "forward", dropout: float = 0.0) -> None:
+        super().__init__()
+        if edge_direction not in EDGE_DIRECTIONS:
+            raise ValueError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
+        # (source, target) rows of edge_index per message direction; row 0 = producer, row 1 = consumer
+        self.routes = {"forward": [(0, 1)], "reverse": [(1, 0)], "both": [(0, 1), (1, 0)]}[edge_direction]
+        # Linear(concat(x, messages...)) as a sum of Linears: no [N, C, (1 + routes) d] concat copy
+        self.linear = nn.Linear(dim, dim)
+        self.message_linears = nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in self.routes)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        out = self.linear(x)  # [N, (C,) d]
+        for (source, target), linear in zip(self.routes, self.message_linears):
+            # gather + scatter: the messages are a transient [E, C, d] tensor (freed after the scatter; its
+            # gradient is again [E, C, d] in backward), the price of one adjacency shared over C
+            messages = x.index_select(0, edge_index[source])  # [E, (C,) d]
+            out = out + linear(scatter_mean(messages, edge_index[target], 0, x.size(0)))
+        return self.norm(x + self.dropout(F.gelu(out)))  # [N, (C,) d]
+
+
+class CrossConfigAttention(nn.Module):
+    """1st-place cross-config attention: per node and channel, a softmax over the graph's valid configs of
+    z / T (T learnable) weights z; z is refined from concat(z, a * z)."""
+
+    def __init__(self, dim: int, temperature: float = 0.5, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.log_temperature = nn.Parameter(torch.tensor(float(temperature)).log())
+        # Linear(concat(z, a * z)) as two Linears: no [N, C, 2d] concat copy
+        self.linear = nn.Linear(dim, dim)
+        self.attended_linear = nn.Linear(dim, dim, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, z: torch.Tensor, node_mask: torch.Tensor) -> torch.Tensor:
+        """z [N, C, d]; node_mask [N, C] marks each node's valid configs."""
+        logits = (z * (-self.log_temperature).exp()).masked_fill(~node_mask[..., None], float("-inf"))  # [N, C, d]
+        # weights times the number of valid configs (mean 1), so the attended term keeps its size whatever
+        # the number of configs in the batch; multiplied last, so that autograd saves one tensor fewer
+        attended = logits.softmax(1) * z * node_mask.sum(1)[:, None, None]  # [N, C, d]
+        return self.norm(z + self.dropout(self.linear(z) + self.attended_linear(attended)))  # [N, C, d]
+
+
+class GraphEncoder(nn.Module):
+    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks; optionally repeated per config."""
+
+    def __init__(self, node_feat_dim: int, hidden: int, opcode_dim: int, layers: int, edge_direction: str,
+                 dropout: float) -> None:
+        super().__init__()
+        self.opcode = nn.Embedding(NUM_OPCODES, opcode_dim)
+        self.input = mlp(opcode_dim + node_feat_dim, hidden, dropout)
+        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
+
+    def forward(self, batch: Batch, copies: int | None = None) -> torch.Tensor:
+        """[N, d]; with `copies` = C the same encoding computed C times over, [N, C, d] (early fusion)."""
+        x = torch.cat([self.opcode(batch.node_opcode), batch.node_feat], -1)  # [N, opcode_dim + F]
+        if copies is not None:
+            x = x[:, None].expand(-1, copies, -1)  # [N, C, opcode_dim + F]
+        x = self.input(x)  # [N, (C,) d]
+        for block in self.blocks:
+            x = block(x, batch.edge_index)
+        return x
+
+
+def per_config(x: torch.Tensor) -> torch.Tensor:
+    """A config-independent [I, d] as [I, 1, d] (broadcasts over configs); [I, C, d] unchanged."""
+    return x.unsqueeze(1) if x.dim() == 2 else x
+
+
+def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor:
+    """Per-graph mean and max of node-major x [N, ..., d] -> [G, ..., 2d]."""
+    return torch.cat([scatter_mean(x, node_graph, 0, graphs), scatter_max(x, node_graph, 0, graphs)], -1)
+
+
+class Readout(nn.Module):
+    """Per-config features [G, C, in] -> MLP -> masked self-attention over the graph's configs -> score."""
+
+    def __init__(self, in_dim: int, hidden: int, cross_attention: bool, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.mlp = mlp(in_dim, hidden, dropout)
+        self.attention = nn.MultiheadAttention(hidden, heads, dropout=dropout, batch_first=True) \\
+            if cross_attention else None
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster."""
+        x = self.mlp(x)  # [G, C, d]
+        if self.attention is not None:
+            x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
+        return self.head(self.norm(x)).squeeze(-1)  # [G, C]
+'''
+
+# ---------------------------------------- solution.models.losses
+SOURCES['solution.models.losses'] = '''\
+"""Differentiable ranking losses over padded batches of configs: pairwise hinge and logistic, ListMLE, MSE.
+
+Every loss takes scores [G, C] (model output, lower = predicted faster), target [G, C] (runtimes, lower =
+faster) and mask [G, C] (False = padded config), and returns a scalar: the loss of each graph (mean over its
+valid pairs, or its list likelihood) averaged over the graphs that have something to rank. Padded configs
+never reach the value or the gradient, whatever their scores or targets hold (nan and inf included).
+Graphs with fewer than 2 valid configs (or only tied ones) contribute nothing; a batch with nothing to rank
+gives a zero that still has a grad_fn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from .spec import Remembered
+
+
+def _clean(scores: Tensor, target: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Scores and targets with padded entries zeroed (so no nan/inf can leak into a gradient), bool mask."""
+    mask = mask.bool()
+    return scores.masked_fill(~mask, 0.0), target.masked_fill(~mask, 0.0), mask
+
+
+def _faster_pairs(target: Tensor, mask: Tensor, tie_tol: float) -> Tensor:
+    """faster[g, i, j]: configs i and j both valid and i clearly faster, target_j - target_i > tol * max|t|."""
+    t_i, t_j = target[:, :, None], target[:, None, :]  # [G, C, 1], [G, 1, C]
+    gap = t_j - t_i  # [G, C, C]
+    faster = gap > tie_tol * torch.maximum(t_i.abs(), t_j.abs())  # [G, C, C]
+    return faster & mask[:, :, None] & mask[:, None, :]
+
+
+def _mean_over_graphs(total: Tensor, count: Tensor, scores: Tensor) -> Tensor:
+    """Mean of total / count over graphs with count > 0; a grad-carrying zero if there is none."""
+    used = count > 0  # [G]
+    if not bool(used.any()):
+        return scores.sum() * 0.0
+    return (total[used] / count[used]).mean()
+
+
+def _pairwise(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float,
+              pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
+    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs."""
+    scores, target, mask = _clean(scores, target, mask)
+    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C]
+    gap = scores[:, None, :] - scores[:, :, None]  # [G, C, C], s_j - s_i: positive when ordered right
+    losses = torch.where(faster, pair_loss(gap), torch.zeros_like(gap))  # [G, C, C]
+    return _mean_over_graphs(losses.sum((1, 2)), faster.sum((1, 2)), scores)
+
+
+def pairwise_hinge(scores: Tensor, target: Tensor, mask: Tensor, margin: float = 1.0,
+                   tie_tol: float = 0.0) -> Tensor:
+    """For every valid pair with target_i < target_j: max(0, margin - (s_j - s_i)).
+
+    Exactly 0 when every faster config scores at least `margin` below every slower one.
+    """
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap))
+
+
+def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
+    """For every valid pair with target_i < target_j: softplus(-(s_j - s_i)) = log(1 + exp(s_i - s_j))."""
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.softplus(-gap))
+
+
+def listmle(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
+    """ListMLE: negative log Plackett-Luce likelihood of the true order, fastest first, on utilities u = -s.
+
+    loss = sum_k [ logsumexp_{m : target_m >= target_k} u_m - u_k ] over the valid configs k, i.e. each
+    config must beat every config not clearly faster than it. Without ties this is the usual ListMLE
+    (sum_k logsumexp over positions k.. of the sorted list); tied configs (within tie_tol) share each
+    other's denominators (Breslow's handling of ties), which keeps the loss independent of config order.
+    Summed over each list, averaged over the lists with at least one non-tied pair. Stable: one masked
+    logsumexp per config, no exp of raw scores.
+    """
+    scores, target, mask = _clean(scores, target, mask)
+    utility = -scores  # [G, C]
+    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C], faster[g, m, k]: m clearly faster than k
+    itself = torch.eye(scores.shape[1], dtype=torch.bool, device=scores.device)  # [C, C]
+    # [G, C(k), C(m)]: m valid and not faster than k; k itself always, so no row is all -inf (a fully padded
+    # graph's rows would be, and older torch releases backpropagate exp(-inf - -inf) = nan through those)
+    rivals = (mask[:, None, :] & ~faster.transpose(1, 2)) | itself
+    competing = utility[:, None, :].masked_fill(~rivals, float("-inf"))  # [G, C, C]
+    terms = torch.logsumexp(competing, dim=2) - utility  # [G, C], >= 0 (k is its own rival)
+    terms = torch.where(mask, terms, torch.zeros_like(terms))  # [G, C], padded rows dropped
+    has_pairs = faster.flatten(1).any(1)  # [G]
+    return _mean_over_graphs(terms.sum(1), has_pairs.to(terms.dtype), scores)
+
+
+def mse(scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+    """Pointwise baseline: mean over valid configs of (s - z)^2, z the target standardised per graph.
+
+    z = (target - mean) / std over the graph's valid configs (population std; z = 0 for a constant graph).
+    """
+    scores, target, mask = _clean(scores, target, mask)
+    weight = mask.to(scores.dtype)  # [G, C]
+    count = weight.sum(1)  # [G]
+    mean = (target * weight).sum(1) / count.clamp_min(1)  # [G]
+    centred = (target - mean[:, None]) * weight  # [G, C]
+    std = (centred.square().sum(1) / count.clamp_min(1)).sqrt()  # [G]
+    z = centred / torch.where(std > 0, std, torch.ones_like(std))[:, None]  # [G, C]
+    squared = (scores - z).square() * weight  # [G, C]
+    return _mean_over_graphs(squared.sum(1), torch.where(count >= 2, count, torch.zeros_like(count)), scores)
+
+
+class RankingLoss(Remembered):
+    """(scores [G, C], target [G, C], mask [G, C]) -> a scalar; chosen in the YAML as `model.loss`."""
+
+
+class PairwiseHinge(RankingLoss):
+    """`pairwise_hinge`: every clearly faster config should score at least `margin` lower."""
+
+    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0) -> None:
+        super().__init__()
+        self.margin, self.tie_tol = margin, tie_tol
+
+    def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol)
+
+
+class PairwiseLogistic(RankingLoss):
+    """`pairwise_logistic`: the softplus of every misordered gap."""
+
+    def __init__(self, tie_tol: float = 0.0) -> None:
+        super().__init__()
+        self.tie_tol = tie_tol
+
+    def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return pairwise_logistic(scores, target, mask, self.tie_tol)
+
+
+class ListMLE(RankingLoss):
+    """`listmle`: the list likelihood of the true order."""
+
+    def __init__(self, tie_tol: float = 0.0) -> None:
+        super().__init__()
+        self.tie_tol = tie_tol
+
+    def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return listmle(scores, target, mask, self.tie_tol)
+
+
+class MSE(RankingLoss):
+    """`mse`: the pointwise baseline on per-graph standardised targets."""
+
+    def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return mse(scores, target, mask)
+'''
+
+# ---------------------------------------- solution.models.rankers
+SOURCES['solution.models.rankers'] = '''\
+"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly.
+
+Each ranker is chosen in the YAML as `model.ranker` (`class_path` + `init_args`) and owns its arguments;
+`node_feat_dim` and `config_width` come from the data module.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..constants import LAYOUT_SYMBOLS, PAD
+from ..data.batch import Batch
+from .layers import CrossConfigAttention, GraphEncoder, Readout, SAGEBlock, mlp, per_config, pool, valid_configs
 from .segments import SegmentTraining
+from .spec import Remembered
 
 
-VARIANTS = ("graph", "config_only")
+class Ranker(Remembered):
+    """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster. With `head_epochs`, the
+    last epochs of a fit train the readout only (GST's head fine-tuning)."""
+
+    head_epochs: int = 0
+    readout: nn.Module
+
+    def begin_epoch(self, epoch: int, max_epochs: int | None) -> None:
+        """Called as each training epoch starts: in the head phase everything but the readout is frozen."""
+        self.epoch = epoch
+        self.head_phase = bool(self.head_epochs) and max_epochs is not None and epoch >= max_epochs - self.head_epochs
+        if self.head_epochs:
+            self.requires_grad_(not self.head_phase)
+            self.readout.requires_grad_(True)
 
 
-class ScoreTable:
-    """Per-graph scores gathered from chunks (and averaged over repeated chunkings), indexed by config row."""
-
-    def __init__(self) -> None:
-        self.parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-
-    def add(self, batch: dict[str, torch.Tensor], scores: torch.Tensor) -> None:
-        mask = batch["config_mask"].cpu().numpy()  # [G, C]
-        rows, target = batch["config_index"].cpu().numpy(), batch["target"].cpu().numpy()
-        values = scores.detach().float().cpu().numpy()
-        for g, graph_id in enumerate(batch["graph_id"].tolist()):
-            keep = mask[g]
-            self.parts.setdefault(graph_id, []).append((rows[g][keep], values[g][keep], target[g][keep]))
-
-    def graph(self, graph_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(config rows seen, their mean scores, their targets) of one graph, in row order."""
-        rows, values, target = (np.concatenate(x) for x in zip(*self.parts[graph_id]))
-        seen, inverse = np.unique(rows, return_inverse=True)
-        mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
-        targets = np.zeros(len(seen))
-        targets[inverse] = target
-        return seen, mean, targets
-
-    def __iter__(self):
-        return iter(sorted(self.parts))
-
-    def gather(self) -> None:
-        """Merge every process's parts into this table, on every process (nothing to do in one process)."""
-        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-            return
-        every: list[dict | None] = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(every, self.parts)
-        self.parts = {}
-        for parts in every:
-            for graph_id, pieces in parts.items():
-                self.parts.setdefault(graph_id, []).extend(pieces)
-
-
-def graph_metrics(task: str, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
-    """The collection's metrics for one graph; `score` is the one the competition averages."""
-    if task == "tile":
-        return {"score": tile_score(scores, target), **{f"top{k}_error": tile_topk_error(scores, target, k)
-                                                        for k in (1, 5, 10)}}
-    tau = ranking_tau(scores, target)  # of the ranking the submission would hold, as `solution score` computes it
-    return {"score": tau, "kendall_tau": tau, "opa": ordered_pair_accuracy(submitted_positions(scores), target)}
-
-
-class RankingModule(pl.LightningModule):
-    """Ranks the configs of a graph: lower score = faster. Hyper-parameters come from the YAML configs."""
+class LayoutRanker(Ranker):
+    """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
+    (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
+    on [N, C, d]; a per-graph pool and a readout score each config. Batches over the data's segment budget
+    train and predict segment by segment (`segment_*`, see models/segments.py)."""
 
     def __init__(
         self,
-        task: str = "layout",
-        node_feat_dim: int = 152,
-        variant: str = "graph",
+        node_feat_dim: int,
+        config_width: int,
         hidden: int = 128,
         opcode_dim: int = 32,
         graph_layers: int = 2,
@@ -3533,136 +2417,209 @@ class RankingModule(pl.LightningModule):
         edge_direction: str = "forward",
         dropout: float = 0.0,
         encode_once: bool = True,
-        compile: bool = False,
+        head_epochs: int = 0,
         segment_sampled: int = 0,
         segment_keep_stale: float = 0.5,
         segment_refresh_every: int = 1,
         segment_halo: int = 0,
-        head_epochs: int = 0,
-        loss: str = "hinge",
-        margin: float = 1.0,
-        lr: float = 1e-3,
-        weight_decay: float = 1e-4,
-        warmup_steps: int = 0,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        if variant not in VARIANTS:
-            raise ValueError(f"variant={variant!r}; expected one of {', '.join(VARIANTS)}")
-        if head_epochs and variant != "graph":
-            raise ValueError(f"head_epochs={head_epochs} needs variant='graph' (a model with a readout head)")
-        self.model = ConfigOnlyRanker(task, hidden) if variant == "config_only" else build_model(
-            task, node_feat_dim, hidden=hidden, opcode_dim=opcode_dim, graph_layers=graph_layers,
-            config_layers=config_layers, cross_attention=cross_attention, heads=heads, temperature=temperature,
-            edge_direction=edge_direction, dropout=dropout, encode_once=encode_once,
-        )
-        self.node_scaler = Standardizer(node_feat_dim)
-        self.config_scaler = Standardizer(TILE_CONFIG_DIM) if task == "tile" else None
-        self.register_buffer("scalers_fitted", torch.tensor(False))
+        self.encode_once = encode_once  # False recomputes the encoder per config (benchmarks)
+        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
+        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
+        self.config_embed = mlp(config_width, hidden, dropout)
+        self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
+        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
+        self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \\
+            if cross_attention else None
+        self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
         self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
-        self.loss_fn = get_loss(loss, **({"margin": margin} if loss == "hinge" else {}))
-        self.val_table = self.last_table = ScoreTable()
-        self.graph_results: dict[int, dict[str, float]] = {}
-        self.predictions = ScoreTable()
 
-    def configure_model(self) -> None:
-        if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
-            self.model.compile(dynamic=True)
+    def broadcast(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
+        config_node, config_feat = batch.config_node, batch.config_feat
+        graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
+        nodes = config_node[graph, slot]  # [M]
+        values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        onehot = F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(h.dtype)  # [M, C, 126]
+        configured = per_config(h.index_select(0, nodes)) + self.config_embed(onehot)  # [M, C, d]
+        shape = (h.size(0), config_feat.size(1), h.size(-1))
+        return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
 
-    def setup(self, stage: str) -> None:
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
-            sums = datamodule.feature_sums()
-            self.node_scaler.fit(*sums["node_feat"])
-            if self.config_scaler is not None:
-                self.config_scaler.fit(*sums["config_feat"])
-            self.scalers_fitted.fill_(True)
+    def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
+        mask = valid_configs(batch)  # [G, C]
+        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
+        z = self.broadcast(h, batch)  # [N, C, d]
+        node_mask = mask[batch.node_graph]  # [N, C]
+        for i, block in enumerate(self.blocks):
+            z = block(z, batch.edge_index)
+            if self.cross is not None:
+                z = self.cross[i](z, node_mask)
+        return h, z
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        batch = dict(batch, node_feat=self.node_scaler(batch["node_feat"]))
-        if self.config_scaler is not None:
-            batch["config_feat"] = self.config_scaler(batch["config_feat"])
-        return self._score(batch).float()  # [G, C]; float32 also under bf16 autocast
+    def forward(self, batch: Batch) -> torch.Tensor:
+        if batch.node_segment is not None:
+            mode = ("head" if self.head_phase else "train") if self.training else "eval"
+            return self.segments(self, batch, mode, self.epoch)
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
+        h, z = self.embed(batch)
+        graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
+        return self.readout(torch.cat([pool(z, batch.node_graph, graphs), graph_part], -1), mask)  # [G, C]
 
-    def _score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The model's scores; batches with a graph over the budget (data.segment_nodes) go through segment
-        training."""
-        if "node_segment" not in batch or self.hparams.variant != "graph":
-            return self.model(batch)
-        mode = ("head" if self.head_phase else "train") if self.training else "eval"
-        return self.segments.scores(self.model, batch, mode, self.current_epoch if self._trainer else 0)
 
-    @property
-    def head_phase(self) -> bool:
-        """Whether training is in its last `head_epochs`, which train the readout only."""
-        trainer = self._trainer
-        return bool(self.hparams.head_epochs) and trainer is not None and trainer.max_epochs is not None and \\
-            self.current_epoch >= trainer.max_epochs - self.hparams.head_epochs
+class TileRanker(Ranker):
+    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
+    a readout compares the configs of a kernel."""
 
-    def on_train_epoch_start(self) -> None:
-        if self.hparams.head_epochs:  # the head phase freezes everything but the readout
-            self.model.requires_grad_(not self.head_phase)
-            self.model.readout.requires_grad_(True)
+    def __init__(
+        self,
+        node_feat_dim: int,
+        config_width: int,
+        hidden: int = 128,
+        opcode_dim: int = 32,
+        graph_layers: int = 2,
+        cross_attention: bool = True,
+        heads: int = 4,
+        edge_direction: str = "forward",
+        dropout: float = 0.0,
+        head_epochs: int = 0,
+    ) -> None:
+        super().__init__()
+        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
+        self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
+        self.config_mlp = mlp(config_width, hidden, dropout)
+        self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        scores = self(batch)
-        loss = self.loss_fn(scores, batch["target"], batch["config_mask"])
-        self.log("train/loss", loss, prog_bar=True, on_epoch=True, batch_size=batch["graph_id"].numel())
-        return loss
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.val_table.add(batch, self(batch))
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.validation_step(batch, batch_idx)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_table("val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_table("test")
-
-    def _log_table(self, prefix: str) -> None:
-        """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
-        `graph_results` (graph id -> metrics) for run records."""
-        self.last_table, self.val_table = self.val_table, ScoreTable()
-        self.last_table.gather()  # each process scored its shard: metrics over the whole set, once
-        self.graph_results = {g: graph_metrics(self.hparams.task, *self.last_table.graph(g)[1:])
-                              for g in self.last_table}
-        per_graph = list(self.graph_results.values())
-        if not per_graph:
-            return
-        for name in per_graph[0]:
-            self.log(f"{prefix}/{name}", mean_over_graphs(m[name] for m in per_graph), prog_bar=name == "score",
-                     sync_dist=True)  # the same value on every process: averaging leaves it unchanged
-
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        scores = self(batch)
-        self.predictions.add(batch, scores)
-        return scores
-
-    def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
-        total = max(int(self.trainer.estimated_stepping_batches), 1)
-        warmup = min(self.hparams.warmup_steps, total - 1)
-
-        def factor(step: int) -> float:  # linear warm-up, then cosine to zero
-            if step < warmup:
-                return (step + 1) / (warmup + 1)
-            return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+    def forward(self, batch: Batch) -> torch.Tensor:
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
+        kernel = pool(self.encoder(batch), batch.node_graph, graphs)  # [G, 2d]
+        config = self.config_mlp(batch.config_feat)  # [G, C, d]
+        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
+        return self.readout(joined, mask)  # [G, C]
 '''
 
-# ---------------------------------------- solution.training.segments
-SOURCES['solution.training.segments'] = '''\
+# ---------------------------------------- solution.models.scatter
+SOURCES['solution.models.scatter'] = '''\
+"""Scatter reductions (sum, mean, max) along one dim; the only module that imports torch_scatter."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import torch
+
+# Two paths for one behaviour. torch_scatter has fused kernels that are faster on GPU, so it is used when it
+# is installed; it has no PyPI wheel and is missing on a Kaggle notebook, so plain torch (index_add_ and
+# scatter_reduce) is the fallback and must give the same numbers. SOLUTION_SCATTER=torch forces the fallback.
+try:
+    import torch_scatter
+except ImportError:
+    torch_scatter = None
+
+BACKENDS = ("torch_scatter", "torch")
+AVAILABLE = torch_scatter is not None
+
+
+def _check(name: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"scatter backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    if name == "torch_scatter" and not AVAILABLE:
+        raise ValueError("scatter backend 'torch_scatter' is not installed (pip install torch-scatter)")
+    return name
+
+
+BACKEND = _check(os.environ.get("SOLUTION_SCATTER", "torch_scatter" if AVAILABLE else "torch"))
+
+
+def set_backend(name: str) -> None:
+    """Use `name` ("torch_scatter" or "torch") for every later call."""
+    global BACKEND
+    BACKEND = _check(name)
+
+
+@contextlib.contextmanager
+def use_backend(name: str) -> Iterator[None]:
+    """Use `name` inside the `with` block, then restore the previous backend."""
+    previous = BACKEND
+    set_backend(name)
+    try:
+        yield
+    finally:
+        set_backend(previous)
+
+
+def _along(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
+    """The 1-D index viewed along `dim` and expanded to the shape of `src` (no copy)."""
+    shape = [1] * src.dim()
+    shape[dim] = -1
+    return index.view(shape).expand_as(src)
+
+
+def _out_shape(src: torch.Tensor, dim: int, dim_size: int) -> list[int]:
+    shape = list(src.shape)
+    shape[dim] = dim_size
+    return shape
+
+
+def _fused() -> bool:
+    """torch_scatter's kernels, unless a torch.compile trace is running (it cannot trace them; inductor fuses
+    the plain-torch ops itself)."""
+    return BACKEND == "torch_scatter" and not torch.compiler.is_compiling()
+
+
+def _validate(src: torch.Tensor, index: torch.Tensor, dim: int) -> int:
+    dim = dim % src.dim()
+    if index.dim() != 1 or index.numel() != src.size(dim):
+        raise ValueError(f"index must be 1-D with src.size({dim})={src.size(dim)} entries, got {tuple(index.shape)}")
+    return dim
+
+
+def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
+    """out[..., i, ...] = sum of src[..., j, ...] over j with index[j] == i (slot i along `dim`)."""
+    dim = _validate(src, index, dim)
+    if _fused():
+        return torch_scatter.scatter_sum(src, index, dim, dim_size=dim_size)
+    return src.new_zeros(_out_shape(src, dim, dim_size)).index_add_(dim, index, src)
+
+
+def scatter_mean(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
+    """Mean over the entries of each slot; 0 for empty slots."""
+    dim = _validate(src, index, dim)
+    if _fused():
+        return torch_scatter.scatter_mean(src, index, dim, dim_size=dim_size)
+    count = torch.bincount(index, minlength=dim_size).clamp_min(1).to(src.dtype)  # [dim_size]
+    shape = [1] * src.dim()
+    shape[dim] = dim_size
+    return scatter_sum(src, index, dim, dim_size) / count.view(shape)
+
+
+def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
+    """Maximum over the entries of each slot (values only); 0 for empty slots."""
+    dim = _validate(src, index, dim)
+    if _fused():
+        return torch_scatter.scatter_max(src, _along(index, src, dim), dim, dim_size=dim_size)[0]
+    out = src.new_zeros(_out_shape(src, dim, dim_size))
+    return out.scatter_reduce(dim, _along(index, src, dim), src, "amax", include_self=False)
+'''
+
+# ---------------------------------------- solution.models.segments
+SOURCES['solution.models.segments'] = '''\
 """Graph segment training: a large layout graph cut into segments, so that training memory is one segment's.
 
 After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
 pruning and config broadcasting. The readout pools every node's state by mean and max, and both decompose
 exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
 A training step computes one segment at a time:
+
+Segment training wraps the layout ranker: `LayoutRanker` hands a segmented batch to its `SegmentTraining`,
+which draws the step's segments from its own generator, seeded by (seed, epoch, graph), and keeps its
+historical table in the ranker's state (saved in and restored from checkpoints), so a resumed run is the run
+it continues.
 
 - segments with gradients are checkpointed: their forward keeps no activations, and the backward recomputes
   them one segment at a time. With `sampled` = 0 every segment gets gradients: the whole graph's gradient
@@ -3681,7 +2638,6 @@ the model's total number of message-passing layers the segments reproduce the wh
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from functools import reduce
 
@@ -3690,7 +2646,8 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ..constants import PAD
-from ..models.layers import valid_configs
+from ..data.batch import Batch
+from .layers import valid_configs
 
 
 @dataclass
@@ -3708,22 +2665,22 @@ class Segment:
     def config_free(self) -> bool:
         return self.slots.numel() == 0
 
-    def batch(self, batch: dict[str, torch.Tensor], configs: int | None = None) -> dict[str, torch.Tensor]:
+    def batch(self, batch: Batch, configs: int | None = None) -> Batch:
         """The segment as a one-graph batch (its first `configs` configs only, when given)."""
         g, keep = self.graph, slice(None, configs)
-        return {
-            "node_feat": batch["node_feat"][self.nodes], "node_opcode": batch["node_opcode"][self.nodes],
-            "edge_index": self.edge_index, "node_graph": torch.zeros_like(self.nodes),
-            "config_node": self.config_node[None],  # [1, k]
-            "config_feat": batch["config_feat"][g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
-            "config_mask": batch["config_mask"][g:g + 1, keep],  # [1, C]
-        }
+        return Batch(
+            node_feat=batch.node_feat[self.nodes], node_opcode=batch.node_opcode[self.nodes],
+            edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
+            config_node=self.config_node[None],  # [1, k]
+            config_feat=batch.config_feat[g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
+            config_mask=batch.config_mask[g:g + 1, keep],  # [1, C]
+        )
 
 
-def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
+def split(batch: Batch, halo: int = 0) -> list[Segment]:
     """The segments of a batch from its `node_segment` ids (consecutive within a graph), each grown by `halo`
     hops of context in both edge directions."""
-    node_segment, edge_index = batch["node_segment"], batch["edge_index"]
+    node_segment, edge_index = batch.node_segment, batch.edge_index
     segments = []
     for s in range(int(node_segment.max()) + 1):
         owned = node_segment == s  # [N]
@@ -3737,8 +2694,8 @@ def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
         local = torch.full_like(node_segment, PAD)
         local[nodes] = torch.arange(nodes.numel(), device=nodes.device)
         edges = edge_index[:, member[edge_index[0]] & member[edge_index[1]]]  # [2, e]
-        graph = int(batch["node_graph"][nodes[0]])
-        config_node = batch["config_node"][graph]  # [K]
+        graph = int(batch.node_graph[nodes[0]])
+        config_node = batch.config_node[graph]  # [K]
         slots = ((config_node != PAD) & member[config_node.clamp(min=0)]).nonzero().flatten()  # [k]
         segments.append(Segment(graph, nodes, owned[nodes], local[edges],
                                 slots, local[config_node[slots]]))
@@ -3756,7 +2713,7 @@ class Pool:
     count: int
 
     @classmethod
-    def of(cls, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, configs: int | None = None,
+    def of(cls, model: torch.nn.Module, batch: Batch, segment: Segment, configs: int | None = None,
            grad: bool = False) -> Pool:
         """A segment's pool under `model`; with `grad`, checkpointed: its activations are recomputed in the
         backward pass instead of kept."""
@@ -3784,9 +2741,9 @@ class Pool:
         return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
 
 
-class SegmentTraining:
+class SegmentTraining(torch.nn.Module):
     """Scores a batch of segmented layout graphs with a LayoutRanker, keeping the historical table of
-    config-free segments between steps."""
+    config-free segments between steps (in the module's state: checkpoints hold it)."""
 
     MODES = ("train", "head", "eval")
 
@@ -3797,24 +2754,34 @@ class SegmentTraining:
             raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
         if refresh_every < 1 or halo < 0:
             raise ValueError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
+        super().__init__()
         self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
         self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)
 
-    def scores(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], mode: str, epoch: int = 0
-               ) -> torch.Tensor:
+    def get_extra_state(self) -> dict:
+        """The historical table as plain tensors and numbers (checkpoints load it without pickled code)."""
+        return {"keys": [list(key) for key in self.table],
+                "entries": [(epoch, pool.z_sum, pool.z_max, pool.h_sum, pool.h_max, pool.count)
+                            for epoch, pool in self.table.values()]}
+
+    def set_extra_state(self, state: dict) -> None:
+        self.table = {tuple(key): (entry[0], Pool(*entry[1:])) for key, entry in zip(state["keys"], state["entries"])}
+
+    def forward(self, model: torch.nn.Module, batch: Batch, mode: str, epoch: int = 0) -> torch.Tensor:
         """[G, C] scores; `mode` train (sampled segments with gradients, the table for the other config-free ones),
         head (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
         if mode not in self.MODES:
             raise ValueError(f"mode={mode!r}; expected one of {', '.join(self.MODES)}")
-        mask = batch["config_mask"]
+        mask = batch.config_mask
         graphs, configs = mask.shape
         segments = split(batch, self.halo)
         pools: list[list[Pool]] = [[] for _ in range(graphs)]
         for g in range(graphs):
             mine = [s for s in segments if s.graph == g]
             count = len(mine) if self.sampled == 0 else min(self.sampled, len(mine))
-            chosen = set(random.sample(range(len(mine)), count)) if mode == "train" else ()
-            graph_id = int(batch["graph_id"][g])
+            graph_id = int(batch.graph_id[g])
+            rng = np.random.default_rng((torch.initial_seed(), epoch, graph_id))  # the same draws on resuming
+            chosen = set(rng.choice(len(mine), count, replace=False).tolist()) if mode == "train" else ()
             for i, segment in enumerate(mine):  # the table's key: (graph id, i)
                 if i in chosen:
                     pools[g].append(Pool.of(model, batch, segment, grad=True))
@@ -3822,14 +2789,14 @@ class SegmentTraining:
                         self._store((graph_id, i), epoch, pools[g][-1])
                 elif mode == "train" and segment.config_free:
                     pool = self._historical(model, batch, segment, (graph_id, i), epoch)
-                    if random.random() < self.keep_stale:
+                    if rng.random() < self.keep_stale:
                         pools[g].append(pool)
                 else:
                     pools[g].append(Pool.of(model, batch, segment))
         features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
         return model.readout(features, valid_configs(batch))  # [G, C]
 
-    def _historical(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment,
+    def _historical(self, model: torch.nn.Module, batch: Batch, segment: Segment,
                     key: tuple[int, int], epoch: int) -> Pool:
         stored = self.table.get(key)
         if stored is None or epoch - stored[0] >= self.refresh_every:  # one config: the states are the same for all
@@ -3841,6 +2808,1345 @@ class SegmentTraining:
         self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
                                        pool.h_sum.detach(), pool.h_max.detach(), pool.count))
         return self.table[key]
+'''
+
+# ---------------------------------------- solution.models.spec
+SOURCES['solution.models.spec'] = '''\
+"""Modules that remember the arguments they were built with, and building one back from such a record."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from torch import nn
+
+
+class Remembered(nn.Module):
+    """A module whose `spec` is {class_path, init_args}: what the Lightning CLI's `class_path` / `init_args`
+    settings hold, and what a checkpoint stores to rebuild it without pickled code."""
+
+    spec: dict[str, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__", cls.__init__)  # an inherited one too: the class must record its calls
+
+        @functools.wraps(init)  # keeps the signature the CLI reads
+        def remembering(self: nn.Module, *args: Any, **options: Any) -> None:
+            init(self, *args, **options)
+            if type(self) is cls:  # the outermost class records the call
+                signature = inspect.signature(init)
+                bound = signature.bind(self, *args, **options)
+                bound.apply_defaults()
+                init_args: dict[str, Any] = {}
+                for name, value in list(bound.arguments.items())[1:]:
+                    kind = signature.parameters[name].kind
+                    if kind is inspect.Parameter.VAR_KEYWORD:
+                        init_args.update(value)
+                    elif kind is inspect.Parameter.VAR_POSITIONAL:
+                        if value:
+                            raise TypeError(f"{cls.__qualname__}: positional arguments {value!r} cannot be "
+                                            "remembered by name")
+                    else:
+                        init_args[name] = value
+                self.spec = {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": init_args}
+
+        cls.__init__ = remembering
+
+
+def build(spec: Mapping[str, Any] | nn.Module) -> nn.Module:
+    """The module a {class_path, init_args} mapping names (a module passes through)."""
+    if isinstance(spec, nn.Module):
+        return spec
+    module, _, name = spec["class_path"].rpartition(".")
+    return getattr(importlib.import_module(module), name)(**spec.get("init_args", {}))
+'''
+
+# ---------------------------------------- solution.submission
+SOURCES['solution.submission'] = '''\
+"""Submission: write, merge, check and score submission CSVs; ensembles of runs."""
+'''
+
+# ---------------------------------------- solution.submission.ensemble
+SOURCES['solution.submission.ensemble'] = '''\
+"""Raw per-config scores with their provenance, and `solution ensemble`: combine runs' scores into one submission."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
+from ..data.cache import ArrayCache, file_digest
+from ..errors import OK
+from .files import collection_file_stem, merge, write_collection
+
+META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
+FORMAT_VERSION = 1
+METHODS = ("rank", "score")
+SUFFIX = ".scores.npz"
+
+
+class EnsembleError(ValueError):
+    """Runs that cannot be combined; the message names the runs, the collection and the file."""
+
+
+@dataclass
+class Run:
+    """One `.scores.npz`: the scores of every file of one collection split, and the files they were made on."""
+
+    path: Path
+    collection: str
+    split: str
+    files: dict[str, dict]  # stem -> {"digest": blake2b hex of the .npz file, "configs": c}
+    scores: dict[str, np.ndarray]  # stem -> (c,) lower = faster
+    extra: dict = field(default_factory=dict)  # how an ensemble was made
+
+    @property
+    def label(self) -> str:
+        return self.collection if self.split == "test" else f"{self.collection} ({self.split})"
+
+
+# ---------------------------------------------------------------- writing and reading
+
+
+def output_name(collection: str, split: str) -> str:
+    """'layout_xla_random' for the test split, 'layout_xla_random.valid' for another."""
+    return collection_file_stem(collection) + ("" if split == "test" else f".{split}")
+
+
+def file_record(path: Path, configs: int, cache: ArrayCache | None = None) -> dict:
+    """What identifies a data file: its content digest (the cache's remembered one when given) and config count."""
+    return {"digest": cache.content_digest(path) if cache else file_digest(path), "configs": int(configs)}
+
+
+def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str, np.ndarray],
+              files: dict[str, dict], extra: dict | None = None) -> tuple[Path, Path]:
+    """Write `<out_dir>/<name>.csv` and `<name>.scores.npz` (scores plus the provenance JSON), each atomically."""
+    out_dir, name = Path(out_dir), output_name(collection, split)
+    if META_KEY in scores or set(scores) != set(files):
+        raise ValueError(f"{collection}: scores for {sorted(scores)[:3]}... and file records for "
+                         f"{sorted(files)[:3]}...; expected one record per scored file (and no stem {META_KEY})")
+    csv_path = write_collection(out_dir / f"{name}.csv", collection, scores)
+    meta = {"format": FORMAT_VERSION, "collection": collection, "split": split,
+            "files": {stem: files[stem] for stem in sorted(files)}, **(extra or {})}
+    npz_path = out_dir / f"{name}{SUFFIX}"
+    with atomic_write(npz_path, "wb") as handle:
+        np.savez(handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
+    return csv_path, npz_path
+
+
+def read_run(path: str | Path) -> Run:
+    """A `.scores.npz` written by `write_run`; an older one (no provenance) is refused: predict it again."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise EnsembleError(f"{path}: unreadable ({type(err).__name__}: {err}); expected a .scores.npz "
+                            "written by `solution predict` or `solution ensemble`") from err
+    if META_KEY not in arrays:
+        raise EnsembleError(f"{path}: no record of the data files it was made on (written before scores carried "
+                            "one); run `solution predict` again for this run to ensemble it")
+    try:
+        meta = json.loads(str(arrays.pop(META_KEY)))
+        collection, split, files, version = (meta.pop(key) for key in ("collection", "split", "files", "format"))
+        counts = {stem: int(record["configs"]) for stem, record in files.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise EnsembleError(f"{path}: unreadable provenance record ({type(err).__name__}: {err})") from err
+    if version != FORMAT_VERSION or collection not in COLLECTIONS:
+        raise EnsembleError(f"{path}: provenance of format {version} for {collection!r}; expected format "
+                            f"{FORMAT_VERSION} and one of {', '.join(COLLECTIONS)}")
+    if set(arrays) != set(files):
+        raise EnsembleError(f"{path}: scores for {len(arrays)} files, provenance for {len(files)}; expected the same "
+                            f"stems (differing: {sorted(set(arrays) ^ set(files))[:3]})")
+    for stem, count in counts.items():
+        if arrays[stem].shape != (count,):
+            raise EnsembleError(f"{path}: {stem}: scores of shape {arrays[stem].shape} for {count} configs")
+    return Run(path, collection, split, files, arrays, meta)
+
+
+def run_files(run: str | Path) -> list[Path]:
+    """The `.scores.npz` files of a RUN argument: the file itself, or those in the folder."""
+    run = Path(run)
+    found = sorted(run.glob(f"*{SUFFIX}")) if run.is_dir() else [run] if run.is_file() else []
+    if not found:
+        raise EnsembleError(f"{run}: no {SUFFIX} files; expected a `solution predict` output folder or one "
+                            f"{SUFFIX} file")
+    return found
+
+
+# ---------------------------------------------------------------- combining
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing their mean rank (scipy.stats.rankdata's 'average'): (c,) -> (c,) float64."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]  # (c,) starts a run of equal values
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], len(values)]  # runs cover sorted positions starts..ends-1
+    ranks = np.empty(len(values))
+    ranks[order] = ((starts + 1 + ends) / 2)[np.cumsum(first) - 1]
+    return ranks
+
+
+def normalised_ranks(values: np.ndarray) -> np.ndarray:
+    """Average ranks mapped onto [0, 1] (fastest 0, slowest 1) so graphs of any config count weigh alike."""
+    return (average_ranks(values) - 1) / max(len(values) - 1, 1)
+
+
+def standardised(values: np.ndarray) -> np.ndarray:
+    """(x - mean) / std over one graph's configs; all zeros for a constant graph."""
+    values = values.astype(np.float64)
+    std = values.std()
+    return (values - values.mean()) / std if std > 0 else np.zeros_like(values)
+
+
+def combine(scores: list[np.ndarray], weights: np.ndarray, method: str) -> np.ndarray:
+    """Weighted mean over runs of one graph's transformed scores: R arrays of (c,), (R,) weights -> (c,).
+
+    A ranking loss fixes only the order of a graph's scores: their offset and spread differ from run to run (and
+    seed to seed), so raw scores are not on one scale and one run could outvote the others. `rank` replaces them
+    by ranks (blind to any monotone rescaling); `score` standardises them per graph, which keeps how decisively a
+    run separates two configs."""
+    transform = normalised_ranks if method == "rank" else standardised
+    stacked = np.stack([transform(np.asarray(s)) for s in scores])  # (R, c)
+    return (weights / weights.sum()) @ stacked  # (c,)
+
+
+def check_same_files(first: Run, other: Run) -> None:
+    """Refuse runs of one collection split made on different data files."""
+    where = f"{first.label}: runs {first.path} and {other.path}"
+    if set(first.files) != set(other.files):
+        only = [", ".join(sorted(set(a.files) - set(b.files))[:3]) or "-" for a, b in ((first, other), (other, first))]
+        raise EnsembleError(f"{where} cover different files: only in the first {only[0]}; only in the second {only[1]}")
+    for stem in sorted(first.files):
+        a, b = first.files[stem], other.files[stem]
+        if a["configs"] != b["configs"]:
+            raise EnsembleError(f"{where} differ on file {stem}: {a['configs']} configs vs {b['configs']}")
+        if a["digest"] != b["digest"]:
+            raise EnsembleError(f"{where} differ on file {stem}: content digest {a['digest'][:12]}... vs "
+                                f"{b['digest'][:12]}...; predict both on the same data")
+
+
+def ensemble(runs: list[Path], out: Path, method: str = "rank", weights: list[float] | None = None,
+             root: Path | None = None) -> tuple[list[tuple[str, int, str]], Path | None]:
+    """Combine every collection split the runs cover; write its CSV and scores under `out`, and `submission.csv`
+    (checked against `root` when given) when the five test collections are all there.
+    Returns (collection, runs combined, method) rows and the merged submission or None."""
+    out = Path(out)
+    if method not in METHODS:
+        raise EnsembleError(f"--method {method}; expected one of {', '.join(METHODS)}")
+    weights = np.ones(len(runs)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if len(weights) != len(runs):
+        raise EnsembleError(f"--weights: {len(weights)} value(s) for {len(runs)} run(s); expected one per run")
+    if not (np.isfinite(weights).all() and (weights > 0).all()):
+        raise EnsembleError(f"--weights {weights.tolist()}; expected positive numbers")
+    groups: dict[tuple[str, str], list[tuple[Run, float]]] = {}
+    for run, weight in zip(runs, weights):
+        seen = set()
+        for path in run_files(run):
+            loaded = read_run(path)
+            key = (loaded.collection, loaded.split)
+            if key in seen:
+                raise EnsembleError(f"{run}: holds {loaded.label} twice; expected one file per collection")
+            seen.add(key)
+            groups.setdefault(key, []).append((loaded, weight))
+    for members in groups.values():  # check everything before writing anything
+        for other, _ in members[1:]:
+            check_same_files(members[0][0], other)
+    table = []
+    for (collection, split), members in sorted(groups.items(), key=lambda g: (COLLECTIONS.index(g[0][0]), g[0][1])):
+        first, w = members[0][0], np.array([weight for _, weight in members])  # (R,)
+        scores = {stem: combine([run.scores[stem] for run, _ in members], w, method) for stem in first.files}
+        extra = {"ensemble": {"method": method, "runs": [str(run.path) for run, _ in members], "weights": w.tolist()}}
+        write_run(out, collection, split, scores, first.files, extra)
+        table.append((first.label, len(members), method))
+    if any((c, "test") not in groups for c in COLLECTIONS):
+        return table, None
+    return table, merge([out / f"{output_name(c, 'test')}.csv" for c in COLLECTIONS], out / "submission.csv", root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`solution ensemble RUN ...`: combine the runs and print what was combined."""
+    parser = argparse.ArgumentParser(prog="solution ensemble", description="Combine runs' raw scores into one "
+                                     "submission: per collection, per graph, a weighted mean of ranks or z-scores.")
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                        help=f"a `solution predict` output folder (its *{SUFFIX}) or one {SUFFIX} file")
+    parser.add_argument("--method", choices=METHODS, default="rank",
+                        help="rank: mean of per-graph ranks (default); score: mean of per-graph z-scores")
+    parser.add_argument("--weights", type=float, nargs="+", default=None, metavar="W",
+                        help="one positive weight per run (default: equal)")
+    parser.add_argument("--out", type=Path, default=Path("submissions/ensemble"))
+    parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
+                        help="dataset whose test files the merged submission must cover")
+    args = parser.parse_args(argv)
+    table, merged = ensemble(args.runs, args.out, args.method, args.weights, args.root)
+    print(f"{'collection':<32}{'runs':>6}  method")
+    for label, count, method in table:
+        print(f"{label:<32}{count:>6}  {method}")
+    print(f"wrote {args.out}: <collection>.csv and <collection>{SUFFIX}" + (
+        f", merged into {merged}" + (f" (checked against {args.root})" if args.root else "") if merged else
+        "; submission.csv not merged (not all five test collections)"))
+    return OK
+'''
+
+# ---------------------------------------- solution.submission.files
+SOURCES['solution.submission.files'] = '''\
+"""Write, merge, check and score Kaggle submission CSVs (`ID,TopConfigs`); CLI: check-submission, score, submit."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import re
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ..atomic import atomic_write
+from ..constants import COLLECTIONS
+from ..data.reader import DataError, find_collections, list_files, submission_id
+from ..data.tasks import task_of
+from ..metrics import TILE_TOPK, final_score, rank_order
+from ..errors import BAD_DATA, OK
+
+HEADER = ("ID", "TopConfigs")
+ANSWERS_HEADER = ("ID", "Runtimes")
+SHOWN_PROBLEMS = 20  # problems quoted in a SubmissionError's message
+_INDEX = re.compile(r"\\s*[0-9]+\\s*", re.ASCII)
+MAX_DIGITS = 18  # any config index fits; more digits would overflow int64
+FIELD_LIMIT = 1 << 30  # csv's default 128 KiB field limit is below a 100,040-config layout permutation (~0.6 MB)
+
+
+class SubmissionError(ValueError):
+    """A submission (or answers) file that breaks the format; the message names the file, row and expectation."""
+
+
+class Row(NamedTuple):
+    line: int  # line number in the file, the header being line 1
+    id: str
+    field: str  # the raw TopConfigs (or Runtimes) text
+
+
+@dataclass
+class CheckReport:
+    """What `check` found: the parsed rows (ID -> config indices, fastest first) and every problem."""
+
+    path: Path
+    rows: dict[str, np.ndarray] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    expected: int | None = None  # number of test files checked against, None without a root
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def raise_if_bad(self) -> CheckReport:
+        if self.problems:
+            raise SubmissionError(_error_text(self.path, self.problems))
+        return self
+
+
+def _error_text(path: Path, problems: list[str]) -> str:
+    shown = problems[:SHOWN_PROBLEMS]
+    more = len(problems) - len(shown)
+    return f"{path}: " + "\\n  ".join(shown + ([f"... and {more} more problem(s)"] if more else []))
+
+
+def collection_of(row_id: str) -> str | None:
+    """The collection an ID belongs to ('tile:xla:abc' -> 'tile:xla'), None when no collection prefix fits."""
+    for name in COLLECTIONS:
+        if row_id.startswith(name + ":") and len(row_id) > len(name) + 1:
+            return name
+    return None
+
+
+# ---------------------------------------------------------------- writing
+
+
+def collection_file_stem(collection: str) -> str:
+    """'layout:xla:random' -> 'layout_xla_random': the name of its CSV and of its YAML in configs/."""
+    return collection.replace(":", "_")
+
+
+def rows_from_scores(collection: str, scores: dict[str, np.ndarray]) -> list[tuple[str, str]]:
+    """(ID, TopConfigs) rows sorted by ID from per-file scores (stem -> [c], lower = faster)."""
+    if collection not in COLLECTIONS:
+        raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
+    rows = []
+    for stem in sorted(scores):
+        order = _ranking(collection, stem, np.asarray(scores[stem]))[:task_of(collection).submitted]
+        rows.append((f"{collection}:{stem}", _join(order)))
+    return rows
+
+
+def _join(order: np.ndarray) -> str:
+    return ";".join(map(str, order.tolist()))
+
+
+def _ranking(collection: str, stem: str, values: np.ndarray) -> np.ndarray:
+    """Config indices fastest first: the stable ascending argsort of finite scores."""
+    if values.ndim != 1 or values.size == 0:
+        raise SubmissionError(f"{collection}:{stem}: scores of shape {values.shape}; expected one score per config")
+    if not np.isfinite(values).all():
+        raise SubmissionError(f"{collection}:{stem}: {int((~np.isfinite(values)).sum())} NaN/inf scores; "
+                              "expected finite scores")
+    return rank_order(values)
+
+
+def _write_rows(path: Path, rows: list[tuple[str, str]]) -> None:
+    with atomic_write(path, newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\\n")
+        writer.writerow(HEADER)
+        writer.writerows(rows)
+
+
+def write_collection(path: str | Path, collection: str, scores: dict[str, np.ndarray]) -> Path:
+    """Write one collection's submission CSV atomically."""
+    path = Path(path)
+    _write_rows(path, rows_from_scores(collection, scores))
+    return path
+
+
+def merge(paths: list[Path], out: str | Path, root: str | Path | None = None) -> Path:
+    """Merge per-collection CSVs into one submission (collections in COLLECTIONS order, IDs sorted); with `root`,
+    check it against the test files before writing, so a bad merge never replaces `out`."""
+    out = Path(out)
+    merged: dict[str, np.ndarray] = {}
+    source: dict[str, str] = {}
+    for path in map(Path, paths):
+        report = check(path).raise_if_bad()
+        for row_id, order in report.rows.items():
+            if row_id in merged:
+                raise SubmissionError(f"{path}: ID {row_id} also in {source[row_id]}; expected each ID in one input")
+            merged[row_id], source[row_id] = order, str(path)
+    ordered = sorted(merged, key=lambda row_id: (COLLECTIONS.index(collection_of(row_id)), row_id))
+    rows = [(row_id, _join(merged[row_id])) for row_id in ordered]
+    if root is not None:
+        problems = _validate([Row(i + 2, *row) for i, row in enumerate(rows)], expected_test_files(root))[1]
+        if problems:
+            raise SubmissionError(_error_text(out, problems))
+    _write_rows(out, rows)
+    return out
+
+
+# ---------------------------------------------------------------- the test set
+
+
+def expected_test_files(root: str | Path) -> dict[str, int]:
+    """ID -> number of configs of every test file of every collection found under `root`."""
+    return {submission_id(collection, path): _count_configs(path)
+            for collection in find_collections(root) for path in list_files(root, collection, "test")}
+
+
+def _count_configs(path: Path) -> int:
+    return len(_read_arrays(path, ("config_runtime",))["config_runtime"])
+
+
+def _read_arrays(path: Path, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """Only `keys` (and those of `optional` present) of an npz, opened lazily: big config arrays are never read."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {key: npz[key] for key in keys + tuple(k for k in optional if k in npz.files)}
+    except KeyError as err:
+        raise DataError(path, str(err.args[0]), "key missing", "a TpuGraphs .npz file") from err
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as err:
+        raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})",
+                        "a complete .npz (zip) file") from err
+
+
+def answers_from_split(root: str | Path, split: str = "valid") -> tuple[dict[str, int], dict[str, np.ndarray]]:
+    """Treat a split with known runtimes as the test set: (ID -> config count, ID -> runtimes, lower = faster)."""
+    answers = {submission_id(collection, path): _target(path)
+               for collection in find_collections(root) for path in list_files(root, collection, split)}
+    return {row_id: len(runtimes) for row_id, runtimes in answers.items()}, answers
+
+
+def _target(path: Path) -> np.ndarray:
+    """The file's target as RawGraph.target() defines it, read lazily: runtime / normalizer for tile."""
+    arrays = _read_arrays(path, ("config_runtime",), optional=("config_runtime_normalizers",))
+    for key, values in arrays.items():
+        if values.size == 0 or values.min() <= 0:
+            raise DataError(path, key, f"minimum {values.min(initial=0)}", "positive values (a split with runtimes)")
+    runtime = arrays["config_runtime"].astype(np.float64)
+    normalizers = arrays.get("config_runtime_normalizers")
+    return runtime if normalizers is None else runtime / normalizers
+
+
+# ---------------------------------------------------------------- reading and checking
+
+
+def _read_csv(path: Path, header: tuple[str, str]) -> tuple[list[Row] | None, list[str]]:
+    """The data rows of a two-column CSV (None when it cannot be read at all) and its problems."""
+    expected = ",".join(header)
+    if not path.is_file():
+        return None, [f"no such file; expected a CSV with header {expected}"]
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        return None, [f"not a text file; expected a CSV with header {expected}"]
+    if not text.strip():
+        return None, [f"empty file; expected a CSV with header {expected}"]
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # process-wide, and only ever raised
+    reader = csv.reader(io.StringIO(text, newline=""))  # line_num counts \\n, \\r\\n and \\r line ends alike
+    rows: list[Row] | None = None  # None until the header is read
+    problems = []
+    while True:
+        line = reader.line_num + 1  # where the next row starts
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:  # e.g. a field over FIELD_LIMIT
+            problems.append(f"line {line}: unreadable CSV ({err}); expected {expected}")
+            if reader.line_num < line:  # no progress: stop rather than loop
+                break
+            continue
+        if rows is None:
+            if tuple(cell.strip() for cell in cells) != header:
+                return None, [f"line {line}: header {_quote(','.join(cells))}; expected {expected}"]
+            rows = []
+        elif len(cells) <= 1 and not "".join(cells).strip():
+            continue  # a blank line
+        elif len(cells) != 2:
+            problems.append(f"line {line}: {len(cells)} fields; expected 2 ({expected})")
+        else:
+            rows.append(Row(line, cells[0].strip(), cells[1]))
+    if rows is None:  # every line unreadable
+        return None, problems or [f"no header; expected a CSV with header {expected}"]
+    return rows, problems
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    """repr of `text`, shortened to about `limit` characters: a problem line must stay one readable line."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def _validate(rows: list[Row], expected: dict[str, int] | None,
+              against: str = "test file under the data root") -> tuple[dict[str, np.ndarray], list[str]]:
+    """Parse every row's TopConfigs and list each problem; without `expected`, only what needs no config counts."""
+    parsed: dict[str, np.ndarray] = {}
+    problems: list[str] = []
+    first_line: dict[str, int] = {}
+    for row in rows:
+        where = f"line {row.line} ({row.id if len(row.id) <= 100 else row.id[:100] + '...'})"  # garbage IDs: short
+        if row.id in first_line:
+            problems.append(f"{where}: duplicate ID, first on line {first_line[row.id]}; expected each ID once")
+            continue
+        first_line[row.id] = row.line
+        collection = collection_of(row.id)
+        if collection is None:
+            problems.append(f"{where}: unknown ID; expected '<collection>:<stem>' with a collection "
+                            f"among {', '.join(COLLECTIONS)}")
+            continue
+        if expected is not None and row.id not in expected:
+            problems.append(f"{where}: unknown ID; no such {against}")
+            continue
+        order, problem = _parse_order(row.field)
+        if problem is None:
+            count = None if expected is None else expected[row.id]
+            submitted = task_of(collection).submitted
+            problem = _layout_problem(order, count) if submitted is None else _top_problem(order, count, submitted)
+        if problem:
+            problems.append(f"{where}: {problem}")
+        else:
+            parsed[row.id] = order
+    if expected is not None:
+        problems += [f"missing ID {row_id} ({count} configs); expected a row for every {against}"
+                     for row_id, count in expected.items() if row_id not in first_line]
+    return parsed, problems
+
+
+def _parse_order(text: str) -> tuple[np.ndarray, str | None]:
+    """Distinct config indices of one TopConfigs field, or what is wrong with them."""
+    if not text.strip():
+        return np.empty(0, np.int64), "empty TopConfigs; expected config indices joined by ';'"
+    tokens = text.split(";")
+    bad = [i for i, token in enumerate(tokens) if not _INDEX.fullmatch(token)]
+    if bad:
+        return np.empty(0, np.int64), (f"entry {bad[0] + 1} {_quote(tokens[bad[0]])} is not a non-negative integer; "
+                                       "expected TopConfigs to hold config indices joined by ';'")
+    huge = [i for i, token in enumerate(tokens) if len(token.strip().lstrip("0")) > MAX_DIGITS]
+    if huge:
+        return np.empty(0, np.int64), (f"entry {huge[0] + 1} {_quote(tokens[huge[0]].strip())} out of range; "
+                                       "expected TopConfigs to hold config indices")
+    order = np.array([int(token) for token in tokens], dtype=np.int64)
+    values, counts = np.unique(order, return_counts=True)
+    if (counts > 1).any():
+        return order, f"index {values[counts > 1][0]} repeated; expected distinct config indices in TopConfigs"
+    return order, None
+
+
+def _top_problem(order: np.ndarray, count: int | None, submitted: int) -> str | None:
+    """Rows of the `submitted` fastest configs (all of them when the file has fewer); `count` = the file's
+    configs."""
+    if count is None:
+        return None if len(order) <= submitted else f"{len(order)} indices; expected {submitted} in TopConfigs"
+    if order.max() >= count:
+        return _out_of_range(order, count)
+    want = min(submitted, count)
+    return None if len(order) == want else \\
+        f"{len(order)} indices; expected {want} in TopConfigs (the file has {count} configs)"
+
+
+def _out_of_range(order: np.ndarray, count: int) -> str:
+    return f"index {order.max()} out of range; the file has {count} configs (TopConfigs indices 0..{count - 1})"
+
+
+def _layout_problem(order: np.ndarray, count: int | None) -> str | None:
+    """Layout rows: a permutation of every config; without `count`, of 0..len-1."""
+    if count is not None and order.max() >= count:
+        return _out_of_range(order, count)
+    size = len(order) if count is None else count
+    if len(order) == size and order.max() == size - 1:
+        return None
+    missing = np.setdiff1d(np.arange(size), order)  # never np.arange(order.max()): that may be 10**18
+    listed = ", ".join(map(str, missing[:10].tolist())) + (" ..." if len(missing) > 10 else "")
+    found = f"{len(order)} of {count} configs" if count is not None else f"{len(order)} indices up to {order.max()}"
+    return f"incomplete permutation: {found}, missing {listed}; expected every config index once in TopConfigs"
+
+
+def check(csv_path: str | Path, root: str | Path | None = None, expected: dict[str, int] | None = None) -> CheckReport:
+    """Every problem of a submission; against the test files under `root` (or `expected`: ID -> configs) if given."""
+    path = Path(csv_path)
+    if expected is None and root is not None:
+        expected = expected_test_files(root)
+    report = CheckReport(path, expected=None if expected is None else len(expected))
+    rows, report.problems = _read_csv(path, HEADER)
+    if rows is not None:
+        if not rows and not report.problems:
+            report.problems.append(f"no rows after the header; expected a row ({','.join(HEADER)}) per test file")
+        report.rows, more = _validate(rows, expected)
+        report.problems += more
+    return report
+
+
+def read_answers(path: str | Path) -> dict[str, np.ndarray]:
+    """ID -> true runtimes in config-index order from an answers CSV (`ID,Runtimes`, ';'-joined floats)."""
+    path = Path(path)
+    rows, problems = _read_csv(path, ANSWERS_HEADER)
+    answers: dict[str, np.ndarray] = {}
+    for row in rows or []:
+        where = f"line {row.line} ({row.id})"
+        try:
+            runtimes = np.array([float(token) for token in row.field.split(";")])
+        except ValueError:
+            problems.append(f"{where}: Runtimes {row.field[:40]!r}; expected numbers joined by ';'")
+            continue
+        if row.id in answers:
+            problems.append(f"{where}: duplicate ID; expected each ID once")
+        elif not np.isfinite(runtimes).all() or runtimes.min() <= 0:
+            problems.append(f"{where}: runtimes in [{runtimes.min()}, {runtimes.max()}]; expected positive numbers")
+        answers[row.id] = runtimes
+    if problems:
+        raise SubmissionError(_error_text(path, problems))
+    return answers
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def score(csv_path: str | Path, answers: dict[str, np.ndarray]) -> dict:
+    """Per collection present in the submission: {'score', 'files'} plus tile top-K errors; 'final' is the mean of
+    the five collection scores, None unless all five are there. Each present collection must be complete."""
+    path = Path(csv_path)
+    rows, problems = _read_csv(path, HEADER)
+    if problems or not rows:
+        no_rows = f"no rows after the header; expected rows ({','.join(HEADER)}) to score"
+        raise SubmissionError(_error_text(path, problems or [no_rows]))
+    present = {collection_of(row.id) for row in rows} - {None}
+    expected = {row_id: len(runtimes) for row_id, runtimes in answers.items() if collection_of(row_id) in present}
+    parsed, problems = _validate(rows, expected, against="file in the answers")
+    if problems:
+        raise SubmissionError(_error_text(path, problems))
+    result: dict = {}
+    for collection in (c for c in COLLECTIONS if c in present):
+        ids = sorted(row_id for row_id in parsed if collection_of(row_id) == collection)
+        pairs = [(_positions(parsed[row_id], len(answers[row_id])), answers[row_id]) for row_id in ids]
+        entry = task_of(collection).collection_metrics(pairs, [len(parsed[row_id]) for row_id in ids])
+        result[collection] = {**entry, "files": len(ids)}
+    result["final"] = final_score({c: result[c]["score"] for c in COLLECTIONS}) if present == set(COLLECTIONS) \\
+        else None
+    return result
+
+
+def _positions(order: np.ndarray, count: int) -> np.ndarray:
+    """Predicted score of each config: its position in the submitted order; unlisted configs rank after all."""
+    pred = np.full(count, float(count))
+    pred[order] = np.arange(len(order))
+    return pred
+
+
+def format_scores(scores: dict) -> str:
+    """An aligned text table of `score`'s result."""
+    collections = {name: values for name, values in scores.items() if name != "final"}
+    topk = [f"top{k}_error" for k in TILE_TOPK if any(f"top{k}_error" in v for v in collections.values())]
+    columns = ["files", "score", *topk]
+    lines = [f"{'collection':<20}" + "".join(f"{c:>13}" for c in columns)]
+    for name, values in collections.items():
+        lines.append(f"{name:<20}" + "".join(f"{_cell(values.get(c)):>13}" for c in columns))
+    lines.append(f"{'final (mean of 5)':<20}{'':>13}{_cell(scores.get('final')):>13}")
+    return "\\n".join(lines)
+
+
+def _cell(value: float | int | None) -> str:
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else f"{value:.4f}"
+
+
+# ---------------------------------------------------------------- command line
+
+
+def check_main(argv: list[str] | None = None) -> int:
+    """`solution check-submission FILE`: each problem on stderr; exit BAD_DATA when there is one."""
+    parser = argparse.ArgumentParser(prog="solution check-submission", description="Check a submission CSV.")
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
+                        help="dataset whose test files the submission must cover (without it: format only)")
+    args = parser.parse_args(argv)
+    report = check(args.file, args.root)
+    for problem in report.problems:
+        print(f"error: {args.file}: {problem}", file=sys.stderr)
+    if not report.ok:
+        print(f"{args.file}: {len(report.problems)} problem(s)")
+        return BAD_DATA
+    against = f"all {report.expected} test files under {args.root}" if args.root else "format only (no --data.root)"
+    print(f"{args.file}: OK, {len(report.rows)} rows; checked {against}")
+    return OK
+
+
+def score_main(argv: list[str] | None = None) -> int:
+    """`solution score FILE --answers PATH`: the score table."""
+    parser = argparse.ArgumentParser(prog="solution score", description="Score a submission against known runtimes.")
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--answers", type=Path, required=True,
+                        help="an answers.csv (ID,Runtimes) or a data root whose valid split serves as answers")
+    args = parser.parse_args(argv)
+    answers = answers_from_split(args.answers)[1] if args.answers.is_dir() else read_answers(args.answers)
+    print(format_scores(score(args.file, answers)))
+    return OK
+
+
+def submit_main(argv: list[str] | None = None) -> int:
+    """`solution submit`: merge the per-collection CSVs into one submission."""
+    parser = argparse.ArgumentParser(prog="solution submit", description="Merge per-collection CSVs into one.")
+    parser.add_argument("parts", nargs="*", type=Path,
+                        help="per-collection CSVs (default: <dir>/<collection>.csv for all five)")
+    parser.add_argument("--dir", type=Path, default=Path("submissions"))
+    parser.add_argument("--out", type=Path, default=None, help="default: <dir>/submission.csv")
+    parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
+                        help="dataset whose test files the submission must cover")
+    args = parser.parse_args(argv)
+    parts = args.parts or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
+    out = merge(parts, args.out or args.dir / "submission.csv", args.root)
+    print(f"wrote {out} from {len(parts)} file(s)" + (f"; checked against {args.root}" if args.root else ""))
+    return OK
+'''
+
+# ---------------------------------------- solution.submission.writer
+SOURCES['solution.submission.writer'] = '''\
+"""The predict callback that writes a collection's submission CSV and raw scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+
+from ..training.module import ScoreTable
+from .ensemble import file_record, write_run
+
+
+class SubmissionWriter(pl.Callback):
+    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it, with the digest
+    and config count of each data file they cover (from every process's predictions, written once)."""
+
+    def __init__(self, out_dir: str = "submissions") -> None:
+        self.out_dir = Path(out_dir)
+
+    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        graphs = datamodule.graphs(datamodule.hparams.predict_split)
+        table, pl_module.predictions = pl_module.predictions, ScoreTable()  # the next predict starts empty
+        table.gather()
+        if not trainer.is_global_zero:
+            return
+        scores, files = {}, {}
+        for graph_id in table:
+            rows, mean, _ = table.graph(graph_id)
+            if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
+                raise RuntimeError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
+                                   f"{graphs.num_configs(graph_id)} configs")
+            path = graphs.paths[graph_id]
+            scores[path.stem] = mean
+            files[path.stem] = file_record(path, len(rows), graphs.cache)
+        write_run(self.out_dir, datamodule.hparams.collection, datamodule.hparams.predict_split, scores, files)
+'''
+
+# ---------------------------------------- solution.tools
+SOURCES['solution.tools'] = '''\
+"""Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, the demo."""
+'''
+
+# ---------------------------------------- solution.tools.kernel
+SOURCES['solution.tools.kernel'] = '''\
+"""The Kaggle notebook job: the pipeline (fit or load the five collections, predict, submit) with Kaggle's
+paths and a time budget, set through environment variables."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from . import pipeline
+from .pipeline import Job, layered, say
+
+COMPETITION = "predict-ai-model-runtime"
+KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
+KAGGLE_WORKING = Path("/kaggle/working")  # the notebook's saved output
+DEFAULT_BUDGET = 7 * 3600.0  # seconds of training in a 12-hour GPU session; the rest preprocesses and predicts
+# Settings layered on each collection's settings; "smoke" is a seconds-long run for tests on a CPU.
+PROFILES = {
+    "kaggle": {},
+    "smoke": {"trainer": {"check_val_every_n_epoch": 1, "num_sanity_val_steps": 0},
+              "model": {"ranker": {"init_args": {"hidden": 16, "opcode_dim": 8}}, "warmup_steps": 0},
+              "data": {"configs_per_graph": 8, "eval_chunk": 64, "num_workers": 0}},
+}
+
+
+def budget_seconds(text: str | None, default: float) -> float:
+    """SOLUTION_TIME_BUDGET as a number of seconds >= 0 (`default` when unset)."""
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"SOLUTION_TIME_BUDGET={text!r}; expected a number of seconds >= 0")
+    return value
+
+
+def find_data_root(inputs: Path) -> Path:
+    """The competition's folder under `inputs`, else the first attached input that holds npz_all/npz."""
+    found = [inputs / COMPETITION] + sorted(p.parent.parent for depth in ("*", "*/*", "*/*/*")
+                                           for p in inputs.glob(f"{depth}/npz_all/npz"))
+    for root in found:
+        if (root / "npz_all" / "npz").is_dir():
+            return root
+    raise FileNotFoundError(f"no TpuGraphs data under {inputs} (a folder holding npz_all/npz); attach the "
+                            f"{COMPETITION} data or set SOLUTION_DATA_ROOT")
+
+
+def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
+    """The job and profile the environment variables (SOLUTION_*) describe, with Kaggle's paths by default."""
+    profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
+    if profile not in PROFILES:
+        raise ValueError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
+    data, checkpoints = environ.get("SOLUTION_DATA_ROOT"), environ.get("SOLUTION_CHECKPOINTS")
+    job = Job(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
+              output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
+              cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
+              budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
+              checkpoints=Path(checkpoints) if checkpoints else None)
+    return job, profile
+
+
+def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
+    """The whole job with `settings` (collection -> its configs/*.yaml settings) under the profile the
+    environment names: train (or load) the collections, predict every test file, write a checked
+    submission.csv and print the validation scores."""
+    job, profile = job_from_environment(environ)
+    say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {profile}, "
+        f"training budget {job.budget:.0f} s, {torch.cuda.device_count()} GPU(s)")
+    pipeline.run(job, {c: layered(s, PROFILES[profile]) for c, s in settings.items()})
+    return 0
+'''
+
+# ---------------------------------------- solution.tools.pipeline
+SOURCES['solution.tools.pipeline'] = '''\
+"""The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
+every test file, merge the parts into one submission.csv and check it. `solution run`, the demo and the Kaggle
+kernel all run this; it needs neither the Lightning CLI nor W&B."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from ..constants import COLLECTIONS
+from ..data.datamodule import TpuGraphsDataModule
+from ..data.reader import find_collections
+from ..metrics import final_score
+from ..submission.files import check, collection_file_stem, format_scores, merge
+from ..submission.writer import SubmissionWriter
+from ..training.callbacks import AtomicCheckpointIO
+from ..training.module import RankingModule
+
+SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
+          "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
+MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
+QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
+
+
+def say(message: str) -> None:
+    """Progress for the log, flushed so that it interleaves with Lightning's own lines."""
+    print(message, flush=True)
+
+
+# ---------------------------------------------------------------- settings: configs/*.yaml as dicts
+
+
+def layered(base: Mapping, override: Mapping) -> dict:
+    """`override` merged into `base` at every depth, as the Lightning CLI reads config files in turn; a mapping
+    that names another `class_path` replaces the whole mapping (the new class has its own init_args)."""
+    if "class_path" in override and override["class_path"] != base.get("class_path"):
+        return dict(override)
+    out = dict(base)
+    for key, value in override.items():
+        both = isinstance(value, Mapping) and isinstance(base.get(key), Mapping)
+        out[key] = layered(base[key], value) if both else value
+    return out
+
+
+def read_settings(folder: Path, layers: Sequence[Path] = ()) -> dict[str, dict]:
+    """Collection -> its settings: folder/base.yaml, then folder/<collection>.yaml, then each of `layers`."""
+    import yaml  # only where settings are read from files (the kernel carries them inside itself)
+
+    def load(path: Path) -> dict:
+        return yaml.safe_load(path.read_text()) or {}
+
+    base = load(folder / "base.yaml")
+    settings = {c: layered(base, load(folder / f"{collection_file_stem(c)}.yaml")) for c in COLLECTIONS}
+    for layer in layers:
+        settings = {c: layered(s, load(Path(layer))) for c, s in settings.items()}
+    return settings
+
+
+# ---------------------------------------------------------------- one collection
+
+
+@dataclass(frozen=True)
+class Job:
+    """Where the job reads and writes, and how long it trains."""
+
+    root: Path  # the data (read only)
+    output: Path  # submission.csv, parts/, checkpoints/
+    cache: Path | None = None  # preprocessed graphs; None: in memory
+    budget: float | None = None  # seconds of training for all collections together; None: each its max_epochs
+    checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
+    runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
+    callbacks: Callable[[str, Mapping], list[Callback]] = field(default=lambda collection, settings: [])
+
+    @property
+    def parts(self) -> Path:
+        return self.output / "parts"
+
+    def checkpoint_path(self, collection: str) -> Path:
+        return (self.runs or self.output) / "checkpoints" / f"{collection_file_stem(collection)}.ckpt"
+
+
+def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
+    """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
+    job's paths, every test file, and no more workers than the machine has cores to spare."""
+    workers = min(settings["data"].get("num_workers", 0), max((os.cpu_count() or 1) - 1, 0))
+    return {**settings["data"], **(saved or {}), "root": str(job.root),
+            "cache_dir": str(job.cache) if job.cache else None, "num_workers": workers, "predict_split": "test",
+            "limit_graphs": None}
+
+
+def build_module(model: Mapping, datamodule: TpuGraphsDataModule) -> RankingModule:
+    """The module of `model` settings (ranker and loss as class_path/init_args), its input widths from the data."""
+    ranker = model["ranker"]
+    widths = {"node_feat_dim": datamodule.node_feat_dim, "config_width": datamodule.config_width}
+    ranker = {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
+    rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
+    return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
+
+
+class Progress(Callback):
+    """Prints each validation score while a collection trains: a script's log shows no progress bar."""
+
+    def __init__(self, collection: str) -> None:
+        self.collection, self.start = collection, time.monotonic()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            score = float(trainer.callback_metrics["val/score"])
+            say(f"  [{self.collection}] epoch {trainer.current_epoch}: val/score {score:.4f} "
+                f"({time.monotonic() - self.start:.0f} s)")
+
+
+def train(collection: str, settings: Mapping, seconds: float | None, job: Job) -> Path:
+    """Fit one collection (for at most `seconds`, when given); its best checkpoint by val/score (the last
+    weights when no validation ran) goes to <output>/checkpoints/<collection>.ckpt."""
+    path = job.checkpoint_path(collection)
+    limit = f"up to {seconds:.0f} s" if seconds is not None else f"{settings['trainer'].get('max_epochs')} epochs"
+    say(f"[{collection}] preprocessing and training for {limit}")
+    pl.seed_everything(settings.get("seed_everything", 0), verbose=False)
+    datamodule = TpuGraphsDataModule(**data_settings(settings, job))
+    model = build_module(settings["model"], datamodule)
+    best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
+                           enable_version_counter=False)
+    trainer = pl.Trainer(**{**QUIET, **settings["trainer"]},
+                         max_time=timedelta(seconds=seconds) if seconds is not None else None,
+                         callbacks=[best, Progress(collection), *job.callbacks(collection, settings)],
+                         plugins=[AtomicCheckpointIO()])
+    trainer.fit(model, datamodule=datamodule)
+    if not best.best_model_path:
+        trainer.save_checkpoint(path)
+    stop = "the time limit" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
+    say(f"[{collection}] stopped by {stop} after {trainer.current_epoch} epochs; saved {path}")
+    return path
+
+
+def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, Path]:
+    """Train `collections` in turn; under a budget each gets its share of what is still left (preprocessing
+    counts)."""
+    start, trained = time.monotonic(), {}
+    for index, collection in enumerate(collections):
+        seconds = None
+        if job.budget is not None:
+            left = job.budget - (time.monotonic() - start)
+            seconds = max(left * SHARES[collection] / sum(SHARES[c] for c in collections[index:]), MIN_SECONDS)
+        trained[collection] = train(collection, settings[collection], seconds, job)
+    return trained
+
+
+def public(hparams: Mapping) -> dict:
+    """Hyper-parameters without the entries Lightning's CLI adds (`_instantiator`)."""
+    return {key: value for key, value in hparams.items() if not key.startswith("_")}
+
+
+def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
+    """The model and data module a checkpoint (of this pipeline or of `solution fit`) was trained with, read as
+    plain tensors and settings (no pickled code, no Lightning CLI), with this job's data paths."""
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    model = RankingModule(**public(saved["hyper_parameters"]))
+    model.load_state_dict(saved["state_dict"])
+    data = data_settings(settings, job, public(saved.get("datamodule_hyper_parameters", {})))
+    if data["collection"] != collection:
+        raise ValueError(f"{checkpoint}: a checkpoint of {data['collection']}; expected one of {collection}")
+    return model, TpuGraphsDataModule(**data)
+
+
+def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, predict: bool = True
+             ) -> dict[str, float]:
+    """Validate a checkpoint and (with `predict`) write its test predictions to <output>/parts/<collection>.csv;
+    returns its validation metrics (`score`, ...) and the number of validation files."""
+    say(f"[{collection}] validating{' and predicting' if predict else ''} with {checkpoint}")
+    model, datamodule = load(checkpoint, collection, settings, job)
+    trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
+                         devices=settings["trainer"].get("devices", 1), **QUIET,
+                         callbacks=[SubmissionWriter(str(job.parts))])
+    metrics = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
+    if predict:
+        trainer.predict(model, datamodule=datamodule, return_predictions=False)
+    return {**{name.removeprefix("val/"): float(value) for name, value in metrics.items()},
+            "files": len(datamodule.graphs("valid"))}
+
+
+# ---------------------------------------------------------------- the five collections
+
+
+def given_checkpoints(folder: Path | None) -> dict[str, Path]:
+    """Collection -> <folder>/<collection>.ckpt for those present; a folder holding none is a mistake."""
+    if folder is None:
+        return {}
+    paths = {c: folder / f"{collection_file_stem(c)}.ckpt" for c in COLLECTIONS}
+    found = {c: path for c, path in paths.items() if path.is_file()}
+    if not found:
+        raise FileNotFoundError(f"{folder}: no checkpoint there; expected some of "
+                                f"{', '.join(p.name for p in paths.values())}")
+    return found
+
+
+def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
+    """Fit (or load) every collection the data root holds, predict its test files, write a checked
+    <output>/submission.csv and print the validation scores; returns collection -> validation metrics (and
+    `final` when all five are present)."""
+    logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
+    warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
+    present = [c for c in COLLECTIONS if c in find_collections(job.root)]
+    missing = [c for c in COLLECTIONS if c not in present]
+    if not present:
+        raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
+    if missing:
+        say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
+            f" skipped, and submission.csv covers only {', '.join(present)}")
+    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    checkpoints.update(train_all([c for c in present if c not in checkpoints], settings, job))
+    scores: dict[str, dict] = {c: evaluate(c, checkpoints[c], settings[c], job) for c in present}
+    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
+    report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
+    say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
+    if not missing:
+        scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
+    say(f"\\nvalidation scores of the checkpoints used:\\n{format_scores(scores)}")
+    return scores
+
+
+def configs_folder() -> Path:
+    """The repository's configs/ (base.yaml and one YAML per collection)."""
+    return Path(__file__).resolve().parents[2] / "configs"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`solution run --data.root PATH`: the whole job in one command."""
+    parser = argparse.ArgumentParser(prog="solution run", description=__doc__)
+    parser.add_argument("--data.root", dest="root", required=True, help="the data: a folder holding npz_all/npz")
+    parser.add_argument("--out", default="submissions", help="submission.csv, parts/ and checkpoints/ go here")
+    parser.add_argument("--config", action="append", default=[], type=Path,
+                        help="a YAML layered over every collection's configs/ settings (repeatable), "
+                             "e.g. configs/demo.yaml")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of training for all collections together; default: each its max_epochs")
+    parser.add_argument("--checkpoints", type=Path, default=None,
+                        help="a folder of <collection>.ckpt to use instead of training those collections")
+    parser.add_argument("--cache", type=Path, default=None, help="preprocessed graphs; default: the data module's")
+    parser.add_argument("--seed", type=int, default=None, help="seed_everything for every collection")
+    args = parser.parse_args(argv)
+    if args.budget is not None and args.budget < 0:
+        parser.error(f"--budget {args.budget}: expected seconds >= 0")
+    settings = read_settings(configs_folder(), args.config)
+    if args.seed is not None:
+        settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
+    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints), settings)
+    return 0
+'''
+
+# ---------------------------------------- solution.training
+SOURCES['solution.training'] = '''\
+"""Training: the LightningModule, segment training, metrics, callbacks."""
+'''
+
+# ---------------------------------------- solution.training.callbacks
+SOURCES['solution.training.callbacks'] = '''\
+"""Trainer callbacks and plugins: a learning-rate monitor that tolerates no logger, and atomic checkpoint writes."""
+
+from __future__ import annotations
+
+import torch
+from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from ..atomic import atomic_write
+
+
+class LRMonitor(LearningRateMonitor):
+    """Logs the learning rate when a logger is set; silently does nothing with `--trainer.logger false`."""
+
+    def on_train_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_start(trainer, *args, **kwargs)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_batch_start(trainer, *args, **kwargs)
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
+        if trainer.loggers:
+            super().on_train_epoch_start(trainer, *args, **kwargs)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
+    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        with atomic_write(path, "wb") as handle:
+            torch.save(checkpoint, handle)
+'''
+
+# ---------------------------------------- solution.training.module
+SOURCES['solution.training.module'] = '''\
+"""The LightningModule: a thin training loop around an injected ranker and loss (`model.ranker`, `model.loss`
+in the YAML): standardize features, score configs, train with the loss, score validation by the task's metric."""
+
+from __future__ import annotations
+
+import math
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+
+from ..data.batch import Batch
+from ..data.features import Standardizer
+from ..data.tasks import TASKS
+from ..metrics import mean_over_graphs
+from ..models.losses import RankingLoss
+from ..models.rankers import Ranker
+from ..models.spec import build
+
+
+class ScoreTable:
+    """Per-graph scores gathered from chunks (and averaged over repeated chunkings), indexed by config row."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+    def add(self, batch: Batch, scores: torch.Tensor) -> None:
+        mask = batch.config_mask.cpu().numpy()  # [G, C]
+        rows, target = batch.config_index.cpu().numpy(), batch.target.cpu().numpy()
+        values = scores.detach().float().cpu().numpy()
+        for g, graph_id in enumerate(batch.graph_id.tolist()):
+            keep = mask[g]
+            self.parts.setdefault(graph_id, []).append((rows[g][keep], values[g][keep], target[g][keep]))
+
+    def graph(self, graph_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(config rows seen, their mean scores, their targets) of one graph, in row order."""
+        rows, values, target = (np.concatenate(x) for x in zip(*self.parts[graph_id]))
+        seen, inverse = np.unique(rows, return_inverse=True)
+        mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
+        targets = np.zeros(len(seen))
+        targets[inverse] = target
+        return seen, mean, targets
+
+    def __iter__(self):
+        return iter(sorted(self.parts))
+
+    def gather(self) -> None:
+        """Merge every process's parts into this table, on every process (nothing to do in one process)."""
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return
+        every: list[dict | None] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(every, self.parts)
+        self.parts = {}
+        for parts in every:
+            for graph_id, pieces in parts.items():
+                self.parts.setdefault(graph_id, []).extend(pieces)
+
+
+class RankingModule(pl.LightningModule):
+    """Ranks the configs of a graph with `ranker` (lower score = faster), trained with `loss`; the task (from
+    the data module) names the metric and whether config features are standardized."""
+
+    def __init__(
+        self,
+        ranker: Ranker,
+        loss: RankingLoss,
+        task: str = "layout",
+        lr: float = 1e-3,
+        weight_decay: float = 1e-4,
+        warmup_steps: int = 0,
+        compile: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["ranker", "loss"])
+        self.ranker, self.loss_fn = build(ranker), build(loss)  # a checkpoint's hparams hold their specs
+        self.hparams.update(ranker=self.ranker.spec, loss=self.loss_fn.spec)
+        self.task = TASKS[task]
+        init_args = self.ranker.spec["init_args"]
+        self.node_scaler = Standardizer(init_args["node_feat_dim"])
+        self.config_scaler = Standardizer(init_args["config_width"]) if self.task.standardize_configs else None
+        self.register_buffer("scalers_fitted", torch.tensor(False))
+        self.val_table = self.last_table = ScoreTable()
+        self.graph_results: dict[int, dict[str, float]] = {}
+        self.predictions = ScoreTable()
+
+    def configure_model(self) -> None:
+        if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
+            self.ranker.compile(dynamic=True)
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
+            sums = datamodule.feature_sums()
+            self.node_scaler.fit(*sums["node_feat"])
+            if self.config_scaler is not None:
+                self.config_scaler.fit(*sums["config_feat"])
+            self.scalers_fitted.fill_(True)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        batch = batch.replace(node_feat=self.node_scaler(batch.node_feat))
+        if self.config_scaler is not None:
+            batch = batch.replace(config_feat=self.config_scaler(batch.config_feat))
+        return self.ranker(batch).float()  # [G, C]; float32 also under bf16 autocast
+
+    def on_train_epoch_start(self) -> None:
+        self.ranker.begin_epoch(self.current_epoch, self.trainer.max_epochs)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        scores = self(batch)
+        loss = self.loss_fn(scores, batch.target, batch.config_mask)
+        self.log("train/loss", loss, prog_bar=True, on_epoch=True, batch_size=batch.num_graphs)
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self.val_table.add(batch, self(batch))
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self.validation_step(batch, batch_idx)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_table("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_table("test")
+
+    def _log_table(self, prefix: str) -> None:
+        """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
+        `graph_results` (graph id -> metrics) for run records."""
+        self.last_table, self.val_table = self.val_table, ScoreTable()
+        self.last_table.gather()  # each process scored its shard: metrics over the whole set, once
+        self.graph_results = {g: self.task.graph_metrics(*self.last_table.graph(g)[1:]) for g in self.last_table}
+        per_graph = list(self.graph_results.values())
+        if not per_graph:
+            return
+        for name in per_graph[0]:
+            self.log(f"{prefix}/{name}", mean_over_graphs(m[name] for m in per_graph), prog_bar=name == "score",
+                     sync_dist=True)  # the same value on every process: averaging leaves it unchanged
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        scores = self(batch)
+        self.predictions.add(batch, scores)
+        return scores
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warmup = min(self.hparams.warmup_steps, total - 1)
+
+        def factor(step: int) -> float:  # linear warm-up, then cosine to zero
+            if step < warmup:
+                return (step + 1) / (warmup + 1)
+            return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 '''
 
 

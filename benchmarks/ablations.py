@@ -5,16 +5,18 @@
     python benchmarks/ablations.py --smoke         # tiny data, one seed, one epoch: checks that the script runs
     solution compare runs/ablations                # the same runs, as W&B-style run comparison
 
-Every variant is the full model with one setting changed. Each fit is a normal `solution fit` (configs/<collection>
-.yaml with configs/demo.yaml layered on top), logged to W&B (offline unless WANDB_MODE says otherwise) under
---runs. A cell is the mean ± sample std over seeds of the best validation score (Kendall tau for layout, the tile
-top-5 score for tile); final is the mean of the five collections. Finished fits are recorded in
-<runs>/results.jsonl and reused when the script is run again with the same data and epochs.
+Every variant is the full model with one setting changed. Each fit is a normal `solution fit` (configs/base.yaml,
+configs/<collection>.yaml, then configs/demo.yaml layered on top), logged to W&B (offline unless WANDB_MODE says
+otherwise) under --runs. A cell is the mean ± sample std over seeds of the best validation score (Kendall tau for
+layout, the tile top-5 score for tile); final is the mean of the five collections. Finished fits are recorded in
+<runs>/results.jsonl and reused when the script is run again with the same data, epochs and code (a digest of the
+solution/ sources and configs/*.yaml: a fit of other code or settings is never reused).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import tempfile
@@ -27,35 +29,39 @@ import numpy as np
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.synth import generate
+from solution.data.tasks import task_of
 from solution.submission.files import collection_file_stem
 from solution.tools import compare
 from solution.tools.cli import lightning_main
-from solution.tools.tracking import SUMMARY, run_folder
+from solution.tools.tracking import SUMMARY, code_version, run_folder
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = REPO / "configs"
+RANKER, LOSSES = "--model.ranker", "solution.models.losses"
 
 
 @dataclass(frozen=True)
 class Variant:
     args: tuple[str, ...]  # command-line overrides of the full model
-    layout_only: bool = False  # tile kernels are never pruned and have no per-node configs to fuse
+    layout_only: bool = False  # tile kernels are never pruned nor segmented and TileRanker has no per-node configs
+    # to fuse: its parser refuses these flags, so a layout-only variant is never fitted on tile
 
 
 VARIANTS = {
     "full model": Variant(()),
-    "no cross-attention": Variant(("--model.cross_attention", "false")),
-    "config-only baseline": Variant(("--model.variant", "config_only")),
-    "early fusion": Variant(("--model.encode_once", "false"), layout_only=True),
+    "no cross-attention": Variant((f"{RANKER}.init_args.cross_attention", "false")),
+    "config-only baseline": Variant((RANKER, "solution.models.baselines.ConfigOnlyRanker")),
+    "early fusion": Variant((f"{RANKER}.init_args.encode_once", "false"), layout_only=True),
     "0 padding": Variant(("--data.sentinel", "false")),
     "no pruning": Variant(("--data.prune", "none"), layout_only=True),
     "2-hop pruning": Variant(("--data.hops", "2"), layout_only=True),
     "output-path pruning": Variant(("--data.prune", "output_path"), layout_only=True),
-    "logistic loss": Variant(("--model.loss", "logistic")),
-    "ListMLE loss": Variant(("--model.loss", "listmle")),
-    "MSE loss": Variant(("--model.loss", "mse")),
+    "logistic loss": Variant(("--model.loss", f"{LOSSES}.PairwiseLogistic")),
+    "ListMLE loss": Variant(("--model.loss", f"{LOSSES}.ListMLE")),
+    "MSE loss": Variant(("--model.loss", f"{LOSSES}.MSE")),
     "segment training": Variant(("--data.segment_nodes", "64"), layout_only=True),
-    "segments, GST sampling (1 per step)": Variant(("--data.segment_nodes", "64", "--model.segment_sampled", "1"),
-                                                   layout_only=True),
+    "segments, GST sampling (1 per step)": Variant(("--data.segment_nodes", "64",
+                                                    f"{RANKER}.init_args.segment_sampled", "1"), layout_only=True),
 }
 QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
     "Model: graph, cross-config attention, encode once": ["full model", "no cross-attention",
@@ -70,8 +76,18 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
 }
 
 
+def code_digest() -> str:
+    """blake2b of the solution/ sources and configs/*.yaml (paths and contents): the code and settings a fit ran."""
+    digest = hashlib.blake2b(digest_size=12)
+    for path in sorted([*(REPO / "solution").rglob("*.py"), *CONFIGS.glob("*.yaml")]):
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def fit(collection: str, seed: int, variant: Variant, common: list[str]) -> dict:
     """One fit; its best score, training throughput and the share of nodes the pruning kept."""
+    if variant.layout_only and not task_of(collection).has_config_nodes:
+        raise ValueError(f"a layout-only variant {variant.args} on {collection}: tile reuses the full model's fits")
     cli = lightning_main(["fit", "--config", str(CONFIGS / f"{collection_file_stem(collection)}.yaml"), *common,
                           "--seed_everything", str(seed), *variant.args])
     run = compare.run_from_summary(run_folder(cli.trainer) / SUMMARY)
@@ -98,8 +114,9 @@ class Results:
             handle.write("".join(json.dumps(r) + "\n" for r in self.rows))
 
     def values(self, variant: str, collection: str, key: str = "best") -> list[float]:
-        # tile is never pruned nor fused: a layout-only variant's tile runs are the full model's
-        name = "full model" if VARIANTS[variant].layout_only and collection.startswith("tile") else variant
+            # tile is never pruned nor fused: a layout-only variant's tile runs are the full model's
+        name = "full model" if VARIANTS[variant].layout_only and not task_of(collection).has_config_nodes \
+            else variant
         return [r[key] for r in self.rows if r["variant"] == name and r["collection"] == collection
                 and all(r.get(k) == v for k, v in self.context.items())]
 
@@ -189,15 +206,17 @@ def main(argv: list[str] | None = None) -> int:
     common = ["--config", str(CONFIGS / "demo.yaml"), "--data.root", str(root), "--trainer.max_epochs",
               str(args.max_epochs), "--trainer.check_val_every_n_epoch", str(max(1, args.max_epochs // 5)),
               "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", str(runs)]
-    results = Results(runs / "results.jsonl", {"data": str(root.resolve()), "epochs": args.max_epochs})
+    results = Results(runs / "results.jsonl", {"data": str(root.resolve()), "epochs": args.max_epochs,
+                                               "code": code_digest()})
+    commit = code_version()["git"]  # recorded beside each fit, for people; the digest is the key
     start = time.perf_counter()
     for seed in args.seeds:  # seeds outermost: an interrupted run already covers every variant
         for collection in args.collections:
             for name in args.variants:
-                if VARIANTS[name].layout_only and collection.startswith("tile"):
+                if VARIANTS[name].layout_only and not task_of(collection).has_config_nodes:
                     continue
                 if results.get(variant=name, collection=collection, seed=seed) is None and not args.report_only:
-                    results.add({"variant": name, "collection": collection, "seed": seed,
+                    results.add({"variant": name, "collection": collection, "seed": seed, "commit": commit,
                                  **fit(collection, seed, VARIANTS[name], common)})
                 row = results.get(variant=name, collection=collection, seed=seed)
                 score = f"{row['best']:.4f}" if row else "not fitted"
@@ -207,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["python benchmarks/ablations.py", *given])
     record = runs / "results.jsonl"
     how = f"report written with `--report_only` from the fits recorded in {record}" if args.report_only \
-        else f"{minutes:.0f} min of fitting on this machine; fits already in {record} are reused"
+        else f"{minutes:.0f} min of fitting on this machine; fits already in {record} of the same code are reused"
     out = Path(args.out or "docs/ablations.md")
     lines = [f"# Ablations on {args.size} synthetic data", "",
              f"Command: `{command}` ({how}). {args.max_epochs} epochs, seeds {args.seeds}; each cell is "

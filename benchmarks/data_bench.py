@@ -21,12 +21,14 @@ import numpy as np
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.datamodule import Collate, GraphSet, TrainSet
+from solution.data.batch import Collate
+from solution.data.datamodule import GraphSet, TrainSet
 from solution.data.packing import pack
 from solution.data.preprocess import Preprocessing, load_graph, record_cache
 from solution.data.pruning import STRATEGIES, keep_nodes, output_node
 from solution.data.reader import list_files, read_graph
 from solution.data.synth import generate
+from solution.data.tasks import LAYOUT
 
 
 def rss_mib() -> tuple[float, float]:
@@ -86,7 +88,7 @@ def epoch_memory(root: str, collection: str, cache_dir: str, loads: int = 200) -
     """Draw `loads` training samples (about an nlp collection's 200 graphs; the collection's graphs repeat
     when it has fewer) with a warm cache, and record RSS after each."""
     graphs = GraphSet(list_files(root, collection, "train"), "train", Preprocessing(), record_cache(cache_dir))
-    train, collate = TrainSet(graphs, 128, "uniform"), Collate("layout")
+    train, collate = TrainSet(graphs, 128, "uniform"), Collate(LAYOUT)
     trace = []
     for step in range(loads):
         batch = collate([train[step % len(train), (0, step)]])
@@ -110,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="solution-bench-"))
     root = Path(args.data) if args.data else (work / "data" if args.smoke else Path(f"data/synthetic-{args.size}"))
     if not (root / "npz_all").is_dir():
-        print(f"generating {args.size} data in {root} ...", flush=True)
-        generate(root, "tiny" if args.smoke else args.size, seed=0)
+        size = "tiny" if args.smoke else args.size
+        print(f"generating {size} data in {root} ...", flush=True)
+        generate(root, size, seed=0)
     cache_dir = work / "cache"
     layout = [c for c in COLLECTIONS if c.startswith("layout")]
     lines = [f"# Data-layer benchmark ({'tiny, smoke' if args.smoke else args.size} synthetic data)", "",

@@ -4,7 +4,8 @@ on the synthetic test answers.
     python benchmarks/ensembles.py --data data/synthetic-small --size small --out docs/ensembles.md
     python benchmarks/ensembles.py --smoke      # tiny data, two seeds, two folds, one epoch: checks that it runs
 
-Per collection: `--seeds` fits on train (configs/<collection>.yaml + configs/demo.yaml), each predicting the
+Per collection: `--seeds` fits on train (`solution fit`: configs/base.yaml, configs/<collection>.yaml, then
+configs/demo.yaml), each predicting the
 test split once and again averaged over `--repeats` random chunkings (`--data.predict_repeats`); `--folds` fits
 on train + valid pooled (`--data.folds`, one fold held out each, seed 0). `solution ensemble` (rank averaging)
 combines the seeds' predictions, and the folds'. Every prediction is scored on answers.csv with the
@@ -28,7 +29,7 @@ from solution.constants import COLLECTIONS
 from solution.data.synth import generate
 from solution.submission.ensemble import SUFFIX, ensemble
 from solution.submission.files import collection_file_stem, read_answers, score
-from solution.tools.demo import predict, train
+from solution.tools.cli import lightning_main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -41,12 +42,26 @@ def predicted(folder: Path, collection: str) -> bool:
     return (folder / f"{collection_file_stem(collection)}{SUFFIX}").is_file()
 
 
+def train(collection: str, common: list[str], extra: list[str]) -> str:
+    """`solution fit` of one collection; its best checkpoint (the last when no validation ran)."""
+    fit = lightning_main(["fit", "--config", str(CONFIGS / f"{collection_file_stem(collection)}.yaml"), *common,
+                          *extra])
+    checkpoint = fit.trainer.checkpoint_callback
+    return checkpoint.best_model_path or checkpoint.last_model_path
+
+
+def predict(collection: str, settings: list[str], checkpoint: str, out: Path) -> None:
+    """`solution predict` of the test split with a checkpoint: <out>/<collection>.csv and its raw scores."""
+    lightning_main(["predict", "--config", str(CONFIGS / f"{collection_file_stem(collection)}.yaml"), *settings,
+                    "--ckpt_path", checkpoint, "--submission.out_dir", str(out)])
+
+
 def fit_and_predict(collection: str, common: list[str], extra: list[str], outs: dict[Path, list[str]]) -> None:
     """One fit, then one prediction per output folder (with that folder's extra predict settings); skipped when
     every folder already holds this collection."""
     if all(predicted(out, collection) for out in outs):
         return
-    _, checkpoint = train(collection, common, extra)
+    checkpoint = train(collection, common, extra)
     for out, settings in outs.items():
         predict(collection, [*common, *extra, *settings], checkpoint, out)
 

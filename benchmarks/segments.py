@@ -35,8 +35,8 @@ import torch
 
 from solution.data.partition import partition
 from solution.data.synth import generate
+from solution.submission.files import collection_file_stem
 from solution.tools.cli import lightning_main
-from solution.training.segments import SegmentTraining
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # speed.py beside this file: its graphs and probes
 from speed import HIDDEN, PeakMemory, in_child, layout_batch, machine, model, timed, write_report  # noqa: E402
@@ -49,20 +49,18 @@ CPU_HEAP = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 def measure(job: dict) -> dict:
     """One training step's time and peak memory (run in a child process)."""
-    device = job["device"]
+    device, sampled = job["device"], job["sampled"]
     torch.set_num_threads(job["threads"])
-    net = model(True, device)
+    net = model(True, device, segment_sampled=sampled or 0)  # in training mode: a segmented batch trains by segment
     batch = layout_batch(job["nodes"], job["configs"], device=device)
-    segmented = job["sampled"] is not None
-    if segmented:
+    if sampled is not None:  # the ranker hands a batch with node segments to its SegmentTraining
         cut = partition(job["nodes"], np.zeros(0, np.int64), job["budget"])
-        batch.update(node_segment=torch.from_numpy(cut).to(device), graph_id=torch.zeros(1, dtype=torch.long))
-        training = SegmentTraining(sampled=job["sampled"])
+        batch = batch.replace(node_segment=torch.from_numpy(cut).to(device),
+                              graph_id=torch.zeros(1, dtype=torch.long, device=device))
 
     def step():
         net.zero_grad(set_to_none=True)
-        scores = training.scores(net, batch, "train") if segmented else net(batch)
-        scores.sum().backward()
+        net(batch).sum().backward()
 
     with PeakMemory(device) as memory:
         seconds = timed(step, device, job["repeats"])
@@ -84,7 +82,7 @@ class EpochTimer(pl.Callback):
 
 def epoch_seconds(root: str, collection: str, epochs: int, extra: list[str], scratch: str) -> tuple[float, int]:
     """Mean seconds of the training epochs after the first, and the number of training graphs."""
-    stem = collection.replace(":", "_")
+    stem = collection_file_stem(collection)
     cli = lightning_main(["fit", "--config", str(CONFIGS / f"{stem}.yaml"), "--config", str(CONFIGS / "demo.yaml"),
                           "--data.root", root, "--trainer.max_epochs", str(epochs), "--trainer.limit_val_batches",
                           "0", "--trainer.logger", "false", "--trainer.default_root_dir", scratch,
@@ -153,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     for collection in args.collections:
         seconds = {}
         for name, sampled in modes.items():
-            extra = [] if sampled is None else ["--data.segment_nodes", str(args.epoch_budget),
-                                                "--model.segment_sampled", str(sampled)]
+            extra = ["--data.segment_nodes", "0" if sampled is None else str(args.epoch_budget),  # base: 4096
+                     "--model.ranker.init_args.segment_sampled", str(sampled or 0)]
             seconds[name], graphs = epoch_seconds(args.data, collection, args.epochs, extra, scratch)
         lines.append(f"| {collection} | {graphs} | " + " | ".join(
             f"{t:.1f} ({seconds['whole graph'] / t:.2f}x)" for t in seconds.values()) + " |")

@@ -32,16 +32,17 @@ import torch
 from solution.atomic import atomic_write
 from solution.constants import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
 from solution.data import pruning
+from solution.data.batch import Batch
+from solution.data.tasks import LAYOUT
 from solution.models import scatter
-from solution.models.rankers import build_model
+from solution.models.rankers import LayoutRanker
 from solution.models.scatter import use_backend
 
 HIDDEN = 128
 FEATURES = NODE_FEAT_DIM
 
 
-def layout_batch(nodes: int, configs: int, seed: int = 0, device: str = "cpu", prune: bool = False
-                 ) -> dict[str, torch.Tensor]:
+def layout_batch(nodes: int, configs: int, seed: int = 0, device: str = "cpu", prune: bool = False) -> Batch:
     """One random layout graph with `configs` random configs, in the data module's batch format; with `prune`,
     cut to the configurable nodes and their 1-hop neighbourhood first (the package's default)."""
     rng = np.random.default_rng(seed)
@@ -62,12 +63,13 @@ def layout_batch(nodes: int, configs: int, seed: int = 0, device: str = "cpu", p
         "config_node": configurable[None],  # [1, K]
         "config_feat": rng.integers(-1, 6, (1, configs, configurable.size, LAYOUT_CONFIG_DIM)).astype(np.float32),
     }
-    return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batch.items()}
+    return Batch(**{k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batch.items()})
 
 
-def model(encode_once: bool, device: str, seed: int = 0) -> torch.nn.Module:
+def model(encode_once: bool, device: str, seed: int = 0, **settings) -> LayoutRanker:
+    """The layout ranker at hidden HIDDEN, seeded; `settings` are further LayoutRanker arguments."""
     torch.manual_seed(seed)
-    return build_model("layout", FEATURES, hidden=HIDDEN, encode_once=encode_once).to(device)
+    return LayoutRanker(FEATURES, LAYOUT.config_width, hidden=HIDDEN, encode_once=encode_once, **settings).to(device)
 
 
 def resident_mib() -> float:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
 
 from solution.constants import COLLECTIONS
 from solution.submission.ensemble import read_run
+from solution.data.datamodule import TpuGraphsDataModule
+from solution.submission import files
 from solution.submission.files import check, collection_file_stem, read_answers, score
+from solution import errors
 from solution.tools.cli import lightning_main, main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 QUICK = ["--trainer.max_epochs", "2", "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar",
-         "false", "--model.hidden", "16", "--model.opcode_dim", "8", "--data.configs_per_graph", "8"]
+         "false", "--model.ranker.init_args.hidden", "16", "--model.ranker.init_args.opcode_dim", "8", "--data.configs_per_graph", "8"]
 
 
 def run_args(collection: str, root: Path, runs: Path) -> list[str]:
@@ -94,8 +98,10 @@ def test_inspect_reports_bad_files(tiny_root, tmp_path, capsys):
     bad = sorted((data / "npz_all/npz/layout/xla/random/train").glob("*.npz"))[0]
     bad.write_bytes(bad.read_bytes()[:100])
     capsys.readouterr()
-    assert main(["inspect", str(data)]) == 1
-    assert str(bad) in capsys.readouterr().out
+    assert main(["inspect", str(data)]) == errors.BAD_DATA
+    printed = capsys.readouterr()
+    assert f"error: {bad}: key '<file>': found unreadable archive" in printed.err
+    assert "1 problem(s), 0 warning(s)" in printed.out and "error" not in printed.out
 
 
 @pytest.mark.parametrize("collection", COLLECTIONS)
@@ -103,8 +109,7 @@ def test_print_config_matches_snapshot(collection, capsys):
     """The resolved settings of each shipped YAML; regenerate with
     `solution fit --config configs/<name>.yaml --print_config > tests/snapshots/<name>.yaml`."""
     name = collection_file_stem(collection)
-    with pytest.raises(SystemExit):
-        main(["fit", "--config", str(CONFIGS / f"{name}.yaml"), "--print_config"])
+    assert main(["fit", "--config", str(CONFIGS / f"{name}.yaml"), "--print_config"]) == errors.OK
     printed = settings_lines(capsys.readouterr().out)
     snapshot = Path(__file__).parent / "snapshots" / f"{name}.yaml"
     assert printed == settings_lines(snapshot.read_text()), f"configs/{name}.yaml drifted from {snapshot}"
@@ -113,3 +118,80 @@ def test_print_config_matches_snapshot(collection, capsys):
 def settings_lines(text: str) -> list[str]:
     """The YAML without comment lines (the first one names the installed Lightning version)."""
     return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+
+
+# ---------------------------------------------------------------- exit codes: one per kind, errors on stderr
+
+
+def error_output(capsys: pytest.CaptureFixture) -> str:
+    """What a failed command printed on stderr, after checking that its stdout holds no error."""
+    printed = capsys.readouterr()
+    assert "error:" in printed.err and "error" not in printed.out.lower(), printed
+    return printed.err
+
+
+def settings(collection: str, root: Path, folder: Path) -> list[str]:
+    """A Lightning sub-command's arguments that never get as far as training: no logger, outputs under `folder`."""
+    return ["--config", str(CONFIGS / f"{collection_file_stem(collection)}.yaml"), "--data.root", str(root),
+            "--trainer.logger", "false", "--trainer.default_root_dir", str(folder)]
+
+
+def corrupt(path: Path) -> Path:
+    """Cut an npz file short: a zip archive that cannot be read."""
+    path.write_bytes(path.read_bytes()[:100])
+    return path
+
+
+def test_bad_arguments_or_settings_exit_2(tiny_root, tmp_path, capsys):
+    submission, answers = str(tiny_root / "sample_submission.csv"), str(tiny_root / "answers.csv")
+    assert main(["score", submission, "--answers", answers, "--nope"]) == errors.USAGE
+    assert "unrecognized arguments: --nope" in error_output(capsys)
+    lightning = settings("layout:xla:random", tiny_root, tmp_path)
+    assert main(["fit", *lightning, "--data.sampling", "bogus"]) == errors.USAGE
+    assert "error: sampling='bogus'; expected one of" in error_output(capsys)
+    missing = tmp_path / "missing.ckpt"
+    assert main(["predict", *lightning, "--ckpt_path", str(missing)]) == errors.USAGE
+    assert str(missing) in error_output(capsys)
+
+
+def test_bad_data_exits_3_naming_the_file(tiny_root, tmp_path, capsys):
+    data = tmp_path / "layout/xla/random"  # one collection's folder
+    shutil.copytree(tiny_root / "npz_all/npz/layout/xla/random", data)
+    bad = corrupt(sorted((data / "test").glob("*.npz"))[0])
+    check_args = [str(tiny_root / "sample_submission.csv"), "--data.root", str(data)]
+    assert main(["check-submission", *check_args]) == errors.BAD_DATA
+    assert f"error: {bad}: key '<file>'" in error_output(capsys)
+    train = [corrupt(path) for path in sorted((data / "train").glob("*.npz"))]
+    assert main(["fit", *settings("layout:xla:random", data, tmp_path)]) == errors.BAD_DATA
+    message = error_output(capsys)
+    assert f"error: {data / 'train'}: key 'train': found every one of its {len(train)} files fails" in message
+    assert "Traceback" not in message
+
+
+@pytest.mark.parametrize("command", ["synth", "submit"])
+def test_a_failed_write_exits_4_naming_the_path(command, tiny_root, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    args = {"synth": ["--out", str(blocker / "data"), "--collections", "tile:xla"],
+            "submit": [str(tiny_root / "sample_submission.csv"), "--out", str(blocker / "submission.csv")]}[command]
+    assert main([command, *args]) == errors.WRITE_FAILED
+    assert str(blocker) in error_output(capsys)
+
+
+def raising(error: Exception) -> Callable[..., None]:
+    """A stand-in for a function that fails with `error`."""
+
+    def raise_it(*args, **kwargs) -> None:
+        raise error
+
+    return raise_it
+
+
+def test_a_bug_keeps_its_traceback(tiny_root, tmp_path, monkeypatch):
+    """Uncaught, Python prints it and exits 1: also a ValueError raised inside a Trainer's run (not a setting)."""
+    monkeypatch.setattr(files, "score", raising(RuntimeError("a bug")))
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["score", str(tiny_root / "sample_submission.csv"), "--answers", str(tiny_root / "answers.csv")])
+    monkeypatch.setattr(TpuGraphsDataModule, "setup", raising(ValueError("a bug in a run")))
+    with pytest.raises(ValueError, match="a bug in a run"):
+        main(["fit", *settings("tile:xla", tiny_root, tmp_path)])

@@ -7,60 +7,63 @@ import pytest
 import torch
 
 from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
-from solution.data.datamodule import (
-    ChunkSet,
-    Collate,
-    TpuGraphsDataModule,
-    assign_folds,
-    layout_configs,
-    model_group,
-    sample_rows,
-)
+from solution.data.batch import Batch, Collate
+from solution.data.datamodule import ChunkSet, TpuGraphsDataModule, assign_folds, model_group, sample_rows
 from solution.data.packing import unpack
 from solution.data.reader import read_graph
+from solution.data.tasks import LAYOUT, TILE, task_of
+
+
+def _task_options(collection: str) -> dict:
+    """Tile collections have no configurable nodes: no pruning around them, no default layouts to fill."""
+    return {} if task_of(collection).has_config_nodes else {"prune": "none", "fill_default_layout": False}
 
 
 @pytest.fixture(scope="module", params=COLLECTIONS)
 def datamodule(request, tiny_root, tmp_path_factory) -> TpuGraphsDataModule:
     dm = TpuGraphsDataModule(root=str(tiny_root), collection=request.param, configs_per_graph=16,
                              graphs_per_batch=3, eval_chunk=7, eval_graphs_per_batch=2,
-                             cache_dir=str(tmp_path_factory.mktemp("cache")))
+                             cache_dir=str(tmp_path_factory.mktemp("cache")), **_task_options(request.param))
     dm.setup("fit")
     return dm
 
 
 def test_train_batch_shapes_padding_and_masks(datamodule):
     batch = next(iter(datamodule.train_dataloader()))
-    g = batch["graph_id"].numel()
-    n, c = batch["node_feat"].shape[0], batch["config_mask"].shape[1]
-    assert batch["node_feat"].shape == (n, datamodule.node_feat_dim)
-    assert batch["node_graph"].shape == (n,) and batch["node_graph"].max() == g - 1
-    assert batch["edge_index"].shape[0] == 2 and batch["edge_index"].max() < n
-    assert c <= 16 and batch["target"].shape == (g, c) == batch["config_index"].shape
-    mask = batch["config_mask"]
-    assert (batch["target"][~mask] == PAD).all() and (batch["config_index"][~mask] == PAD).all()
-    assert (batch["target"][mask] >= 1.0).all()  # scaled by the graph's fastest runtime
-    if datamodule.task == "layout":
-        k = batch["config_node"].shape[1]
-        assert batch["config_feat"].shape == (g, c, k, LAYOUT_CONFIG_DIM)
-        valid_nodes = batch["config_node"] >= 0
-        nodes = batch["config_node"][valid_nodes]
+    assert isinstance(batch, Batch) and batch.node_segment is None  # no segment budget: whole graphs
+    g = batch.graph_id.numel()
+    assert batch.num_graphs == g
+    n, c = batch.node_feat.shape[0], batch.config_mask.shape[1]
+    assert batch.node_feat.shape == (n, datamodule.node_feat_dim)
+    assert batch.node_graph.shape == (n,) and batch.node_graph.max() == g - 1
+    assert batch.edge_index.shape[0] == 2 and batch.edge_index.max() < n
+    assert c <= 16 and batch.target.shape == (g, c) == batch.config_index.shape
+    mask = batch.config_mask
+    assert (batch.target[~mask] == PAD).all() and (batch.config_index[~mask] == PAD).all()
+    assert (batch.target[mask] >= 1.0).all()  # scaled by the graph's fastest runtime
+    if datamodule.task is LAYOUT:
+        k = batch.config_node.shape[1]
+        assert batch.config_feat.shape == (g, c, k, LAYOUT_CONFIG_DIM)
+        valid_nodes = batch.config_node >= 0
+        nodes = batch.config_node[valid_nodes]
         assert (nodes < n).all()
-        assert (batch["node_graph"][batch["config_node"].clamp_min(0)][valid_nodes]
+        assert (batch.node_graph[batch.config_node.clamp_min(0)][valid_nodes]
                 == torch.arange(g)[:, None].expand_as(valid_nodes)[valid_nodes]).all()
-        assert (batch["config_feat"][~mask] == PAD).all()
-        assert (batch["config_feat"][~valid_nodes[:, None, :].expand(g, c, k)] == PAD).all()
+        assert (batch.config_feat[~mask] == PAD).all()
+        assert (batch.config_feat[~valid_nodes[:, None, :].expand(g, c, k)] == PAD).all()
     else:
-        assert batch["config_feat"].shape == (g, c, TILE_CONFIG_DIM)
+        assert datamodule.task is TILE
+        assert batch.config_feat.shape == (g, c, TILE_CONFIG_DIM)
+        assert batch.config_node.shape == (g, 0)  # no configurable nodes
 
 
 def test_eval_chunks_cover_every_config_once(datamodule):
     graphs = datamodule.graphs("valid")
     seen: dict[int, list[int]] = {}
     for batch in datamodule.val_dataloader():
-        assert batch["config_mask"].sum(1).max() <= 7
-        for g, graph_id in enumerate(batch["graph_id"].tolist()):
-            seen.setdefault(graph_id, []).extend(batch["config_index"][g][batch["config_mask"][g]].tolist())
+        assert batch.config_mask.sum(1).max() <= 7
+        for g, graph_id in enumerate(batch.graph_id.tolist()):
+            seen.setdefault(graph_id, []).extend(batch.config_index[g][batch.config_mask[g]].tolist())
     for index in range(len(graphs)):
         raw = read_graph(graphs.paths[index])
         assert sorted(seen[index]) == list(range(raw.num_configs))  # valid split keeps duplicates
@@ -72,13 +75,13 @@ def test_layout_batch_matches_file(tiny_root, tmp_path):
     graphs = dm.graphs("train")
     raw, graph = read_graph(graphs.paths[0]), graphs.load(0)
     rows = np.array([3, 0, 5])
-    values = layout_configs(graph, rows, fill_default=False)
+    values = LAYOUT.batch_configs(np.asarray(graph.configs[rows]), graph.default_layout, fill_default=False)
     np.testing.assert_array_equal(values, raw.config_feat[rows])
     np.testing.assert_array_equal(unpack(np.asarray(graph.configs)), raw.config_feat)
-    batch = Collate("layout", fill_default_layout=False)([(graph, ChunkSet(graphs, 3).items[0])])
-    np.testing.assert_array_equal(batch["config_feat"][0].numpy(), raw.config_feat[:3])
+    batch = Collate(LAYOUT, fill_default_layout=False)([(graph, ChunkSet(graphs, 3).items[0])])
+    np.testing.assert_array_equal(batch.config_feat[0].numpy(), raw.config_feat[:3])
     flipped = raw.edge_index[:, ::-1].T  # [consumer, producer] on disk -> [producer, consumer]
-    np.testing.assert_array_equal(batch["edge_index"].numpy(), flipped)
+    np.testing.assert_array_equal(batch.edge_index.numpy(), flipped)
 
 
 def test_fill_default_layout_uses_node_layout(tiny_root, tmp_path):
@@ -86,7 +89,7 @@ def test_fill_default_layout_uses_node_layout(tiny_root, tmp_path):
     graph = dm.graphs("train").load(0)
     rows = np.arange(graph.num_configs)
     raw_values = unpack(np.asarray(graph.configs))
-    filled = layout_configs(graph, rows, fill_default=True)
+    filled = LAYOUT.batch_configs(np.asarray(graph.configs[rows]), graph.default_layout, fill_default=True)
     default = (raw_values[..., :6] == PAD).all(-1)  # [c, nc]
     assert default.any(), "default collections hold default (all -1) output layouts"
     expected = np.broadcast_to(graph.default_layout, default.shape + (6,))[default]
@@ -154,3 +157,37 @@ def test_k_fold_splits_pool_train_and_valid_into_disjoint_folds(tiny_root, tmp_p
     assert sorted(valids) == pool  # every graph is validated exactly once over the folds
     with pytest.raises(ValueError, match="data.fold=3; expected 0..2"):
         TpuGraphsDataModule(**kwargs, folds=3, fold=3)
+
+
+def test_tile_data_refuses_layout_only_settings(tiny_root, tmp_path):
+    kwargs = dict(root=str(tiny_root), collection="tile:xla", cache_dir=str(tmp_path))
+    for wrong in ({}, {"prune": "none"}, {"prune": "none", "fill_default_layout": False, "segment_nodes": 8}):
+        with pytest.raises(ValueError, match="no configurable nodes"):
+            TpuGraphsDataModule(**kwargs, **wrong)
+    TpuGraphsDataModule(**kwargs, prune="none", fill_default_layout=False)
+
+
+def test_tile_batch_matches_record(tiny_root, tmp_path):
+    dm = TpuGraphsDataModule(root=str(tiny_root), collection="tile:xla", prune="none", fill_default_layout=False,
+                             cache_dir=str(tmp_path))
+    graphs = dm.graphs("valid")
+    items = ChunkSet(graphs, 4).items[:2]
+    batch = Collate(TILE)([(graphs.load(item.graph_id), item) for item in items])
+    for g, item in enumerate(items):
+        graph = graphs.load(item.graph_id)
+        c = len(item.rows)
+        np.testing.assert_array_equal(batch.config_feat[g, :c].numpy(), np.asarray(graph.configs)[item.rows])
+        np.testing.assert_array_equal(batch.config_index[g, :c].numpy(), np.asarray(graph.config_index)[item.rows])
+        assert batch.config_mask[g].sum() == c and (batch.config_feat[g, c:] == PAD).all()
+
+
+def test_segment_budget_adds_node_segments_to_large_batches(tiny_root, tmp_path):
+    dm = TpuGraphsDataModule(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path))
+    graphs = dm.graphs("train")
+    item = ChunkSet(graphs, 4).items[0]
+    samples = [(graphs.load(item.graph_id), item)]
+    n = len(samples[0][0].node_opcode)
+    assert Collate(LAYOUT, segment_nodes=n)(samples).node_segment is None  # within the budget: whole graph
+    segment = Collate(LAYOUT, segment_nodes=max(n // 3, 1))(samples).node_segment
+    assert segment.shape == (n,) and segment.max() >= 1
+    assert (segment.diff() >= 0).all() and np.bincount(segment.numpy()).min() > 0  # consecutive, none empty

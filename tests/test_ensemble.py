@@ -15,6 +15,7 @@ from solution.data.reader import list_files
 from solution.submission.ensemble import EnsembleError, ensemble, file_record, main, read_run, write_run
 from solution.submission.files import check, collection_file_stem, expected_test_files
 from solution.tools.cli import lightning_main
+from solution.tools.cli import main as solution
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -139,15 +140,16 @@ def test_runs_on_other_files_are_refused(run_a, tiny_root, tmp_path, change, cap
     else:
         files[stem] = {**files[stem], "digest": "0" * 32}
     other = write_run(tmp_path / "other", collection, "test", scores, files)[1]
-    assert main([str(run_a), str(tmp_path / "other"), "--out", str(tmp_path / "ens")]) == 1
+    assert solution(["ensemble", str(run_a), str(tmp_path / "other"), "--out", str(tmp_path / "ens")]) == 2
     message = capsys.readouterr().err
     assert stem in message and str(run_a / "layout_xla_default.scores.npz") in message and str(other) in message
     assert collection in message and not (tmp_path / "ens").exists()  # nothing written
 
 
 def test_weights_must_match_the_runs_and_be_positive(run_a, tmp_path, capsys):
-    assert main([str(run_a), str(run_a), "--weights", "1", "2", "3", "--out", str(tmp_path / "e")]) == 1
-    assert "3 value(s) for 2 run(s)" in capsys.readouterr().err
+    weights = ["--weights", "1", "2", "3"]
+    assert solution(["ensemble", str(run_a), str(run_a), *weights, "--out", str(tmp_path / "e")]) == 2
+    assert "error: --weights: 3 value(s) for 2 run(s)" in capsys.readouterr().err
     with pytest.raises(EnsembleError, match="positive"):
         ensemble([run_a, run_a], tmp_path / "e", weights=[1, 0])
     assert not (tmp_path / "e").exists()
@@ -155,7 +157,7 @@ def test_weights_must_match_the_runs_and_be_positive(run_a, tmp_path, capsys):
 
 def test_scores_without_provenance_ask_for_a_new_predict(tmp_path, capsys):
     np.savez(tmp_path / "tile_xla.scores.npz", k=np.zeros(3))  # as written before provenance was recorded
-    assert main([str(tmp_path), "--out", str(tmp_path / "e")]) == 1
+    assert solution(["ensemble", str(tmp_path), "--out", str(tmp_path / "e")]) == 2
     assert "solution predict` again" in capsys.readouterr().err
 
 
@@ -163,7 +165,7 @@ def test_predict_records_the_files_it_scored(tiny_root, tmp_path):
     collection = "layout:xla:random"
     lightning_main(["predict", "--config", str(CONFIGS / "layout_xla_random.yaml"), "--config",
                     str(CONFIGS / "demo.yaml"), "--data.root", str(tiny_root), "--trainer.logger", "false",
-                    "--trainer.enable_progress_bar", "false", "--model.hidden", "16", "--model.opcode_dim", "8",
+                    "--trainer.enable_progress_bar", "false", "--model.ranker.init_args.hidden", "16", "--model.ranker.init_args.opcode_dim", "8",
                     "--submission.out_dir", str(tmp_path)])
     run = read_run(tmp_path / "layout_xla_random.scores.npz")
     paths = list_files(tiny_root, collection, "test")

@@ -17,7 +17,7 @@ import torch
 
 from solution.constants import COLLECTIONS
 from solution.submission.files import check, collection_file_stem, read_answers, score
-from solution.tools import bundle, kernel
+from solution.tools import bundle, kernel, pipeline
 from solution.tools.cli import lightning_main, main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,18 +100,18 @@ def test_find_data_root_prefers_the_competition_then_any_attached_copy(tmp_path)
 
 
 def test_job_settings_from_environment(tmp_path):
-    job = kernel.Job.from_environment({"SOLUTION_DATA_ROOT": str(tmp_path), "SOLUTION_OUTPUT_DIR": "out",
-                                       "SOLUTION_TIME_BUDGET": "90"})
-    assert (job.root, job.output, job.budget, job.checkpoints, job.profile) == (tmp_path, Path("out"), 90.0,
-                                                                                None, "kaggle")
+    job, profile = kernel.job_from_environment({"SOLUTION_DATA_ROOT": str(tmp_path), "SOLUTION_OUTPUT_DIR": "out",
+                                                "SOLUTION_TIME_BUDGET": "90"})
+    assert (job.root, job.output, job.budget, job.checkpoints, profile) == (tmp_path, Path("out"), 90.0,
+                                                                            None, "kaggle")
     assert job.checkpoint_path("layout:nlp:random") == Path("out/checkpoints/layout_nlp_random.ckpt")
     for key, value, message in [("SOLUTION_TIME_BUDGET", "an hour", "SOLUTION_TIME_BUDGET='an hour'"),
                                 ("SOLUTION_TIME_BUDGET", "-5", "seconds >= 0"),
                                 ("SOLUTION_KERNEL_PROFILE", "fast", "kaggle, smoke")]:
         with pytest.raises(ValueError, match=message):
-            kernel.Job.from_environment({"SOLUTION_DATA_ROOT": str(tmp_path), key: value})
+            kernel.job_from_environment({"SOLUTION_DATA_ROOT": str(tmp_path), key: value})
     with pytest.raises(FileNotFoundError, match="tile_xla.ckpt"):
-        kernel.given_checkpoints(tmp_path)
+        pipeline.given_checkpoints(tmp_path)
 
 
 def test_budget_goes_to_collections_by_share_and_unused_time_moves_on(monkeypatch, tmp_path):
@@ -121,14 +121,14 @@ def test_budget_goes_to_collections_by_share_and_unused_time_moves_on(monkeypatc
         given[collection] = seconds
         clock[0] += used.get(collection, 1.0) * seconds
 
-    monkeypatch.setattr(kernel, "train", train)
-    monkeypatch.setattr(kernel.time, "monotonic", lambda: clock[0])
-    job = kernel.Job.from_environment({"SOLUTION_DATA_ROOT": str(tmp_path), "SOLUTION_TIME_BUDGET": "1000"})
-    kernel.train_all(list(COLLECTIONS), dict.fromkeys(COLLECTIONS, {}), job)
-    assert given == pytest.approx({c: 1000 * kernel.SHARES[c] for c in COLLECTIONS})
+    monkeypatch.setattr(pipeline, "train", train)
+    monkeypatch.setattr(pipeline.time, "monotonic", lambda: clock[0])
+    job = pipeline.Job(tmp_path, tmp_path / "out", budget=1000.0)
+    pipeline.train_all(list(COLLECTIONS), dict.fromkeys(COLLECTIONS, {}), job)
+    assert given == pytest.approx({c: 1000 * pipeline.SHARES[c] for c in COLLECTIONS})
     assert clock[0] == pytest.approx(1000)
     used["tile:xla"] = 0.0  # tile stops early: its 100 s are shared out among the rest by their shares
-    kernel.train_all(list(COLLECTIONS), dict.fromkeys(COLLECTIONS, {}), job)
+    pipeline.train_all(list(COLLECTIONS), dict.fromkeys(COLLECTIONS, {}), job)
     assert given["layout:xla:random"] == pytest.approx(1000 * 0.20 / 0.90)
     assert given["layout:nlp:default"] == pytest.approx(1000 * 0.25 / 0.90)
 
@@ -136,18 +136,18 @@ def test_budget_goes_to_collections_by_share_and_unused_time_moves_on(monkeypatc
 def test_load_reads_a_command_line_checkpoint(tiny_root, tmp_path):
     config = REPO / "configs"
     fit = lightning_main(["fit", "--config", str(config / "tile_xla.yaml"), "--config", str(config / "demo.yaml"),
-                          "--data.root", str(tiny_root), "--trainer.max_epochs", "1", "--model.hidden", "16",
+                          "--data.root", str(tiny_root), "--trainer.max_epochs", "1", "--model.ranker.init_args.hidden", "16",
                           "--trainer.logger", "false", "--checkpoint.dirpath", str(tmp_path / "ckpt"),
                           "--trainer.enable_progress_bar", "false"])
     saved = Path(fit.trainer.checkpoint_callback.last_model_path)
-    settings = kernel.layered(bundle.collection_settings(config)["tile:xla"], kernel.PROFILES["smoke"])
-    job = kernel.Job.from_environment({"SOLUTION_DATA_ROOT": str(tiny_root), "SOLUTION_CACHE": str(tmp_path)})
-    model, datamodule = kernel.load(saved, "tile:xla", settings, job)
-    assert model.hparams.hidden == 16 and datamodule.hparams.collection == "tile:xla"
+    settings = pipeline.layered(pipeline.read_settings(config)["tile:xla"], kernel.PROFILES["smoke"])
+    job = pipeline.Job(tiny_root, tmp_path / "out", cache=tmp_path)
+    model, datamodule = pipeline.load(saved, "tile:xla", settings, job)
+    assert model.hparams.ranker["init_args"]["hidden"] == 16 and datamodule.hparams.collection == "tile:xla"
     for name, value in fit.model.state_dict().items():
         torch.testing.assert_close(model.state_dict()[name], value)
     with pytest.raises(ValueError, match="a checkpoint of tile:xla"):
-        kernel.load(saved, "layout:xla:random", settings, job)
+        pipeline.load(saved, "layout:xla:random", settings, job)
 
 
 def read_only_copy(source: Path, target: Path) -> Path:

@@ -8,8 +8,21 @@ import math
 import pytest
 import torch
 
-from solution.models.losses import LOSSES, get_loss, listmle, mse, pairwise_hinge, pairwise_logistic
+from solution.models.losses import (
+    MSE,
+    ListMLE,
+    PairwiseHinge,
+    PairwiseLogistic,
+    RankingLoss,
+    listmle,
+    mse,
+    pairwise_hinge,
+    pairwise_logistic,
+)
+from solution.models.spec import build
 
+LOSSES = {"hinge": PairwiseHinge, "logistic": PairwiseLogistic, "listmle": ListMLE, "mse": MSE}
+FUNCTIONS = {"hinge": pairwise_hinge, "logistic": pairwise_logistic, "listmle": listmle, "mse": mse}
 NAMES = sorted(LOSSES)
 RANKING = ("hinge", "logistic", "listmle")
 
@@ -28,17 +41,39 @@ def _batch(seed: int = 0, ties: bool = False) -> tuple[torch.Tensor, torch.Tenso
 
 
 def _value(name: str, scores: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return get_loss(name)(scores, target, mask)
+    return LOSSES[name]()(scores, target, mask)
 
 
-def test_registry_and_get_loss() -> None:
-    assert set(LOSSES) == {"hinge", "logistic", "listmle", "mse"}
-    with pytest.raises(ValueError, match="hinge.*listmle.*logistic.*mse"):
-        get_loss("ranknet")
-    with pytest.raises(ValueError, match="margin"):
-        get_loss("listmle", margin=1.0)
+@pytest.mark.parametrize("name", NAMES)
+def test_loss_modules_compute_their_functions(name: str) -> None:
+    s, t, m = _batch(8, ties=True)
+    loss = LOSSES[name]()
+    assert isinstance(loss, RankingLoss)
+    assert loss(s, t, m).item() == FUNCTIONS[name](s, t, m).item()
+    if name != "mse":
+        tuned = LOSSES[name](tie_tol=0.3)
+        assert tuned(s, t, m).item() == FUNCTIONS[name](s, t, m, tie_tol=0.3).item()
+
+
+def test_hinge_margin_is_an_argument() -> None:
     s, t, m = _batch()
-    assert get_loss("hinge", margin=2.0)(s, t, m) > get_loss("hinge")(s, t, m)
+    assert PairwiseHinge(margin=2.0)(s, t, m).item() == pairwise_hinge(s, t, m, margin=2.0).item()
+    assert PairwiseHinge(margin=2.0)(s, t, m) > PairwiseHinge()(s, t, m)
+    with pytest.raises(TypeError, match="margin"):
+        ListMLE(margin=1.0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_loss_spec_round_trips_through_build(name: str) -> None:
+    options = {"hinge": {"margin": 0.5, "tie_tol": 0.01}, "logistic": {"tie_tol": 0.02},
+               "listmle": {"tie_tol": 0.03}, "mse": {}}[name]
+    loss = LOSSES[name](**options)
+    assert loss.spec == {"class_path": f"solution.models.losses.{LOSSES[name].__name__}", "init_args": options}
+    rebuilt = build(loss.spec)
+    assert type(rebuilt) is LOSSES[name] and rebuilt.spec == loss.spec
+    assert build(loss) is loss  # a module passes through
+    s, t, m = _batch(9, ties=True)
+    assert rebuilt(s, t, m).item() == loss(s, t, m).item()
 
 
 def test_hinge_and_logistic_hand_worked() -> None:
@@ -166,7 +201,7 @@ def test_tied_pairs_are_excluded(name: str) -> None:
     only_ties = _value(name, scores.requires_grad_(True), torch.ones(1, 3), mask)
     assert only_ties.item() == 0.0
     near = torch.tensor([[1.0, 1.005, 2.0]])
-    loss = get_loss(name, tie_tol=0.01)
+    loss = LOSSES[name](tie_tol=0.01)
     assert loss(scores, near, mask).item() == pytest.approx(loss(scores, target, mask).item())
     assert _value(name, scores, near, mask).item() != pytest.approx(_value(name, scores, target, mask).item())
 

@@ -10,7 +10,7 @@ from scipy import stats
 
 from solution.constants import COLLECTIONS
 from solution.submission.files import score, write_collection
-from solution.training.metrics import (
+from solution.metrics import (
     final_score,
     kendall_tau,
     layout_collection_score,
@@ -24,7 +24,7 @@ from solution.training.metrics import (
     tile_score,
     tile_topk_error,
 )
-from solution.training.module import graph_metrics
+from solution.data.tasks import LAYOUT
 
 
 def _sample(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -201,5 +201,5 @@ def test_validation_and_scoring_agree_on_a_degenerate_model(tmp_path) -> None:
     scores = {stem: np.zeros(len(t)) for stem, t in targets.items()}  # a constant model
     csv = write_collection(tmp_path / "layout.csv", "layout:xla:random", scores)
     scored = score(csv, {f"layout:xla:random:{stem}": t for stem, t in targets.items()})["layout:xla:random"]
-    validated = mean_over_graphs(graph_metrics("layout", scores[s], targets[s])["score"] for s in targets)
+    validated = mean_over_graphs(LAYOUT.graph_metrics(scores[s], targets[s])["score"] for s in targets)
     assert np.isfinite(validated) and scored["score"] == pytest.approx(validated)

@@ -1,144 +1,216 @@
-"""Rankers: shapes, masking, config-order invariance, coupling, encode-once equivalence, graph independence."""
+"""Rankers: shapes, masking, config-order invariance, coupling, encode-once equivalence, graph independence.
+
+The batches are the ones training feeds a ranker: small files written with npz_factory, preprocessed by the
+package (`load_graph`), batched by its `Collate` (with targets), standardized as `RankingModule.forward` does.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from npz_factory import layout_arrays, tile_arrays, write_npz
 
-from solution.constants import CONFIGURABLE_OPCODES, LAYOUT_CONFIG_DIM, NUM_OPCODES, PAD, TILE_CONFIG_DIM
+from solution.constants import PAD
+from solution.data.batch import Batch, Collate, Item
+from solution.data.datamodule import TpuGraphsDataModule
+from solution.data.features import Standardizer
+from solution.data.preprocess import Graph, Preprocessing, load_graph
+from solution.data.tasks import LAYOUT, TILE, Task
 from solution.models import scatter
+from solution.models.baselines import ConfigOnlyRanker
 from solution.models.layers import SAGEBlock
-from solution.models.rankers import TileRanker, build_model
+from solution.models.losses import PairwiseHinge
+from solution.models.rankers import LayoutRanker, TileRanker
+from solution.models.spec import build
 
-FEAT = 6
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)
+TASK_IDS = {"argnames": "task", "argvalues": [LAYOUT, TILE], "ids": ["layout", "tile"]}
 needs_torch_scatter = pytest.mark.skipif(  # `make test` sets SOLUTION_REQUIRE_SCATTER=1: fail, do not skip
     not scatter.AVAILABLE and not os.environ.get("SOLUTION_REQUIRE_SCATTER"), reason="torch_scatter not installed"
 )
 
 
-def random_graph(task: str, nodes: int, configs: int, configurable: int, seed: int) -> dict[str, torch.Tensor]:
-    """One graph with local node ids: chain edges plus random ones; `configurable` nodes with layouts."""
-    g = torch.Generator().manual_seed(seed)
-    chain = torch.stack([torch.arange(nodes - 1), torch.arange(1, nodes)])  # producer i -> consumer i + 1
-    extra = torch.randint(0, nodes, (2, nodes), generator=g)
-    graph = {
-        "node_feat": torch.randn(nodes, FEAT, generator=g),
-        "node_opcode": torch.randint(0, NUM_OPCODES, (nodes,), generator=g),
-        "edge_index": torch.cat([chain, extra], 1),  # [2, E]
-    }
-    if task == "tile":
-        graph["config_feat"] = torch.randn(configs, TILE_CONFIG_DIM, generator=g)  # [c, 24]
-    else:
-        graph["config_node"] = torch.randperm(nodes, generator=g)[:configurable]  # [k]
-        graph["node_opcode"][graph["config_node"]] = CONFIGURABLE_OPCODES[0]
-        graph["config_feat"] = torch.randint(-1, 6, (configs, configurable, LAYOUT_CONFIG_DIM), generator=g).float()
-    return graph
+def preprocess(arrays: dict[str, np.ndarray], settings: Preprocessing, split: str = "valid") -> Graph:
+    """The record the data module builds from a file holding `arrays` (no cache: built in memory)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_npz(Path(folder) / split / "model_batch_8.npz", arrays)
+        return load_graph(path, split, settings, cache=None)
 
 
-def collate(graphs: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The batch contract: nodes concatenated, configs (and configurable slots) padded with -1."""
-    sizes = [len(g["node_opcode"]) for g in graphs]
-    offsets = [sum(sizes[:i]) for i in range(len(graphs))]
-    configs = max(len(g["config_feat"]) for g in graphs)
-    batch = {
-        "node_feat": torch.cat([g["node_feat"] for g in graphs]),  # [N, F]
-        "node_opcode": torch.cat([g["node_opcode"] for g in graphs]),  # [N]
-        "edge_index": torch.cat([g["edge_index"] + o for g, o in zip(graphs, offsets)], 1),  # [2, E]
-        "node_graph": torch.repeat_interleave(torch.arange(len(graphs)), torch.tensor(sizes)),  # [N]
-        "config_mask": torch.zeros(len(graphs), configs, dtype=torch.bool),  # [G, C]
-    }
-    if "config_node" in graphs[0]:
-        slots = max(len(g["config_node"]) for g in graphs)
-        batch["config_node"] = torch.full((len(graphs), slots), PAD)  # [G, K]
-        batch["config_feat"] = torch.full((len(graphs), configs, slots, LAYOUT_CONFIG_DIM), float(PAD))
+# what the data module runs by default for each task (tile: nothing to prune around)
+SETTINGS = {LAYOUT.name: Preprocessing(), TILE.name: Preprocessing(prune="none")}
+
+
+@functools.lru_cache(maxsize=None)
+def record(task_name: str, nodes: int, configs: int, configurable: int, seed: int) -> Graph:
+    """A preprocessed valid-split graph (no dedup: every config kept), with runtimes."""
+    if task_name == LAYOUT.name:
+        arrays = layout_arrays(n=nodes, c=configs, nc=configurable, split="valid", seed=seed)
     else:
-        batch["config_feat"] = torch.full((len(graphs), configs, TILE_CONFIG_DIM), float(PAD))  # [G, C, 24]
-    for i, (g, offset) in enumerate(zip(graphs, offsets)):
-        c = len(g["config_feat"])
-        batch["config_mask"][i, :c] = True
-        if "config_node" in g:
-            batch["config_node"][i, : len(g["config_node"])] = g["config_node"] + offset
-            batch["config_feat"][i, :c, : len(g["config_node"])] = g["config_feat"]
-        else:
-            batch["config_feat"][i, :c] = g["config_feat"]
+        arrays = tile_arrays(n=nodes, c=configs, split="valid", seed=seed)
+    return preprocess(arrays, SETTINGS[task_name])
+
+
+def graphs_of(task: Task) -> list[Graph]:
+    """Three graphs of uneven sizes, config counts and (layout) numbers of configurable nodes."""
+    return [record(task.name, 14, 5, 3, seed=1), record(task.name, 9, 8, 5, seed=2),
+            record(task.name, 11, 3, 2, seed=3)]
+
+
+def feature_width(task: Task) -> int:
+    return graphs_of(task)[0].node_feat.shape[1]
+
+
+def _fitted(width: int, rows: np.ndarray) -> Standardizer:
+    """A Standardizer fitted as RankingModule.setup fits it from the data module's feature sums."""
+    x = np.asarray(rows, dtype=np.float64)
+    scaler = Standardizer(width)
+    scaler.fit(x.sum(0), (x**2).sum(0), len(x))
+    return scaler
+
+
+@functools.lru_cache(maxsize=None)
+def scalers(task: Task) -> tuple[Standardizer, Standardizer | None]:
+    """Node (and tile config) standardizers fitted on graphs_of(task), the 'train set' of these tests."""
+    graphs = graphs_of(task)
+    node = _fitted(feature_width(task), np.concatenate([g.node_feat for g in graphs]))
+    config = _fitted(task.config_width, np.concatenate([g.configs for g in graphs])) \
+        if task.standardize_configs else None
+    return node, config
+
+
+def standardize(task: Task, batch: Batch) -> Batch:
+    """What RankingModule.forward does to a batch before its ranker sees it."""
+    node, config = scalers(task)
+    with torch.no_grad():
+        batch = batch.replace(node_feat=node(batch.node_feat))
+        if config is not None:
+            batch = batch.replace(config_feat=config(batch.config_feat))
     return batch
 
 
-def graphs_of(task: str) -> list[dict[str, torch.Tensor]]:
-    """Three graphs of uneven sizes, config counts and numbers of configurable nodes."""
-    return [random_graph(task, 14, 5, 3, seed=1), random_graph(task, 9, 8, 5, seed=2),
-            random_graph(task, 11, 3, 2, seed=3)]
+def batch_of(task: Task, graphs: list[Graph], rows: list[np.ndarray] | None = None, ids: list[int] | None = None,
+             segment_nodes: int = 0) -> Batch:
+    """The package's batch of `graphs` (every config, or the given rows), standardized."""
+    rows = rows if rows is not None else [np.arange(g.num_configs) for g in graphs]
+    ids = ids if ids is not None else list(range(len(graphs)))
+    collate = Collate(task, fill_default_layout=task.has_config_nodes, segment_nodes=segment_nodes)
+    return standardize(task, collate([(g, Item(i, r)) for g, i, r in zip(graphs, ids, rows)]))
 
 
-def make_model(task: str, seed: int = 0, **settings) -> torch.nn.Module:
+def make_model(task: Task, seed: int = 0, ranker: type | None = None, **settings) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return build_model(task, FEAT, **{**SMALL, **settings}).eval()
+    ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
+    defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
+    return ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
 
 
-def score(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def score(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     with torch.no_grad():
         return model(batch)
 
 
-def with_configs(batch: dict[str, torch.Tensor], config_feat: torch.Tensor, **rest) -> dict[str, torch.Tensor]:
-    return {**batch, "config_feat": config_feat, **rest}
+# (task, ranker class): every ranker on every task it ranks
+MODELS = pytest.mark.parametrize("task, ranker", [(LAYOUT, LayoutRanker), (TILE, TileRanker),
+                                                  (LAYOUT, ConfigOnlyRanker), (TILE, ConfigOnlyRanker)],
+                                 ids=["layout", "tile", "config_only-layout", "config_only-tile"])
 
 
-@pytest.mark.parametrize("task", ["layout", "tile"])
-def test_shapes(task: str) -> None:
-    batch = collate(graphs_of(task))
-    scores = score(make_model(task), batch)
+def test_records_are_what_the_data_module_feeds() -> None:
+    assert feature_width(LAYOUT) == feature_width(TILE) == TpuGraphsDataModule().node_feat_dim
+    assert (LAYOUT.config_width, TILE.config_width) == (126, 24)
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    assert batch.target.shape == batch.config_mask.shape == (3, 8)
+    assert (batch.target[batch.config_mask] >= 1).all() and (batch.target[~batch.config_mask] == PAD).all()
+    node_feat = batch.node_feat[:, feature_width(LAYOUT) - 12:]  # standardized: near zero mean over the set
+    assert node_feat.mean().abs() < 0.5
+    tile = batch_of(TILE, graphs_of(TILE))
+    assert tile.config_node.shape == (3, 0) and tile.config_feat.shape == (3, 8, TILE.config_width)
+    valid = tile.config_feat[tile.config_mask]
+    torch.testing.assert_close(valid.mean(0), torch.zeros(TILE.config_width), atol=1e-4, rtol=0)
+
+
+@MODELS
+def test_shapes(task: Task, ranker: type) -> None:
+    batch = batch_of(task, graphs_of(task))
+    scores = score(make_model(task, ranker=ranker), batch)
     assert scores.shape == (3, 8) and scores.dtype == torch.float32
     assert torch.isfinite(scores).all()
 
 
-@pytest.mark.parametrize("task", ["layout", "tile"])
-def test_padded_configs_do_not_change_valid_scores(task: str) -> None:
-    batch = collate(graphs_of(task))
-    model, mask = make_model(task), batch["config_mask"]
-    noisy = batch["config_feat"].clone()
+@MODELS
+def test_padded_configs_do_not_change_valid_scores(task: Task, ranker: type) -> None:
+    batch = batch_of(task, graphs_of(task))
+    model, mask = make_model(task, ranker=ranker), batch.config_mask
+    noisy = batch.config_feat.clone()
     noisy[~mask] = torch.randint(-1, 6, noisy[~mask].shape).float()
-    before, after = score(model, batch), score(model, with_configs(batch, noisy))
+    before, after = score(model, batch), score(model, batch.replace(config_feat=noisy))
     torch.testing.assert_close(after[mask], before[mask])
     assert not torch.allclose(after[~mask], before[~mask])  # the padded rows did see the change
 
 
-def test_padded_configurable_slots_are_ignored() -> None:
-    batch = collate(graphs_of("layout"))
-    model, empty = make_model("layout"), batch["config_node"] == PAD  # [G, K]
-    noisy = batch["config_feat"].clone()
+@pytest.mark.parametrize("ranker", [LayoutRanker, ConfigOnlyRanker])
+def test_padded_configurable_slots_are_ignored(ranker: type) -> None:
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    model, empty = make_model(LAYOUT, ranker=ranker), batch.config_node == PAD  # [G, K]
+    noisy = batch.config_feat.clone()
     noisy.permute(0, 2, 1, 3)[empty] = 3.0  # [G, K, C, 18] view: every config of every empty slot
     assert empty.any()
-    torch.testing.assert_close(score(model, with_configs(batch, noisy)), score(model, batch))
+    torch.testing.assert_close(score(model, batch.replace(config_feat=noisy)), score(model, batch))
 
 
-@pytest.mark.parametrize("task", ["layout", "tile"])
-@pytest.mark.parametrize("cross_attention", [True, False])
-def test_config_order_invariance(task: str, cross_attention: bool) -> None:
-    batch = collate(graphs_of(task))
-    model = make_model(task, cross_attention=cross_attention)
-    g = torch.Generator().manual_seed(5)
-    order = torch.stack([torch.randperm(batch["config_mask"].size(1), generator=g) for _ in range(3)])  # [G, C]
-    rows = torch.arange(3)[:, None]
-    shuffled = with_configs(batch, batch["config_feat"][rows, order], config_mask=batch["config_mask"][rows, order])
+def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.Tensor]:
+    """The batch with each graph's configs in another order (targets and rows follow), the order and row ids."""
+    g = torch.Generator().manual_seed(seed)
+    order = torch.stack([torch.randperm(batch.config_mask.size(1), generator=g)
+                         for _ in range(batch.num_graphs)])  # [G, C]
+    rows = torch.arange(batch.num_graphs)[:, None]
+    shuffled = batch.replace(config_feat=batch.config_feat[rows, order], config_mask=batch.config_mask[rows, order],
+                             target=batch.target[rows, order], config_index=batch.config_index[rows, order])
+    return shuffled, order, rows
+
+
+@pytest.mark.parametrize("task, ranker, settings", [
+    (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
+    (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False}),
+    (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
+], ids=["layout-cross", "layout", "tile-cross", "tile", "config_only-layout", "config_only-tile"])
+def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
+    batch = batch_of(task, graphs_of(task))
+    model = make_model(task, ranker=ranker, **settings)
+    shuffled, order, rows = _shuffled(batch)
     before, after = score(model, batch), score(model, shuffled)
-    mask = shuffled["config_mask"]
+    mask = shuffled.config_mask
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("task", ["layout", "tile"])
+def test_collated_config_order_is_the_shuffled_batch() -> None:
+    """Collating the rows in another order gives the same scores, permuted (Collate, not just the ranker)."""
+    graphs = graphs_of(LAYOUT)
+    model = make_model(LAYOUT)
+    g = np.random.default_rng(3)
+    orders = [g.permutation(graph.num_configs) for graph in graphs]
+    plain, permuted = score(model, batch_of(LAYOUT, graphs)), score(model, batch_of(LAYOUT, graphs, orders))
+    for i, order in enumerate(orders):
+        torch.testing.assert_close(permuted[i, :len(order)], plain[i, torch.from_numpy(order)], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(**TASK_IDS)
 @pytest.mark.parametrize("cross_attention", [True, False])
-def test_cross_attention_couples_configs_only_when_on(task: str, cross_attention: bool) -> None:
-    batch = collate(graphs_of(task))
+def test_cross_attention_couples_configs_only_when_on(task: Task, cross_attention: bool) -> None:
+    batch = batch_of(task, graphs_of(task))
     model = make_model(task, cross_attention=cross_attention)
-    changed = batch["config_feat"].clone()
+    changed = batch.config_feat.clone()
     changed[1, 0] = torch.randint(-1, 6, changed[1, 0].shape).float()  # config 0 of graph 1
-    before, after = score(model, batch), score(model, with_configs(batch, changed))
+    before, after = score(model, batch), score(model, batch.replace(config_feat=changed))
     assert not torch.allclose(after[1, 0], before[1, 0])
-    others = before[1, 1:][batch["config_mask"][1, 1:]], after[1, 1:][batch["config_mask"][1, 1:]]
+    others = before[1, 1:][batch.config_mask[1, 1:]], after[1, 1:][batch.config_mask[1, 1:]]
     if cross_attention:
         assert (others[0] - others[1]).abs().min() > 1e-6  # every other config of graph 1 moved
     else:
@@ -148,25 +220,26 @@ def test_cross_attention_couples_configs_only_when_on(task: str, cross_attention
 
 @pytest.mark.parametrize("cross_attention", [True, False])
 def test_encode_once_matches_per_config_encoding(cross_attention: bool) -> None:
-    batch = collate(graphs_of("layout"))
-    once = make_model("layout", cross_attention=cross_attention, edge_direction="both")
-    per_config = make_model("layout", cross_attention=cross_attention, edge_direction="both", encode_once=False)
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    once = make_model(LAYOUT, cross_attention=cross_attention, edge_direction="both")
+    per_config = make_model(LAYOUT, cross_attention=cross_attention, edge_direction="both", encode_once=False)
     per_config.load_state_dict(once.state_dict())
     torch.testing.assert_close(score(per_config, batch), score(once, batch), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("task", ["layout", "tile"])
-def test_graphs_in_a_batch_are_independent(task: str) -> None:
+@MODELS
+def test_graphs_in_a_batch_are_independent(task: Task, ranker: type) -> None:
     graphs = graphs_of(task)
-    model = make_model(task, cross_attention=True)
-    alone = score(model, collate(graphs[:1]))  # [1, 5]
-    together = score(model, collate(graphs[:2]))  # [2, 8]
+    model = make_model(task, ranker=ranker)
+    alone = score(model, batch_of(task, graphs[:1]))  # [1, 5]
+    together = score(model, batch_of(task, graphs[:2]))  # [2, 8]
+    assert alone.shape == (1, 5) and together.shape == (2, 8)
     torch.testing.assert_close(together[0, :5], alone[0], atol=1e-5, rtol=1e-5)
 
 
 def test_edge_directions_differ() -> None:
-    batch = collate(graphs_of("layout"))
-    scores = {d: score(make_model("layout", edge_direction=d), batch) for d in ("forward", "reverse", "both")}
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    scores = {d: score(make_model(LAYOUT, edge_direction=d), batch) for d in ("forward", "reverse", "both")}
     assert all(torch.isfinite(s).all() for s in scores.values())
     assert not torch.allclose(scores["forward"], scores["reverse"])  # same weights, other messages
     assert not torch.allclose(scores["forward"], scores["both"])
@@ -184,26 +257,62 @@ def test_sage_messages_follow_the_edge_direction(direction: str) -> None:
     assert not depends[0, 2] and not depends[2, 0]
 
 
-def test_edge_direction_is_checked() -> None:
+@pytest.mark.parametrize(**TASK_IDS)
+def test_edge_direction_is_checked(task: Task) -> None:
     with pytest.raises(ValueError, match="edge_direction"):
-        make_model("layout", edge_direction="sideways")
+        make_model(task, edge_direction="sideways")
 
 
-@pytest.mark.parametrize("task", ["layout", "tile"])
-def test_gradients_reach_every_parameter(task: str) -> None:
-    batch = collate(graphs_of(task))
-    model = make_model(task, edge_direction="both").train()
-    scores = model(batch)
+@MODELS
+def test_gradients_reach_every_parameter(task: Task, ranker: type) -> None:
+    batch = batch_of(task, graphs_of(task))
+    model = make_model(task, ranker=ranker, **({} if ranker is ConfigOnlyRanker else {"edge_direction": "both"}))
+    scores = model.train()(batch)
     weights = torch.randn(scores.shape, generator=torch.Generator().manual_seed(0))
-    (scores * weights)[batch["config_mask"]].sum().backward()
+    (scores * weights)[batch.config_mask].sum().backward()
     silent = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
     assert not silent
 
 
+@MODELS
+def test_a_few_steps_on_the_targets_lower_the_loss(task: Task, ranker: type) -> None:
+    batch = batch_of(task, graphs_of(task))
+    model, loss = make_model(task, ranker=ranker).train(), PairwiseHinge()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(10):
+        optimizer.zero_grad()
+        value = loss(model(batch), batch.target, batch.config_mask)
+        value.backward()
+        optimizer.step()
+        losses.append(value.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+@pytest.mark.parametrize("ranker", [LayoutRanker, TileRanker])
+def test_head_epochs_train_the_readout_only(ranker: type) -> None:
+    task = LAYOUT if ranker is LayoutRanker else TILE
+    batch = batch_of(task, graphs_of(task))
+    model = make_model(task, ranker=ranker, head_epochs=1).train()
+    model.begin_epoch(0, max_epochs=2)
+    assert not model.head_phase and all(p.requires_grad for p in model.parameters())
+    model.begin_epoch(1, max_epochs=2)
+    assert model.head_phase and model.epoch == 1
+    trainable = {name.split(".")[0] for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {"readout"}
+    model(batch).sum().backward()
+    assert all((p.grad is not None) == name.startswith("readout.") for name, p in model.named_parameters())
+    model.begin_epoch(1, max_epochs=None)  # no known end: no head phase
+    assert not model.head_phase and all(p.requires_grad for p in model.parameters())
+    plain = make_model(task, ranker=ranker)
+    plain.begin_epoch(1, max_epochs=2)  # head_epochs=0: never a head phase
+    assert not plain.head_phase and all(p.requires_grad for p in plain.parameters())
+
+
 @needs_torch_scatter
-@pytest.mark.parametrize("task", ["layout", "tile"])
-def test_scatter_backends_give_the_same_scores(task: str) -> None:
-    batch = collate(graphs_of(task))
+@pytest.mark.parametrize(**TASK_IDS)
+def test_scatter_backends_give_the_same_scores(task: Task) -> None:
+    batch = batch_of(task, graphs_of(task))
     model = make_model(task, edge_direction="both")
     with scatter.use_backend("torch"):
         fallback = score(model, batch)
@@ -212,8 +321,26 @@ def test_scatter_backends_give_the_same_scores(task: str) -> None:
     torch.testing.assert_close(fused, fallback, atol=1e-5, rtol=1e-5)
 
 
-def test_build_model() -> None:
-    tile = build_model("tile", FEAT, hidden=8, heads=2, config_layers=3, temperature=0.1)
-    assert isinstance(tile, TileRanker)
-    with pytest.raises(ValueError, match="task"):
-        build_model("fusion", FEAT)
+@MODELS
+def test_a_ranker_is_rebuilt_from_its_spec(task: Task, ranker: type) -> None:
+    settings = {} if ranker is ConfigOnlyRanker else {"edge_direction": "both", "head_epochs": 2}
+    model = make_model(task, ranker=ranker, **settings)
+    spec = model.spec
+    assert spec["class_path"] == f"{ranker.__module__}.{ranker.__qualname__}"
+    assert spec["init_args"]["node_feat_dim"] == feature_width(task)
+    assert spec["init_args"]["config_width"] == task.config_width
+    assert all(spec["init_args"][k] == v for k, v in settings.items())
+    torch.manual_seed(1)  # other initial weights
+    rebuilt = build(spec)
+    assert type(rebuilt) is ranker and rebuilt.spec == spec
+    batch = batch_of(task, graphs_of(task))
+    assert not torch.equal(score(rebuilt.eval(), batch), score(model, batch))
+    rebuilt.load_state_dict(model.state_dict())
+    assert torch.equal(score(rebuilt, batch), score(model, batch))
+
+
+def test_rankers_take_only_their_own_arguments() -> None:
+    with pytest.raises(TypeError, match="config_layers"):
+        TileRanker(feature_width(TILE), TILE.config_width, config_layers=3)
+    with pytest.raises(TypeError, match="head_epochs"):
+        ConfigOnlyRanker(feature_width(LAYOUT), LAYOUT.config_width, head_epochs=1)

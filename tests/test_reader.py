@@ -49,7 +49,7 @@ def _expect_error(path: Path, key: str, found: tuple[str, ...], expected: tuple[
 def test_valid_layout_file_is_read_as_written(tmp_path, dtypes, compressed):
     arrays = layout_arrays(dtypes=dtypes)
     graph = read_graph(_write(tmp_path, arrays, compressed=compressed))
-    assert graph.kind == "layout" and not graph.is_test and graph.num_configs == C
+    assert graph.task.name == "layout" and not graph.is_test and graph.num_configs == C
     assert graph.node_feat.dtype == np.float32 and np.array_equal(graph.node_feat, arrays["node_feat"])
     assert graph.config_feat.dtype == np.float32 and np.array_equal(graph.config_feat, arrays["node_config_feat"])
     for got, key in [(graph.node_opcode, "node_opcode"), (graph.edge_index, "edge_index"),
@@ -65,7 +65,7 @@ def test_valid_layout_file_is_read_as_written(tmp_path, dtypes, compressed):
 def test_valid_tile_file_is_read_as_written(tmp_path, dtypes):
     arrays = tile_arrays(dtypes=dtypes)
     graph = read_graph(_write(tmp_path, arrays, kind="tile"))
-    assert graph.kind == "tile" and graph.config_node_ids is None and graph.node_splits is None
+    assert graph.task.name == "tile" and graph.config_node_ids is None and graph.node_splits is None
     assert graph.config_feat.dtype == np.float32 and np.array_equal(graph.config_feat, arrays["config_feat"])
     assert graph.normalizers.dtype == np.int64
     assert np.array_equal(graph.normalizers, arrays["config_runtime_normalizers"])
@@ -166,7 +166,7 @@ def test_extra_key_is_read_past_with_a_warning(tmp_path, kind, extra):
     path = _write(tmp_path, arrays, kind=kind)
     with pytest.warns(ExtraKeyWarning, match=f"{path}: key\\(s\\) {extra}: unexpected in a {kind} file"):
         graph = read_graph(path)
-    assert graph.kind == kind and np.array_equal(graph.node_feat, arrays["node_feat"])
+    assert graph.task.name == kind and np.array_equal(graph.node_feat, arrays["node_feat"])
 
 
 # ---------------------------------------------------------------- shapes

@@ -27,6 +27,7 @@ from solution.submission.files import (
     score_main,
     write_collection,
 )
+from solution.tools.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -264,9 +265,10 @@ def test_check_cli_prints_every_problem_and_fails(tmp_path, valid_lines, root, e
     layout = pick(expected, "layout:nlp:default", min_configs=2)
     lines = replace_row(replace_row(valid_lines, tile, "0;1;2;3"), layout, "0")
     path = write_lines(tmp_path / "bad.csv", lines)
-    assert check_main([str(path), "--root", str(root)]) == 1
-    out = capsys.readouterr().out
-    assert f"({tile}): 4 indices" in out and f"({layout}): incomplete permutation" in out and "2 problem(s)" in out
+    assert check_main([str(path), "--root", str(root)]) == 3
+    printed = capsys.readouterr()
+    assert f"error: {path}: line" in printed.err and f"({tile}): 4 indices" in printed.err
+    assert f"({layout}): incomplete permutation" in printed.err and printed.out == f"{path}: 2 problem(s)\n"
 
 
 # ---------------------------------------------------------------- scoring
@@ -348,8 +350,9 @@ def test_score_cli_takes_answers_csv_or_a_data_root(tmp_path, root, answers, cap
     valid_path = write_submission(tmp_path / "valid", valid)
     assert score_main([str(valid_path), "--answers", str(root)]) == 0
     assert "1.0000" in capsys.readouterr().out
-    assert score_main([str(valid_path), "--answers", str(root / "answers.csv")]) == 1
-    assert "unknown ID" in capsys.readouterr().out
+    assert main(["score", str(valid_path), "--answers", str(root / "answers.csv")]) == 3
+    printed = capsys.readouterr()
+    assert f"error: {valid_path}: " in printed.err and "unknown ID" in printed.err and printed.out == ""
 
 
 def test_read_answers_rejects_malformed_runtimes(tmp_path):

@@ -19,7 +19,8 @@ from solution.tools.cli import lightning_main, main
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 PNG = b"\x89PNG"
 QUICK = ["--trainer.max_epochs", "2", "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar",
-         "false", "--model.hidden", "16", "--model.opcode_dim", "8", "--data.configs_per_graph", "8"]
+         "false", "--model.ranker.init_args.hidden", "16", "--model.ranker.init_args.opcode_dim", "8",
+         "--data.configs_per_graph", "8"]
 
 
 def fit_args(root: Path, save_dir: Path, *extra: str, collection: str = "layout_xla_random") -> list[str]:
@@ -56,18 +57,28 @@ def test_lightning_offline_flag_does_not_override_disabled(monkeypatch, tmp_path
     assert not (tmp_path / "runs").exists()
 
 
-def test_names_and_digest_follow_the_settings():
-    config = {"model": {"variant": "graph", "cross_attention": False, "loss": "listmle", "hidden": 64},
+def test_names_and_digest_follow_the_settings(tmp_path):
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump({
+        "trainer": {"max_epochs": 5}, "data": {"prune": "k_hop", "hops": 1, "sentinel": True},
+        "model": {"loss": {"class_path": "solution.models.losses.PairwiseHinge", "init_args": {"margin": 1.0}},
+                  "ranker": {"class_path": "solution.models.rankers.LayoutRanker",
+                             "init_args": {"hidden": 64, "cross_attention": True}}}}))
+    (tmp_path / "layout_nlp_default.yaml").write_text(yaml.safe_dump({"data": {"collection": "layout:nlp:default"}}))
+    config = {"model": {"ranker": {"class_path": "solution.models.rankers.LayoutRanker",
+                                   "init_args": {"hidden": 64, "cross_attention": False}},
+                        "loss": {"class_path": "solution.models.losses.ListMLE", "init_args": {"tie_tol": 0.0}}},
               "data": {"collection": "layout:nlp:default", "prune": "k_hop", "hops": 2, "sentinel": False,
                        "root": "a"}, "trainer": {"max_epochs": 5, "devices": 1}, "seed_everything": 3}
-    described = tracking.describe(config)
-    assert described["group"] == "layout:nlp:default graph no-xattn pad0 k_hop2 listmle"
-    assert described["name"] == described["group"] + " seed3"
-    assert described["tags"] == ["layout:nlp:default", "graph", "no-xattn", "pad0", "k_hop2", "listmle", "seed3"]
+    described = tracking.describe(config, tmp_path)
+    assert described["group"] == "cross_attention=false,hops=2,loss=listmle,sentinel=false"
+    assert described["name"] == "layout:nlp:default " + described["group"] + " seed3"
+    assert described["tags"] == ["layout:nlp:default", "cross_attention=false", "hops=2", "loss=listmle",
+                                 "sentinel=false", "seed3"]
     digest = tracking.settings_digest(config)
     same = {**config, "seed_everything": 4, "data": {**config["data"], "root": "b"}, "trainer": {"max_epochs": 5}}
-    assert tracking.settings_digest(same) == digest
-    assert tracking.settings_digest({**config, "model": {**config["model"], "hidden": 32}}) != digest
+    assert tracking.settings_digest(same) == digest and tracking.describe(same, tmp_path)["group"] == described["group"]
+    model = {**config["model"], "ranker": {**config["model"]["ranker"], "init_args": {"hidden": 32}}}
+    assert tracking.settings_digest({**config, "model": model}) != digest
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +88,7 @@ def two_runs(tiny_root, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WANDB_MODE", "offline")
         fits = [lightning_main(fit_args(tiny_root, save_dir)),
-                lightning_main(fit_args(tiny_root, save_dir, "--model.cross_attention", "false"))]
+                lightning_main(fit_args(tiny_root, save_dir, "--model.ranker.init_args.cross_attention", "false"))]
         folders = sorted((save_dir / "tpugraphs").iterdir(), key=lambda p: p.stat().st_mtime)
         wandb_runs = sorted((save_dir / "wandb").glob("offline-run-*"))
         lightning_main(["predict", *fit_args(tiny_root, save_dir)[1:], "--ckpt_path",
@@ -91,7 +102,8 @@ def test_fit_leaves_config_summary_and_per_graph_table(two_runs, tiny_root):
     for fit, folder in zip(two_runs.fits, two_runs.folders):
         config = yaml.safe_load((folder / "config.yaml").read_text())
         summary = json.loads((folder / "summary.json").read_text())
-        assert config["model"]["cross_attention"] == summary["config"]["model"]["cross_attention"]
+        ranker = (config["model"]["ranker"]["init_args"], summary["config"]["model"]["ranker"]["init_args"])
+        assert ranker[0]["cross_attention"] == ranker[1]["cross_attention"]
         assert summary["status"] == "finished" and summary["epochs"] == 2
         assert summary["best"]["val/score"] == pytest.approx(float(fit.trainer.checkpoint_callback.best_model_score))
         assert summary["best_checkpoint"] == fit.trainer.checkpoint_callback.best_model_path
@@ -108,9 +120,9 @@ def test_fit_leaves_config_summary_and_per_graph_table(two_runs, tiny_root):
         assert (folder / "ranks.png").read_bytes()[:4] == PNG
         assert (folder / "checkpoints" / "best.ckpt").is_file()
     first, second = (json.loads((f / "summary.json").read_text()) for f in two_runs.folders)
-    assert first["setting"] == "graph xattn pad-1 k_hop1 hinge seg4096"
-    assert second["setting"] == "graph no-xattn pad-1 k_hop1 hinge seg4096"
-    assert first["name"].startswith("layout:xla:random graph xattn") and first["digest"] != second["digest"]
+    assert set(second["setting"].split(",")) - set(first["setting"].split(",")) == {"cross_attention=false"}
+    assert "max_epochs=2" in first["setting"].split(",") and first["group"] == first["setting"]
+    assert first["name"] == f"layout:xla:random {first['setting']} seed0" and first["digest"] != second["digest"]
 
 
 def test_predict_starts_no_run(two_runs):
@@ -161,17 +173,17 @@ def test_comparison_means_spreads_deltas_and_splits_unlike_settings():
     assert [r.name for r in compare.select(runs, "new")] == ["b0", "b1", "c0"]
 
 
-def test_compare_reads_wandb_runs_through_the_api():
-    config = {"model": {"variant": "graph", "cross_attention": True, "loss": "hinge"},
-              "data": {"collection": "tile:xla", "prune": "none"}, "trainer": {}, "seed_everything": 1}
+def test_compare_reads_wandb_runs_through_the_api(tmp_path):
+    (tmp_path / "tile_xla.yaml").write_text(yaml.safe_dump({"data": {"collection": "tile:xla", "prune": "none"}}))
+    config = {"model": {}, "data": {"collection": "tile:xla", "prune": "k_hop"}, "trainer": {}, "seed_everything": 1}
     api = SimpleNamespace(runs=lambda project: [
         SimpleNamespace(name="r1", id="x1", path=["me", "tpugraphs", "x1"], config=config,
                         summary={"val/score_best": 0.9, "val/score": 0.8, "epoch": 4}),
         SimpleNamespace(name="other", id="x2", path=["me", "tpugraphs", "x2"], config={}, summary={}),
     ])
-    (found,) = compare.runs_from_wandb("me/tpugraphs", api)
+    (found,) = compare.runs_from_wandb("me/tpugraphs", api, tmp_path)
     assert (found.collection, found.setting, found.best, found.last, found.source) == (
-        "tile:xla", "graph xattn pad-1 none hinge", 0.9, 0.8, "me/tpugraphs/x1")
+        "tile:xla", "prune=k_hop", 0.9, 0.8, "me/tpugraphs/x1")
 
 
 def test_compare_errors_name_the_problem(tmp_path):
@@ -210,25 +222,26 @@ def test_sweep_file_errors_name_file_and_key(tmp_path, change, message):
 
 
 def test_sweep_runs_the_grid_locally(tiny_root, tmp_path, monkeypatch):
-    grid = {"method": "grid", "parameters": {"model.cross_attention": {"values": [True, False]}},
+    grid = {"method": "grid", "parameters": {"model.ranker.init_args.cross_attention": {"values": [True, False]}},
             "command": ["${interpreter}", "-m", "solution", "fit", "--config", str(CONFIGS / "tile_xla.yaml"),
                         "--config", str(CONFIGS / "demo.yaml"), "${args}"]}
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump(grid))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    extra = ["--data.root", str(tiny_root), "--trainer.max_epochs", "1", "--model.hidden", "16"]
+    extra = ["--data.root", str(tiny_root), "--trainer.max_epochs", "1", "--model.ranker.init_args.hidden", "16"]
     assert sweep.main([str(path), "--", *extra]) == 0
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("summary.json")]
-    assert sorted(s["setting"] for s in summaries) == ["graph no-xattn pad-1 none hinge seg4096",
-                                                       "graph xattn pad-1 none hinge seg4096"]
+    same, changed = sorted((s["setting"].split(",") for s in summaries), key=len)
+    assert set(changed) - set(same) == {"cross_attention=false"} and {"hidden=16", "max_epochs=1"} <= set(same)
     assert not (tmp_path / "runs" / "wandb").exists()
 
 
 def test_without_a_logger_records_only_beside_an_explicit_checkpoint_folder(tiny_root, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = ["fit", "--config", str(CONFIGS / "tile_xla.yaml"), "--config", str(CONFIGS / "demo.yaml"),
-            "--data.root", str(tiny_root), "--trainer.logger", "false", *QUICK[:2], "--model.hidden", "16"]
+            "--data.root", str(tiny_root), "--trainer.logger", "false", *QUICK[:2], "--model.ranker.init_args.hidden",
+            "16"]
     lightning_main(args)
     assert not list(tmp_path.rglob("summary.json")) and not (tmp_path / "config.yaml").exists()
     lightning_main([*args, "--checkpoint.dirpath", str(tmp_path / "run" / "checkpoints")])
@@ -239,11 +252,11 @@ def test_without_a_logger_records_only_beside_an_explicit_checkpoint_folder(tiny
 
 def test_folds_share_a_group_and_digest_but_resume_only_their_own_fold(tmp_path):
     def config(fold: int) -> dict:
-        return {"model": {"loss": "hinge"}, "data": {"collection": "layout:xla:default", "folds": 5, "fold": fold},
-                "trainer": {}, "seed_everything": 1}
+        return {"model": {}, "data": {"collection": "layout:xla:default", "folds": 5, "fold": fold}, "trainer": {},
+                "seed_everything": 1}
 
     first, second = tracking.describe(config(0)), tracking.describe(config(3))
-    assert first["group"] == second["group"] == "layout:xla:default graph xattn pad-1 k_hop1 hinge 5fold"
+    assert first["group"] == second["group"] == "folds=5"
     assert first["name"].endswith("seed1 fold0") and "fold3" in second["tags"]
     assert tracking.settings_digest(config(0)) == tracking.settings_digest(config(3))
     for fold in (0, 3):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -12,12 +11,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from ..constants import COLLECTIONS, LAYOUT_GROUP, NODE_FEAT_DIM, PAD, SHAPE_DIMS
+from .batch import Collate, Item
 from .cache import ArrayCache
-from .packing import unpack
-from .partition import partition
+from .features import node_feature_width
 from .preprocess import Graph, Preprocessing, load_graph, record_cache
 from .reader import DataError, list_files
+from .tasks import task_of
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +59,6 @@ class GraphSet:
     @property
     def stems(self) -> list[str]:
         return [p.stem for p in self.paths]
-
-
-@dataclass
-class Item:
-    """One graph with the rows of the configs chosen for it (a training sample or an evaluation chunk)."""
-
-    graph_id: int
-    rows: np.ndarray  # [C] rows of graph.configs
 
 
 def sample_rows(target: np.ndarray, count: int, mode: str, rng: np.random.Generator) -> np.ndarray:
@@ -144,74 +135,6 @@ class ChunkSet(Dataset):
         return self.graphs.load(item.graph_id), item
 
 
-def _pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
-    """Stack arrays of uneven leading sizes into [B, max, ...], filling with `value`."""
-    size = [len(arrays)] + [max(a.shape[d] for a in arrays) for d in range(arrays[0].ndim)]
-    out = np.full(size, value, dtype=arrays[0].dtype)
-    for i, a in enumerate(arrays):
-        out[(i,) + tuple(slice(0, s) for s in a.shape)] = a
-    return out
-
-
-def layout_configs(graph: Graph, rows: np.ndarray, fill_default: bool) -> np.ndarray:
-    """[C, nc, 18] layout values of the chosen configs; with `fill_default` an all -1 output layout (the
-    compiler's default) is replaced by the node's own layout, so that the config says what the node gets."""
-    values = unpack(np.asarray(graph.configs[rows]))  # [C, nc, 18]
-    if fill_default and values.size:
-        out = values[..., :LAYOUT_GROUP]  # [C, nc, 6] view
-        default = (out == PAD).all(axis=-1)  # [C, nc]
-        out[default] = np.broadcast_to(graph.default_layout, out.shape)[default]
-    return values
-
-
-def target_of(graph: Graph, rows: np.ndarray) -> np.ndarray:
-    """Targets scaled by the graph's fastest runtime (ranking is unchanged; the scale is the same in every
-    chunk of a graph); 0 for test files."""
-    target = np.asarray(graph.target)
-    best = target[target > 0].min() if (target > 0).any() else 1.0
-    return (target[rows] / best).astype(np.float32)
-
-
-class Collate:
-    """Batches (graph, item) pairs into the model's dict: nodes concatenated, configs padded with -1; with a
-    `segment_nodes` budget, layout batches also carry each node's segment (segment training)."""
-
-    def __init__(self, task: str, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
-        self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
-
-    def __call__(self, samples: list[tuple[Graph, Item]]) -> dict[str, torch.Tensor]:
-        graphs, items = zip(*samples)
-        sizes = np.array([len(g.node_opcode) for g in graphs])
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        batch = {
-            "node_feat": np.concatenate([g.node_feat for g in graphs]),  # [N, F]
-            "node_opcode": np.concatenate([g.node_opcode for g in graphs]).astype(np.int64),  # [N]
-            "edge_index": np.concatenate([g.edge_index + o for g, o in zip(graphs, offsets)], axis=1),  # [2, E]
-            "node_graph": np.repeat(np.arange(len(graphs)), sizes),  # [N]
-            "config_mask": _pad([np.ones(len(i.rows), bool) for i in items], False),  # [G, C]
-            "target": _pad([target_of(g, i.rows) for g, i in zip(graphs, items)], PAD),  # [G, C]
-            "config_index": _pad([np.asarray(g.config_index)[i.rows] for g, i in zip(graphs, items)], PAD),
-            "graph_id": np.array([i.graph_id for i in items]),  # [G]
-        }
-        if self.task == "layout":
-            configs = [layout_configs(g, i.rows, self.fill_default) for g, i in zip(graphs, items)]
-            batch["config_feat"] = _pad(configs, PAD)  # [G, C, K, 18]
-            batch["config_node"] = _pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD)  # [G, K]
-            if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
-                batch["node_segment"] = self._segments(graphs)  # [N]
-        else:
-            batch["config_feat"] = _pad([np.asarray(g.configs[i.rows]) for g, i in zip(graphs, items)], PAD)
-        return {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()}
-
-    def _segments(self, graphs: tuple[Graph, ...]) -> np.ndarray:
-        """[N] segment of each node, numbered across the batch (consecutive within a graph)."""
-        parts, first = [], 0
-        for graph in graphs:
-            parts.append(partition(len(graph.node_opcode), np.asarray(graph.node_split), self.segment_nodes) + first)
-            first = int(parts[-1].max()) + 1
-        return np.concatenate(parts)
-
-
 FOLD_GROUP = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
 
 
@@ -238,12 +161,6 @@ def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) 
         fold_of[groups[names[g]]] = target
         sizes[target] += len(groups[names[g]])
     return fold_of
-
-
-def task_of(collection: str) -> str:
-    if collection not in COLLECTIONS:
-        raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
-    return collection.split(":")[0]
 
 
 class TpuGraphsDataModule(pl.LightningDataModule):
@@ -280,6 +197,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
+        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
+            raise ValueError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
+                             f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
+                             "segment or fill; expected none, 0 and false")
         self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
         if folds > 1 and not 0 <= fold < folds:
             raise ValueError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
@@ -291,8 +212,12 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         self.splits: dict[str, GraphSet] = {}
 
     @property
+    def config_width(self) -> int:
+        return self.task.config_width
+
+    @property
     def node_feat_dim(self) -> int:
-        return NODE_FEAT_DIM + (2 * (SHAPE_DIMS.stop - SHAPE_DIMS.start) if self.hparams.extra_features else 0)
+        return node_feature_width(self.settings.sentinel, self.settings.extra_features)
 
     def files(self, split: str) -> list[Path]:
         """The .npz files of a split; with `folds` > 1, train and valid are drawn from train + valid pooled:
@@ -332,7 +257,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         graphs = self.graphs("train")
         sums = {}
         parts = {"node_feat": lambda g: g.node_feat}
-        if self.task == "tile":
+        if self.task.standardize_configs:
             parts["config_feat"] = lambda g: g.configs
         for name, get in parts.items():
             total = total_sq = 0.0

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LAYOUT_MINOR_TO_MAJOR, PAD, SHAPE_DIMS
+from ..constants import LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 
 TPU_LANE = 128  # TPU tiles are 8 x 128: a minor dimension that is not a multiple of 128 pays padding
 
@@ -42,6 +42,11 @@ def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = Tr
         dims = node_feat[:, SHAPE_DIMS]
         columns += [signed_log(dims % TPU_LANE), signed_log(dims // TPU_LANE)]  # [n, 6] each
     return np.concatenate(columns, axis=1).astype(np.float32)
+
+
+def node_feature_width(sentinel: bool = True, extra: bool = True) -> int:
+    """Columns of `node_features`' output, read off the function itself (a new column needs no edit here)."""
+    return node_features(np.zeros((0, NODE_FEAT_DIM), np.float32), sentinel, extra).shape[1]
 
 
 def tile_config_features(config_feat: np.ndarray) -> np.ndarray:

@@ -3,30 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from ..constants import SPLITS
-from .packing import pack
-from .pruning import STRATEGIES, output_node, prune
+from ..errors import BAD_DATA, OK
+from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import DataError, RawGraph, find_collections, read_graph
 
 
 def file_summary(graph: RawGraph, strategy: str, hops: int) -> dict[str, float]:
     """Sizes, duplicate configs and pruning retention of one checked file."""
     n = len(graph.node_feat)
-    if graph.kind == "layout":
-        pruned = prune(graph.edge_index, n, graph.config_node_ids, output_node(graph.node_feat), strategy, hops)
-        rows = pack(graph.config_feat)  # [c, nc]
-    else:
-        pruned, rows = prune(graph.edge_index, n, np.zeros(0, np.int64), n - 1, "none"), graph.config_feat
+    pruned = prune_graph(graph, strategy, hops)
+    rows = graph.task.stored_configs(graph.config_feat)  # [c, ...]
     distinct = len(np.unique(rows.reshape(len(rows), -1), axis=0))
     return {
         "nodes": n,
         "edges": len(graph.edge_index),
-        "config_nodes": 0 if graph.config_node_ids is None else len(graph.config_node_ids),
+        "config_nodes": len(configurable_nodes(graph)),
         "computations": len(graph.computation_bounds()) - 1,
         "configs": graph.num_configs,
         "duplicates": graph.num_configs - distinct,
@@ -84,22 +82,18 @@ def inspect(root: str | Path, strategy: str = "k_hop", hops: int = 1, per_graph:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`solution inspect PATH`: the table on stdout, each problem and warning on stderr; BAD_DATA on a bad file."""
     parser = argparse.ArgumentParser(prog="solution inspect", description=__doc__)
     parser.add_argument("path", help="Kaggle root, npz folder or one collection folder")
     parser.add_argument("--prune", default="k_hop", choices=STRATEGIES)
     parser.add_argument("--hops", type=int, default=1)
     parser.add_argument("--per-graph", action="store_true", help="a row per file: node and edge retention")
     args = parser.parse_args(argv)
-    try:
-        lines, problems = inspect(args.path, args.prune, args.hops, args.per_graph)
-    except DataError as err:
-        print(f"error: {err}")
-        return 1
+    lines, problems = inspect(args.path, args.prune, args.hops, args.per_graph)
     print("\n".join(lines))
     errors = [p for p in problems if not p.startswith("warning:")]
-    if problems:
-        print(f"\n{len(errors)} problem(s), {len(problems) - len(errors)} warning(s):")
-        print("\n".join(f"  {p}" for p in problems))
-    else:
-        print("\nall files passed the checks")
-    return 1 if errors else 0
+    print(f"\n{len(errors)} problem(s), {len(problems) - len(errors)} warning(s)" if problems
+          else "\nall files passed the checks")
+    for problem in problems:
+        print(problem if problem.startswith("warning:") else f"error: {problem}", file=sys.stderr)
+    return BAD_DATA if errors else OK

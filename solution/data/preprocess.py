@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from .cache import ArrayCache, code_digest
-from .features import layout_with_sentinel, node_features, tile_config_features
-from .packing import DEDUP_MODES, dedup, pack
-from .pruning import STRATEGIES, output_node, prune
+from .features import layout_with_sentinel, node_features
+from .packing import DEDUP_MODES, dedup
+from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
 
 
@@ -63,17 +63,13 @@ def pruned_bounds(bounds: np.ndarray, keep: np.ndarray) -> np.ndarray:
 def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
     """All preprocessing of one file, as arrays for the cache plus a JSON-able summary."""
     n, m = len(raw.node_feat), len(raw.edge_index)
-    if raw.kind == "layout":
-        pruned = prune(raw.edge_index, n, raw.config_node_ids, output_node(raw.node_feat), settings.prune,
-                       settings.hops)
-    else:
-        pruned = prune(raw.edge_index, n, np.zeros(0, np.int64), n - 1, "none")
+    pruned = prune_graph(raw, settings.prune, settings.hops)
     keep = pruned.keep
     edges = pruned.new_id[raw.edge_index[pruned.edge_keep]]  # [m', 2] as [consumer, producer]
-    configs = pack(raw.config_feat) if raw.kind == "layout" else tile_config_features(raw.config_feat)
+    configs = raw.task.stored_configs(raw.config_feat)
     target = raw.target()
     rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
-    config_ids = raw.config_node_ids if raw.kind == "layout" else np.zeros(0, np.int64)
+    config_ids = configurable_nodes(raw)
     arrays = {
         "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
@@ -86,7 +82,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "node_split": pruned_bounds(raw.computation_bounds(), keep),
     }
     meta = {
-        "kind": raw.kind, "is_test": raw.is_test,
+        "kind": raw.task.name, "is_test": raw.is_test,
         "nodes_raw": n, "edges_raw": m, "nodes": int(keep.sum()), "edges": int(pruned.edge_keep.sum()),
         "configs_raw": raw.num_configs, "configs": len(rows),
     }

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .reader import RawGraph
+
 STRATEGIES = ("none", "k_hop", "output_path")
 
 
@@ -93,3 +95,17 @@ def prune(
     new_id[keep] = np.arange(int(keep.sum()))
     edge_keep = keep[edge_index[:, 0]] & keep[edge_index[:, 1]] if edge_index.size else np.zeros(0, bool)
     return Pruned(keep, new_id, edge_keep)
+
+
+def configurable_nodes(raw: RawGraph) -> np.ndarray:
+    """[nc] a file's configurable node ids (none in a tile file)."""
+    return raw.config_node_ids if raw.config_node_ids is not None else np.zeros(0, np.int64)
+
+
+def prune_graph(raw: RawGraph, strategy: str, hops: int) -> Pruned:
+    """A file's graph pruned around its configurable nodes by `strategy`; a task that does not prune keeps it
+    whole."""
+    n = len(raw.node_feat)
+    if not raw.task.has_config_nodes:
+        return prune(raw.edge_index, n, configurable_nodes(raw), n - 1, "none")
+    return prune(raw.edge_index, n, configurable_nodes(raw), output_node(raw.node_feat), strategy, hops)

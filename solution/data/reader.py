@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .tasks import COMMON_KEYS, TASKS, Task
 from ..constants import (
     COLLECTIONS,
     CONFIGURABLE_OPCODES,
@@ -19,10 +20,6 @@ from ..constants import (
     TILE_CONFIG_DIM,
 )
 
-COMMON_KEYS = ("node_feat", "node_opcode", "edge_index", "config_runtime")
-LAYOUT_KEYS = COMMON_KEYS + ("node_config_feat", "node_config_ids")
-OPTIONAL_LAYOUT_KEYS = ("node_splits",)
-TILE_KEYS = COMMON_KEYS + ("config_feat", "config_runtime_normalizers")
 
 
 class DataError(ValueError):
@@ -46,7 +43,7 @@ class RawGraph:
     """One file as read from disk, checked, in the real files' dtypes."""
 
     path: Path
-    kind: str  # "layout" | "tile"
+    task: Task
     node_feat: np.ndarray  # [n, 140] float32
     node_opcode: np.ndarray  # [n] int64
     edge_index: np.ndarray  # [m, 2] int64, row [consumer, producer] as on disk
@@ -67,10 +64,7 @@ class RawGraph:
     def target(self) -> np.ndarray:
         """Runtime to rank, lower is faster: runtime / normalizer for tile (0 where a test file's normalizer is 0),
         runtime (ns) for layout."""
-        runtime = self.config_runtime.astype(np.float64)
-        if self.kind == "tile":
-            return np.divide(runtime, self.normalizers, out=np.zeros_like(runtime), where=self.normalizers > 0)
-        return runtime
+        return self.task.target(self.config_runtime.astype(np.float64), self.normalizers)
 
     def computation_bounds(self) -> np.ndarray:
         """[k + 1] node ids 0 = b0 < b1 < ... < bk = n: computation i holds nodes b_i .. b_(i+1) - 1."""
@@ -183,29 +177,27 @@ def read_graph(path: str | Path, split: str | None = None) -> RawGraph:
     path = Path(path)
     split = split or path.parent.name
     arrays = _load_npz(path)
-    tile_only = {"config_feat", "config_runtime_normalizers"}
-    layout_only = {"node_config_feat", "node_config_ids", "node_splits"}
-    kind = "tile" if len(tile_only & set(arrays)) > len(layout_only & set(arrays)) else "layout"
-    required = TILE_KEYS if kind == "tile" else LAYOUT_KEYS
-    allowed = required + (OPTIONAL_LAYOUT_KEYS if kind == "layout" else ())
+    task = max(TASKS.values(), key=lambda t: len((set(t.keys + t.optional_keys) - set(COMMON_KEYS)) & set(arrays)))
+    required = task.keys
+    allowed = required + task.optional_keys
     missing = [k for k in required if k not in arrays]
     if missing:
         raise DataError(path, missing[0], f"key missing (the file holds {', '.join(sorted(arrays)) or 'no arrays'})",
-                        f"a {kind} file with keys {', '.join(required)}")
+                        f"a {task.name} file with keys {', '.join(required)}")
     extra = sorted(set(arrays) - set(allowed))
     if extra:
-        warnings.warn(f"{path}: key(s) {', '.join(extra)}: unexpected in a {kind} file; read past (the format "
+        warnings.warn(f"{path}: key(s) {', '.join(extra)}: unexpected in a {task.name} file; read past (the format "
                       f"defines {', '.join(allowed)})", ExtraKeyWarning, stacklevel=2)
 
     checked = _check_keys(path, {key: arrays[key] for key in allowed if key in arrays})
-    graph = RawGraph(path, kind, checked["node_feat"], checked["node_opcode"], checked["edge_index"],
-                     checked["config_feat" if kind == "tile" else "node_config_feat"], checked["config_runtime"],
+    graph = RawGraph(path, task, checked["node_feat"], checked["node_opcode"], checked["edge_index"],
+                     checked[task.config_key], checked["config_runtime"],
                      config_node_ids=checked.get("node_config_ids"),
                      normalizers=checked.get("config_runtime_normalizers"))
     if "node_splits" in checked:
         graph.node_splits = checked["node_splits"].reshape(-1)  # [1, k] -> [k]
         _check_splits(path, graph.node_splits)
-    if kind == "layout":
+    if graph.config_node_ids is not None:
         _check_config_nodes(path, graph.config_node_ids, graph.node_opcode)
     _check_runtimes(path, graph, split)
     return graph

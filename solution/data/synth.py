@@ -69,6 +69,7 @@ from ..constants import (
     SPLITS,
     TILE_CONFIG_DIM,
 )
+from ..errors import OK
 
 SIZES = ("tiny", "small", "realistic")
 
@@ -1469,7 +1470,8 @@ def generate(out: str | Path, size: str = "tiny", seed: int = 0, collections: Se
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """`solution synth`: write a synthetic dataset and say what was written."""
     parser = argparse.ArgumentParser(prog="solution synth", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="data/synthetic", help="dataset folder (the Kaggle root)")
     parser.add_argument("--size", default="tiny", choices=SIZES)
@@ -1480,6 +1482,7 @@ def main(argv: list[str] | None = None) -> None:
     root = generate(args.out, args.size, args.seed, args.collections)
     files = sum(1 for _ in (root / "npz_all").rglob("*.npz"))
     print(f"wrote {files} files ({args.size}, seed {args.seed}) under {root} in {time.perf_counter() - start:.1f}s")
+    return OK
 
 
 if __name__ == "__main__":

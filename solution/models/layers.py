@@ -7,6 +7,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..constants import NUM_OPCODES
+from ..data.batch import Batch
 from .scatter import scatter_max, scatter_mean
 
 # Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
@@ -21,10 +22,10 @@ def mlp(in_dim: int, out_dim: int, dropout: float = 0.0) -> nn.Sequential:
     return nn.Sequential(nn.Linear(in_dim, out_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(out_dim, out_dim))
 
 
-def valid_configs(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def valid_configs(batch: Batch) -> torch.Tensor:
     """[G, C] config mask; a graph without any valid config keeps all of its slots, so that no softmax
     runs over an empty set (its scores are masked downstream anyway)."""
-    mask = batch["config_mask"]
+    mask = batch.config_mask
     return mask | ~mask.any(1, keepdim=True)
 
 
@@ -86,14 +87,14 @@ class GraphEncoder(nn.Module):
         self.input = mlp(opcode_dim + node_feat_dim, hidden, dropout)
         self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
 
-    def forward(self, batch: dict[str, torch.Tensor], copies: int | None = None) -> torch.Tensor:
+    def forward(self, batch: Batch, copies: int | None = None) -> torch.Tensor:
         """[N, d]; with `copies` = C the same encoding computed C times over, [N, C, d] (early fusion)."""
-        x = torch.cat([self.opcode(batch["node_opcode"]), batch["node_feat"]], -1)  # [N, opcode_dim + F]
+        x = torch.cat([self.opcode(batch.node_opcode), batch.node_feat], -1)  # [N, opcode_dim + F]
         if copies is not None:
             x = x[:, None].expand(-1, copies, -1)  # [N, C, opcode_dim + F]
         x = self.input(x)  # [N, (C,) d]
         for block in self.blocks:
-            x = block(x, batch["edge_index"])
+            x = block(x, batch.edge_index)
         return x
 
 

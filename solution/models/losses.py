@@ -10,15 +10,13 @@ gives a zero that still has a grad_fn.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+from .spec import Remembered
 
 
 def _clean(scores: Tensor, target: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -107,21 +105,45 @@ def mse(scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
     return _mean_over_graphs(squared.sum(1), torch.where(count >= 2, count, torch.zeros_like(count)), scores)
 
 
-LOSSES: dict[str, Callable[..., Tensor]] = {
-    "hinge": pairwise_hinge,
-    "logistic": pairwise_logistic,
-    "listmle": listmle,
-    "mse": mse,
-}
+class RankingLoss(Remembered):
+    """(scores [G, C], target [G, C], mask [G, C]) -> a scalar; chosen in the YAML as `model.loss`."""
 
 
-def get_loss(name: str, **kwargs: float) -> LossFn:
-    """The loss called `name` with its keyword options (margin, tie_tol) bound; (scores, target, mask) -> loss."""
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; valid names: {sorted(LOSSES)}")
-    fn = LOSSES[name]
-    try:
-        inspect.signature(fn).bind(None, None, None, **kwargs)
-    except TypeError as error:
-        raise ValueError(f"loss {name!r} does not take {sorted(kwargs)}: {error}") from None
-    return functools.partial(fn, **kwargs)
+class PairwiseHinge(RankingLoss):
+    """`pairwise_hinge`: every clearly faster config should score at least `margin` lower."""
+
+    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0) -> None:
+        super().__init__()
+        self.margin, self.tie_tol = margin, tie_tol
+
+    def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol)
+
+
+class PairwiseLogistic(RankingLoss):
+    """`pairwise_logistic`: the softplus of every misordered gap."""
+
+    def __init__(self, tie_tol: float = 0.0) -> None:
+        super().__init__()
+        self.tie_tol = tie_tol
+
+    def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return pairwise_logistic(scores, target, mask, self.tie_tol)
+
+
+class ListMLE(RankingLoss):
+    """`listmle`: the list likelihood of the true order."""
+
+    def __init__(self, tie_tol: float = 0.0) -> None:
+        super().__init__()
+        self.tie_tol = tie_tol
+
+    def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return listmle(scores, target, mask, self.tie_tol)
+
+
+class MSE(RankingLoss):
+    """`mse`: the pointwise baseline on per-graph standardised targets."""
+
+    def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return mse(scores, target, mask)

@@ -1,4 +1,8 @@
-"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly."""
+"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly.
+
+Each ranker is chosen in the YAML as `model.ranker` (`class_path` + `init_args`) and owns its arguments;
+`node_feat_dim` and `config_width` come from the data module.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,39 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, PAD, TILE_CONFIG_DIM
+from ..constants import LAYOUT_SYMBOLS, PAD
+from ..data.batch import Batch
 from .layers import CrossConfigAttention, GraphEncoder, Readout, SAGEBlock, mlp, per_config, pool, valid_configs
+from .segments import SegmentTraining
+from .spec import Remembered
 
-class LayoutRanker(nn.Module):
+
+class Ranker(Remembered):
+    """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster. With `head_epochs`, the
+    last epochs of a fit train the readout only (GST's head fine-tuning)."""
+
+    head_epochs: int = 0
+    readout: nn.Module
+
+    def begin_epoch(self, epoch: int, max_epochs: int | None) -> None:
+        """Called as each training epoch starts: in the head phase everything but the readout is frozen."""
+        self.epoch = epoch
+        self.head_phase = bool(self.head_epochs) and max_epochs is not None and epoch >= max_epochs - self.head_epochs
+        if self.head_epochs:
+            self.requires_grad_(not self.head_phase)
+            self.readout.requires_grad_(True)
+
+
+class LayoutRanker(Ranker):
     """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
     (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
-    on [N, C, d]; a per-graph pool and a readout score each config."""
+    on [N, C, d]; a per-graph pool and a readout score each config. Batches over the data's segment budget
+    train and predict segment by segment (`segment_*`, see models/segments.py)."""
 
     def __init__(
         self,
         node_feat_dim: int,
+        config_width: int,
         hidden: int = 128,
         opcode_dim: int = 32,
         graph_layers: int = 2,
@@ -27,20 +53,27 @@ class LayoutRanker(nn.Module):
         edge_direction: str = "forward",
         dropout: float = 0.0,
         encode_once: bool = True,
+        head_epochs: int = 0,
+        segment_sampled: int = 0,
+        segment_keep_stale: float = 0.5,
+        segment_refresh_every: int = 1,
+        segment_halo: int = 0,
     ) -> None:
         super().__init__()
-        self.encode_once = encode_once  # False recomputes the encoder per config (early fusion, benchmarks)
+        self.encode_once = encode_once  # False recomputes the encoder per config (benchmarks)
+        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_embed = mlp(LAYOUT_CONFIG_DIM * LAYOUT_SYMBOLS, hidden, dropout)
+        self.config_embed = mlp(config_width, hidden, dropout)
         self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
         self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
+        self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
-    def broadcast(self, h: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def broadcast(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
         """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
-        config_node, config_feat = batch["config_node"], batch["config_feat"]
+        config_node, config_feat = batch.config_node, batch.config_feat
         graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
         nodes = config_node[graph, slot]  # [M]
         values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
@@ -49,34 +82,37 @@ class LayoutRanker(nn.Module):
         shape = (h.size(0), config_feat.size(1), h.size(-1))
         return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
 
-    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
         mask = valid_configs(batch)  # [G, C]
         h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
         z = self.broadcast(h, batch)  # [N, C, d]
-        node_mask = mask[batch["node_graph"]]  # [N, C]
+        node_mask = mask[batch.node_graph]  # [N, C]
         for i, block in enumerate(self.blocks):
-            z = block(z, batch["edge_index"])
+            z = block(z, batch.edge_index)
             if self.cross is not None:
                 z = self.cross[i](z, node_mask)
         return h, z
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
+        if batch.node_segment is not None:
+            mode = ("head" if self.head_phase else "train") if self.training else "eval"
+            return self.segments(self, batch, mode, self.epoch)
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
         h, z = self.embed(batch)
-        graph_part = per_config(pool(h, batch["node_graph"], graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, batch["node_graph"], graphs), graph_part], -1), mask)  # [G, C]
+        graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
+        return self.readout(torch.cat([pool(z, batch.node_graph, graphs), graph_part], -1), mask)  # [G, C]
 
 
-class TileRanker(nn.Module):
+class TileRanker(Ranker):
     """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
     a readout compares the configs of a kernel."""
 
     def __init__(
         self,
         node_feat_dim: int,
-        config_dim: int = TILE_CONFIG_DIM,
+        config_width: int,
         hidden: int = 128,
         opcode_dim: int = 32,
         graph_layers: int = 2,
@@ -84,30 +120,18 @@ class TileRanker(nn.Module):
         heads: int = 4,
         edge_direction: str = "forward",
         dropout: float = 0.0,
+        head_epochs: int = 0,
     ) -> None:
         super().__init__()
+        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_mlp = mlp(config_dim, hidden, dropout)
+        self.config_mlp = mlp(config_width, hidden, dropout)
         self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
-        kernel = pool(self.encoder(batch), batch["node_graph"], graphs)  # [G, 2d]
-        config = self.config_mlp(batch["config_feat"])  # [G, C, d]
+        kernel = pool(self.encoder(batch), batch.node_graph, graphs)  # [G, 2d]
+        config = self.config_mlp(batch.config_feat)  # [G, C, d]
         joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
         return self.readout(joined, mask)  # [G, C]
-
-
-# settings of the per-node config blocks, which the tile model does not have
-LAYOUT_ONLY = ("config_layers", "temperature", "encode_once")
-
-
-def build_model(task: str, node_feat_dim: int, **hparams) -> nn.Module:
-    """The ranker of a task ("layout" or "tile"). One settings list serves both: the LAYOUT_ONLY settings
-    are dropped for tile."""
-    if task == "layout":
-        return LayoutRanker(node_feat_dim, **hparams)
-    if task == "tile":
-        return TileRanker(node_feat_dim, **{k: v for k, v in hparams.items() if k not in LAYOUT_ONLY})
-    raise ValueError(f"task={task!r}; expected 'layout' or 'tile'")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +13,8 @@ import numpy as np
 from ..atomic import atomic_write
 from ..constants import COLLECTIONS
 from ..data.cache import ArrayCache, file_digest
-from ..data.reader import DataError
-from .files import SubmissionError, collection_file_stem, merge, write_collection
+from ..errors import OK
+from .files import collection_file_stem, merge, write_collection
 
 META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
 FORMAT_VERSION = 1
@@ -205,6 +204,7 @@ def ensemble(runs: list[Path], out: Path, method: str = "rank", weights: list[fl
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`solution ensemble RUN ...`: combine the runs and print what was combined."""
     parser = argparse.ArgumentParser(prog="solution ensemble", description="Combine runs' raw scores into one "
                                      "submission: per collection, per graph, a weighted mean of ranks or z-scores.")
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
@@ -217,15 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
                         help="dataset whose test files the merged submission must cover")
     args = parser.parse_args(argv)
-    try:
-        table, merged = ensemble(args.runs, args.out, args.method, args.weights, args.root)
-    except (EnsembleError, SubmissionError, DataError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    table, merged = ensemble(args.runs, args.out, args.method, args.weights, args.root)
     print(f"{'collection':<32}{'runs':>6}  method")
     for label, count, method in table:
         print(f"{label:<32}{count:>6}  {method}")
     print(f"wrote {args.out}: <collection>.csv and <collection>{SUFFIX}" + (
         f", merged into {merged}" + (f" (checked against {args.root})" if args.root else "") if merged else
         "; submission.csv not merged (not all five test collections)"))
-    return 0
+    return OK

@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 import re
+import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,16 +17,9 @@ import numpy as np
 from ..atomic import atomic_write
 from ..constants import COLLECTIONS
 from ..data.reader import DataError, find_collections, list_files, submission_id
-from ..training.metrics import (
-    TILE_SUBMITTED,
-    TILE_TOPK,
-    final_score,
-    kendall_tau,
-    mean_over_graphs,
-    rank_order,
-    tile_score,
-    tile_topk_error,
-)
+from ..data.tasks import task_of
+from ..metrics import TILE_TOPK, final_score, rank_order
+from ..errors import BAD_DATA, OK
 
 HEADER = ("ID", "TopConfigs")
 ANSWERS_HEADER = ("ID", "Runtimes")
@@ -92,9 +86,7 @@ def rows_from_scores(collection: str, scores: dict[str, np.ndarray]) -> list[tup
         raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
     rows = []
     for stem in sorted(scores):
-        order = _ranking(collection, stem, np.asarray(scores[stem]))
-        if collection.startswith("tile"):
-            order = order[:TILE_SUBMITTED]
+        order = _ranking(collection, stem, np.asarray(scores[stem]))[:task_of(collection).submitted]
         rows.append((f"{collection}:{stem}", _join(order)))
     return rows
 
@@ -264,7 +256,8 @@ def _validate(rows: list[Row], expected: dict[str, int] | None,
         order, problem = _parse_order(row.field)
         if problem is None:
             count = None if expected is None else expected[row.id]
-            problem = _tile_problem(order, count) if collection.startswith("tile") else _layout_problem(order, count)
+            submitted = task_of(collection).submitted
+            problem = _layout_problem(order, count) if submitted is None else _top_problem(order, count, submitted)
         if problem:
             problems.append(f"{where}: {problem}")
         else:
@@ -295,14 +288,14 @@ def _parse_order(text: str) -> tuple[np.ndarray, str | None]:
     return order, None
 
 
-def _tile_problem(order: np.ndarray, count: int | None) -> str | None:
-    """Tile rows: the 5 fastest configs (all of them when the file has fewer); `count` = the file's configs."""
+def _top_problem(order: np.ndarray, count: int | None, submitted: int) -> str | None:
+    """Rows of the `submitted` fastest configs (all of them when the file has fewer); `count` = the file's
+    configs."""
     if count is None:
-        return None if len(order) <= TILE_SUBMITTED else \
-            f"{len(order)} indices; expected {TILE_SUBMITTED} in TopConfigs"
+        return None if len(order) <= submitted else f"{len(order)} indices; expected {submitted} in TopConfigs"
     if order.max() >= count:
         return _out_of_range(order, count)
-    want = min(TILE_SUBMITTED, count)
+    want = min(submitted, count)
     return None if len(order) == want else \
         f"{len(order)} indices; expected {want} in TopConfigs (the file has {count} configs)"
 
@@ -381,13 +374,7 @@ def score(csv_path: str | Path, answers: dict[str, np.ndarray]) -> dict:
     for collection in (c for c in COLLECTIONS if c in present):
         ids = sorted(row_id for row_id in parsed if collection_of(row_id) == collection)
         pairs = [(_positions(parsed[row_id], len(answers[row_id])), answers[row_id]) for row_id in ids]
-        if collection.startswith("tile"):
-            entry = {"score": float(np.mean([tile_score(pred, target) for pred, target in pairs]))}
-            for k in TILE_TOPK:
-                if all(len(parsed[row_id]) >= min(k, len(answers[row_id])) for row_id in ids):
-                    entry[f"top{k}_error"] = float(np.mean([tile_topk_error(p, t, k) for p, t in pairs]))
-        else:
-            entry = {"score": mean_over_graphs(kendall_tau(pred, target) for pred, target in pairs)}
+        entry = task_of(collection).collection_metrics(pairs, [len(parsed[row_id]) for row_id in ids])
         result[collection] = {**entry, "files": len(ids)}
     result["final"] = final_score({c: result[c]["score"] for c in COLLECTIONS}) if present == set(COLLECTIONS) \
         else None
@@ -423,43 +410,37 @@ def _cell(value: float | int | None) -> str:
 
 
 def check_main(argv: list[str] | None = None) -> int:
+    """`solution check-submission FILE`: each problem on stderr; exit BAD_DATA when there is one."""
     parser = argparse.ArgumentParser(prog="solution check-submission", description="Check a submission CSV.")
     parser.add_argument("file", type=Path)
     parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
                         help="dataset whose test files the submission must cover (without it: format only)")
     args = parser.parse_args(argv)
-    try:
-        report = check(args.file, args.root)
-    except DataError as err:
-        print(f"error: {err}")
-        return 2
+    report = check(args.file, args.root)
     for problem in report.problems:
-        print(f"{args.file}: {problem}")
+        print(f"error: {args.file}: {problem}", file=sys.stderr)
     if not report.ok:
         print(f"{args.file}: {len(report.problems)} problem(s)")
-        return 1
+        return BAD_DATA
     against = f"all {report.expected} test files under {args.root}" if args.root else "format only (no --data.root)"
     print(f"{args.file}: OK, {len(report.rows)} rows; checked {against}")
-    return 0
+    return OK
 
 
 def score_main(argv: list[str] | None = None) -> int:
+    """`solution score FILE --answers PATH`: the score table."""
     parser = argparse.ArgumentParser(prog="solution score", description="Score a submission against known runtimes.")
     parser.add_argument("file", type=Path)
     parser.add_argument("--answers", type=Path, required=True,
                         help="an answers.csv (ID,Runtimes) or a data root whose valid split serves as answers")
     args = parser.parse_args(argv)
-    try:
-        answers = answers_from_split(args.answers)[1] if args.answers.is_dir() else read_answers(args.answers)
-        scores = score(args.file, answers)
-    except (SubmissionError, DataError) as err:
-        print(f"error: {err}")
-        return 1
-    print(format_scores(scores))
-    return 0
+    answers = answers_from_split(args.answers)[1] if args.answers.is_dir() else read_answers(args.answers)
+    print(format_scores(score(args.file, answers)))
+    return OK
 
 
 def submit_main(argv: list[str] | None = None) -> int:
+    """`solution submit`: merge the per-collection CSVs into one submission."""
     parser = argparse.ArgumentParser(prog="solution submit", description="Merge per-collection CSVs into one.")
     parser.add_argument("parts", nargs="*", type=Path,
                         help="per-collection CSVs (default: <dir>/<collection>.csv for all five)")
@@ -469,10 +450,6 @@ def submit_main(argv: list[str] | None = None) -> int:
                         help="dataset whose test files the submission must cover")
     args = parser.parse_args(argv)
     parts = args.parts or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
-    try:
-        out = merge(parts, args.out or args.dir / "submission.csv", args.root)
-    except (SubmissionError, DataError) as err:
-        print(f"error: {err}")
-        return 1
+    out = merge(parts, args.out or args.dir / "submission.csv", args.root)
     print(f"wrote {out} from {len(parts)} file(s)" + (f"; checked against {args.root}" if args.root else ""))
-    return 0
+    return OK

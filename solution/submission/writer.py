@@ -7,7 +7,6 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 
-from ..training.module import ScoreTable
 from .ensemble import file_record, write_run
 
 
@@ -21,8 +20,7 @@ class SubmissionWriter(pl.Callback):
     def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = trainer.datamodule
         graphs = datamodule.graphs(datamodule.hparams.predict_split)
-        table, pl_module.predictions = pl_module.predictions, ScoreTable()  # the next predict starts empty
-        table.gather()
+        table = pl_module.take_predictions()
         if not trainer.is_global_zero:
             return
         scores, files = {}, {}

@@ -20,9 +20,10 @@ from pathlib import Path
 import yaml
 
 from ..atomic import atomic_write
-from ..constants import COLLECTIONS
 from ..submission.files import collection_file_stem
-from .kernel import COMPETITION, DEFAULT_BUDGET, SHARES
+from ..errors import OK
+from .kernel import COMPETITION, DEFAULT_BUDGET
+from .pipeline import SHARES, read_settings
 
 KERNEL_FILE = "kaggle_kernel.py"
 METADATA_FILE = "kernel-metadata.json"
@@ -178,11 +179,6 @@ def lightning_modules(sources: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def collection_settings(configs: Path) -> dict[str, dict]:
-    """Collection -> the contents of configs/<collection>.yaml."""
-    return {c: yaml.safe_load((configs / f"{collection_file_stem(c)}.yaml").read_text()) for c in COLLECTIONS}
-
-
 def literal(text: str) -> str:
     """`text` as a '''-string literal whose lines read as the text's own."""
     body = _QUOTES.sub(lambda m: "\\'" * len(m.group()), text.replace("\\", "\\\\"))
@@ -198,7 +194,7 @@ def render() -> str:
     shares = "\n".join(textwrap.wrap(", ".join(f"{c}={share:.0%}" for c, share in SHARES.items()), 80,
                                       subsequent_indent=" " * 27))
     header = HEADER.format(competition=COMPETITION, budget=DEFAULT_BUDGET, shares=shares)
-    settings = pprint.pformat(collection_settings(package_dir().parent / "configs"), width=110, sort_dicts=False)
+    settings = pprint.pformat(read_settings(package_dir().parent / "configs"), width=110, sort_dicts=False)
     embedded = [f"# {'-' * 40} {name}\nSOURCES[{name!r}] = {literal(text)}" for name, text in sources.items()]
     data = [f"SETTINGS = {settings}", f"LIGHTNING_MODULES = {lightning_modules(sources)!r}",
             f"PACKAGES = {packages!r}", "SOURCES = {}", *embedded]
@@ -214,6 +210,7 @@ def metadata(kernel_id: str, code_file: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`solution kernel`: write kaggle_kernel.py (and its metadata) and say where."""
     parser = argparse.ArgumentParser(prog="solution kernel", description="Bundle the package into one Kaggle script.")
     parser.add_argument("--out", type=Path, default=Path(KERNEL_FILE), help="the script to write")
     parser.add_argument("--metadata", action="store_true", help=f"also write {METADATA_FILE} beside it")
@@ -227,4 +224,4 @@ def main(argv: list[str] | None = None) -> int:
         with atomic_write(args.out.parent / METADATA_FILE) as handle:
             handle.write(json.dumps(metadata(args.id, args.out.name), indent=2) + "\n")
         print(f"wrote {args.out.parent / METADATA_FILE}; publish with: kaggle kernels push -p {args.out.parent}")
-    return 0
+    return OK

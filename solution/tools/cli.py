@@ -4,28 +4,36 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 import warnings
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
+from .. import errors
 from ..data.datamodule import TpuGraphsDataModule
+from ..data.reader import DataError
+from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
+from ..submission.files import SubmissionError
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import LRMonitor
 from ..training.module import RankingModule
+from .pipeline import configs_folder
 from .tracking import RunRecorder, describe, unfinished_run
 
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DEFAULT_RUNS = "runs"
 RUN_LOGGER = "solution.tools.tracking.RunLogger"
 
 
 class CLI(LightningCLI):
-    """Lightning CLI whose model takes its task and input width from the data module."""
+    """Lightning CLI whose model takes its task, and its ranker the input widths, from the data module."""
 
     def add_arguments_to_parser(self, parser) -> None:
-        parser.link_arguments("data.task", "model.task", apply_on="instantiate")
-        parser.link_arguments("data.node_feat_dim", "model.node_feat_dim", apply_on="instantiate")
+        parser.link_arguments("data.task", "model.task", compute_fn=lambda task: task.name, apply_on="instantiate")
+        for width in ("node_feat_dim", "config_width"):
+            parser.link_arguments(f"data.{width}", f"model.ranker.init_args.{width}", apply_on="instantiate")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults({"checkpoint.monitor": "val/score", "checkpoint.mode": "max",
                              "checkpoint.save_last": True, "checkpoint.filename": "best"})
@@ -73,6 +81,7 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
         args=args,
         run=run,
         seed_everything_default=0,
+        parser_kwargs={command: {"default_config_files": [str(configs_folder() / "base.yaml")]} for command in SUBCOMMANDS},
         save_config_callback=RunRecorder,
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
@@ -84,6 +93,7 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
 
 # the package's own sub-commands: module and function, imported only when used
 COMMANDS = {
+    "run": ("tools.pipeline", "main"),
     "synth": ("data.synth", "main"),
     "inspect": ("data.inspection", "main"),
     "submit": ("submission.files", "submit_main"),
@@ -97,21 +107,48 @@ COMMANDS = {
 }
 
 
-USAGE = """usage: solution {fit,validate,test,predict} --config configs/<collection>.yaml [--data.root PATH] ...
+USAGE = """usage: solution run --data.root PATH [--config configs/demo.yaml] [--budget SECONDS] ...
+       solution {fit,validate,test,predict} --config configs/<collection>.yaml [--data.root PATH] ...
        solution demo | synth | inspect | submit | check-submission | score | kernel | compare | sweep | ensemble
        [--help]"""
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0
+def dispatch(argv: list[str]) -> int:
+    """Run one sub-command: a package one returns its own code (a finding), a Lightning one 0 when it returns."""
     if argv[0] in COMMANDS:
         module, function = COMMANDS[argv[0]]
         return int(getattr(importlib.import_module(f"solution.{module}"), function)(argv[1:]) or 0)
     lightning_main(argv)
     return 0
+
+
+def raised_in_run(error: BaseException) -> bool:
+    """Whether an error came from inside a Trainer's fit/validate/test/predict rather than from its settings."""
+    return any(frame.f_code.co_name in SUBCOMMANDS and isinstance(frame.f_locals.get("self"), pl.Trainer)
+               for frame, _ in traceback.walk_tb(error.__traceback__))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a `solution` command and return its exit code (solution.errors): every failure of a known kind is
+    told as `error: <message>` on stderr; any other exception is a bug and keeps its traceback (exit 1)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return errors.OK
+    try:
+        return dispatch(argv)
+    except SystemExit as stop:  # argparse and jsonargparse: --help, --print_config, bad arguments
+        return errors.exit_status(stop)
+    except (DataError, SubmissionError) as error:
+        return errors.fail(error, errors.BAD_DATA)
+    except FileNotFoundError as error:  # a named input (e.g. --ckpt_path) that is not there; writes make folders
+        return errors.fail(error, errors.USAGE)
+    except ValueError as error:
+        if raised_in_run(error):
+            raise
+        return errors.fail(error, errors.USAGE)
+    except OSError as error:
+        return errors.fail(error, errors.WRITE_FAILED)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """`solution compare`: runs x metrics from each run's summary.json (or the W&B API), means over seeds, deltas
-against a baseline, as a printed table, a markdown file and a PNG chart."""
+against a baseline, as a printed table, a markdown file and a PNG chart. A run's setting is what its saved config
+changes from its own collection's defaults (configs/), so one experiment is one row across the collections."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import fnmatch
 import json
 import math
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,10 @@ import numpy as np
 
 from ..atomic import atomic_write
 from ..constants import COLLECTIONS
-from .tracking import SUMMARY, setting_label, settings_digest
+from ..errors import OK
+from .tracking import CONFIGS, SUMMARY, setting_label, settings_digest
+
+LEGEND_WIDTH = 40  # characters a line of a setting's name takes in the chart's legend
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,7 @@ class Run:
     name: str
     run_id: str
     collection: str
-    setting: str  # the ablation settings in words
+    setting: str  # what it changes from its collection's defaults, e.g. 'hidden=48,loss=listmle' or 'defaults'
     digest: str  # differs when any other setting differs
     seed: Any
     best: float  # best validation score
@@ -46,19 +51,21 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) else math.nan
 
 
-def run_from_summary(path: Path) -> Run:
-    """A run from its summary.json; an unreadable file or a missing key names the file and the key."""
+def run_from_summary(path: Path, configs: Path = CONFIGS) -> Run:
+    """A run from its summary.json, its setting named from the config it saved against the collection defaults
+    in `configs`; an unreadable file or a missing key names the file and the key."""
     try:
         summary = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise ValueError(f"{path}: not a readable run summary ({error})") from error
-    keys = ("name", "run_id", "collection", "setting", "digest", "seed", "best", "last")
+    keys = ("name", "run_id", "collection", "seed", "best", "last", "config")
     missing = [k for k in keys if k not in summary]
     if missing:
         raise ValueError(f"{path}: key(s) {', '.join(missing)} missing; expected a summary written by `solution fit`")
     perf, best, last = summary.get("perf") or {}, summary["best"] or {}, summary["last"] or {}
     return Run(name=summary["name"], run_id=str(summary["run_id"]), collection=summary["collection"],
-               setting=summary["setting"], digest=summary["digest"], seed=summary["seed"],
+               setting=setting_label(summary["config"], configs), digest=settings_digest(summary["config"]),
+               seed=summary["seed"],
                best=_number(best.get("val/score")), last=_number(last.get("val/score")),
                epochs=int(summary.get("epochs") or 0), configs_per_s=_number(perf.get("perf/train_configs_per_s")),
                peak_mib=_number(perf.get("perf/peak_memory_mib")), started=_number(summary.get("started")),
@@ -80,7 +87,7 @@ def find_summaries(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def runs_from_wandb(project: str, api: Any = None) -> list[Run]:
+def runs_from_wandb(project: str, api: Any = None, configs: Path = CONFIGS) -> list[Run]:
     """The finished and running fits of a W&B project ('entity/project'), read through the W&B API (online)."""
     if api is None:
         import wandb
@@ -89,10 +96,11 @@ def runs_from_wandb(project: str, api: Any = None) -> list[Run]:
     runs = []
     for run in api.runs(project):
         config, summary = dict(run.config), dict(run.summary)
-        model, data = config.get("model") or {}, config.get("data") or {}
+        data = config.get("data") or {}
         if "collection" not in data:
             continue  # not a `solution fit` run
-        runs.append(Run(name=run.name, run_id=run.id, collection=data["collection"], setting=setting_label(model, data),
+        runs.append(Run(name=run.name, run_id=run.id, collection=data["collection"],
+                        setting=setting_label(config, configs),
                         digest=settings_digest(config), seed=config.get("seed_everything"),
                         best=_number(summary.get("val/score_best")), last=_number(summary.get("val/score")),
                         epochs=int(summary.get("epoch") or 0),
@@ -199,13 +207,13 @@ class Comparison:
         for i, setting in enumerate(self.settings):
             cells = [self.table[setting, c] for c in self.collections] + [self.final(setting)]
             axis.bar(np.arange(len(groups)) + i * width, [c.mean for c in cells], width,
-                     yerr=[0 if np.isnan(c.std) else c.std for c in cells], capsize=2, label=setting)
+                     yerr=[0 if np.isnan(c.std) else c.std for c in cells], capsize=2,
+                     label=textwrap.fill(setting.replace(",", ", "), LEGEND_WIDTH))
         axis.set_xticks(np.arange(len(groups)) + width * (len(self.settings) - 1) / 2, groups, rotation=15)
         axis.set_ylabel("best validation score")
-        axis.legend(fontsize=7)
-        figure.tight_layout()
+        axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the bars: labels can be long
         with atomic_write(path, "wb") as handle:
-            figure.savefig(handle, format="png", dpi=90)
+            figure.savefig(handle, format="png", dpi=90, bbox_inches="tight")
         plt.close(figure)
 
 
@@ -223,6 +231,7 @@ def select(runs: list[Run], pattern: str | None) -> list[Run]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`solution compare`: the comparison on stdout and in --out; a bad summary or --baseline raises ValueError."""
     parser = argparse.ArgumentParser(prog="solution compare", description=__doc__)
     parser.add_argument("runs", nargs="*", help="run folders, summary.json files or folders to search (default: runs)")
     parser.add_argument("--group", help="only runs whose group or setting matches this glob, e.g. 'layout:*'")
@@ -242,4 +251,4 @@ def main(argv: list[str] | None = None) -> int:
         handle.write(text)
     comparison.chart(out / "compare.png")
     print(f"{text}\nwrote {out / 'compare.md'} and {out / 'compare.png'}")
-    return 0
+    return OK

@@ -1,9 +1,9 @@
-"""The main job: synthetic data -> brief training of all five collections -> submission.csv and a score table."""
+"""The main job on synthetic data: generate it, run the pipeline over all five collections briefly (configs/
+demo.yaml), train the config-only baseline beside each model, and write submission.csv and a score table."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from pathlib import Path
 
@@ -13,40 +13,36 @@ from ..atomic import atomic_write
 from ..constants import COLLECTIONS
 from ..data.reader import list_files, read_graph
 from ..data.synth import generate
+from ..data.tasks import task_of
 from ..models.baselines import random_scores
-from ..submission.files import check, collection_file_stem, merge, read_answers, score
-from ..training.module import graph_metrics
-from .cli import lightning_main
+from ..submission.files import read_answers, score
+from . import pipeline
+from .pipeline import Job, configs_folder, layered, read_settings
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_ONLY = {"model": {"ranker": {"class_path": "solution.models.baselines.ConfigOnlyRanker"}}}
 
 
 def random_baseline(root: Path, collection: str, seed: int) -> float:
     """Mean validation score of random orderings."""
     rng = np.random.default_rng(seed)
-    task = collection.split(":")[0]
+    task = task_of(collection)
     values = []
     for path in list_files(root, collection, "valid"):
         target = read_graph(path, "valid").target()
-        values.append(graph_metrics(task, random_scores(len(target), rng), target)["score"])
+        values.append(task.graph_metrics(random_scores(len(target), rng), target)["score"])
     return float(np.mean(values))
 
 
-def train(collection: str, common: list[str], extra: list[str]) -> tuple[float, str]:
-    """Fit one collection; return the best validation score and its checkpoint."""
-    name = collection_file_stem(collection)
-    fit = lightning_main(["fit", "--config", str(CONFIGS / f"{name}.yaml"), *common, *extra])
-    checkpoint = fit.trainer.checkpoint_callback
-    if checkpoint.best_model_score is None:  # fewer epochs than check_val_every_n_epoch: validate the last
-        metrics = fit.trainer.validate(fit.model, datamodule=fit.datamodule, verbose=False)[0]
-        return float(metrics["val/score"]), checkpoint.last_model_path
-    return float(checkpoint.best_model_score), checkpoint.best_model_path
-
-
-def predict(collection: str, common: list[str], checkpoint: str, out: Path) -> None:
-    name = collection_file_stem(collection)
-    lightning_main(["predict", "--config", str(CONFIGS / f"{name}.yaml"), *common, "--ckpt_path", checkpoint,
-                    "--submission.out_dir", str(out)])
+def config_only(settings: dict[str, dict], job: Job) -> dict[str, float]:
+    """Collection -> validation score of the config-only baseline trained with the same settings."""
+    baseline = Job(job.root, job.output, job.cache, runs=(job.runs or job.output) / "config_only",
+                   callbacks=job.callbacks)
+    scores = {}
+    for collection, values in settings.items():
+        values = layered(values, CONFIG_ONLY)
+        checkpoint = pipeline.train(collection, values, None, baseline)
+        scores[collection] = pipeline.evaluate(collection, checkpoint, values, baseline, predict=False)["score"]
+    return scores
 
 
 def table(rows: dict[str, dict[str, float]]) -> str:
@@ -65,39 +61,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="data/synthetic", help="dataset folder; generated when empty")
     parser.add_argument("--size", default="tiny", choices=("tiny", "small", "realistic"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="submissions", help="where the CSVs and scores.md go")
-    parser.add_argument("--runs", default="runs/demo", help="where logs and checkpoints go")
+    parser.add_argument("--out", default="submissions", help="where submission.csv, parts/ and scores.md go")
+    parser.add_argument("--runs", default="runs/demo", help="where checkpoints and run records go")
     parser.add_argument("--max_epochs", type=int, default=None, help="override configs/demo.yaml")
     args = parser.parse_args(argv)
-    for name in ("lightning.pytorch", "lightning.fabric"):  # ten fits: keep the log to the results
-        logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("WANDB_SILENT", "true")
     root, out = Path(args.data), Path(args.out)
     if not (root / "npz_all").is_dir():
         print(f"generating {args.size} synthetic data in {root} ...")
         generate(root, args.size, args.seed)
 
-    common = ["--config", str(CONFIGS / "demo.yaml"), "--data.root", str(root), "--seed_everything", str(args.seed),
-              "--trainer.logger.init_args.save_dir", args.runs, "--trainer.enable_progress_bar", "false"]
+    overrides = {"seed_everything": args.seed}
     if args.max_epochs is not None:
-        common += ["--trainer.max_epochs", str(args.max_epochs)]
-    rows = {}
-    for collection in COLLECTIONS:
-        print(f"\n=== {collection}")
-        model_valid, checkpoint = train(collection, common, [])
-        baseline_valid, _ = train(collection, common, ["--model.variant", "config_only"])
-        predict(collection, common, checkpoint, out)
-        rows[collection] = {"random (valid)": random_baseline(root, collection, args.seed),
-                            "config-only (valid)": baseline_valid, "model (valid)": model_valid}
-
-    submission = merge([out / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS], out / "submission.csv", root)
-    check(submission, root).raise_if_bad()
-    test_scores = score(submission, read_answers(root / "answers.csv"))
-    for collection in COLLECTIONS:
-        rows[collection]["model (test)"] = test_scores[collection]["score"]
+        overrides["trainer"] = {"max_epochs": args.max_epochs}
+    configs = configs_folder()
+    settings = {c: layered(s, overrides) for c, s in read_settings(configs, [configs / "demo.yaml"]).items()}
+    job = Job(root, out, runs=Path(args.runs))
+    validation = pipeline.run(job, settings)
+    baseline = config_only(settings, job)
+    test_scores = score(out / "submission.csv", read_answers(root / "answers.csv"))
+    rows = {c: {"random (valid)": random_baseline(root, c, args.seed), "config-only (valid)": baseline[c],
+                "model (valid)": validation[c]["score"], "model (test)": test_scores[c]["score"]}
+            for c in COLLECTIONS}
     report = table(rows)
     with atomic_write(out / "scores.md") as handle:
         handle.write(f"# Demo scores ({args.size} synthetic data, seed {args.seed})\n\n{report}\n")
-    print(f"\n{report}\n\nwrote {submission} and {out / 'scores.md'}; compare the runs with: "
-          f"solution compare {args.runs}")
+    print(f"\n{report}\n\nwrote {out / 'submission.csv'} and {out / 'scores.md'}")
     return 0

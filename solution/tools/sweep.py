@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from ..errors import OK, UNEXPECTED
+
 
 def _error(path: Path, key: str, expected: str, found: Any) -> ValueError:
     return ValueError(f"{path}: key {key!r} is {found!r}; expected {expected}")
@@ -63,6 +65,7 @@ def command(template: list[str], params: Mapping[str, Any], program: str, extra:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`solution sweep GRID.yaml`: run every combination; UNEXPECTED when a run failed."""
     argv = sys.argv[1:] if argv is None else list(argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     parser = argparse.ArgumentParser(prog="solution sweep", description=__doc__,
@@ -82,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.stop_on_error:
                 break
     if failed:
-        print(f"{len(failed)} of {len(runs)} runs failed: {', '.join(map(str, failed))}", file=sys.stderr)
-        return 1
+        print(f"error: {args.file}: {len(failed)} of {len(runs)} runs failed: {', '.join(map(str, failed))}",
+              file=sys.stderr)
+        return UNEXPECTED
     if not args.dry_run:
         print(f"{len(runs)} runs done; compare them with: solution compare runs")
-    return 0
+    return OK

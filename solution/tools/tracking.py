@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import resource
@@ -17,10 +18,13 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
+import yaml
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
 from ..atomic import atomic_write
+from ..data.batch import Batch
+from ..submission.files import collection_file_stem
 
 MODES = ("online", "offline", "disabled")
 SUMMARY = "summary.json"
@@ -32,6 +36,12 @@ SECTIONS = ("model", "data", "trainer")  # of a config: the settings that make a
 # The fold, like the seed, picks a resample: runs of every fold share a digest (and a group).
 NOT_SETTINGS = {"seed", "fold", "root", "cache_dir", "num_workers", "logger", "callbacks", "default_root_dir",
                 "devices", "accelerator", "num_nodes", "enable_progress_bar"}
+# Also left out of run labels: the collection (each run's own) and switches for logging, devices and prediction.
+NOT_LABELLED = NOT_SETTINGS | {"collection", "strategy", "plugins", "log_every_n_steps", "enable_model_summary",
+                               "enable_checkpointing", "profiler", "predict_split", "fold_variant_parts"}
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # base.yaml and <collection stem>.yaml, as the CLI reads
+DEFAULTS = "defaults"  # the label of a run that changes no setting of its collection
+MAX_TAG = 64  # characters W&B allows in a tag
 
 
 def wandb_mode(requested: str | None = None) -> str:
@@ -104,20 +114,95 @@ def leaves(config: Mapping, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def setting_label(model: Mapping, data: Mapping) -> str:
-    """The settings that tell ablations apart, in words: 'graph xattn pad-1 k_hop1 hinge'."""
-    if model.get("variant") == "config_only":
-        return f"config_only {model.get('loss', 'hinge')}"
-    prune = data.get("prune", "k_hop")
-    pruning = f"k_hop{data.get('hops', 1)}" if prune == "k_hop" else prune
-    return " ".join([  # pruning as set, also for tile (never pruned) so one setting is one row across collections
-        "graph", "xattn" if model.get("cross_attention", True) else "no-xattn",
-        "pad-1" if data.get("sentinel", True) else "pad0", pruning, model.get("loss", "hinge"),
-        *([] if model.get("encode_once", True) else ["early-fusion"]),
-        *([f"seg{data['segment_nodes']}"] if data.get("segment_nodes") else []),
-        *([f"head{model['head_epochs']}"] if model.get("head_epochs") else []),
-        *([f"{data['folds']}fold"] if (data.get("folds") or 0) > 1 else []),
-    ])
+def class_name(class_path: str) -> str:
+    """'solution.models.losses.ListMLE' -> 'ListMLE' (a short class_path is already one)."""
+    return str(class_path).rsplit(".", 1)[-1]
+
+
+def merge(base: Mapping, over: Mapping) -> dict[str, Any]:
+    """`over` merged into `base` deeply, as the CLI layers config files: a mapping whose class_path changes
+    starts its init_args afresh."""
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            if "class_path" in value and class_name(value["class_path"]) != class_name(below.get("class_path")):
+                below = {k: v for k, v in below.items() if k != "init_args"}
+            merged[key] = merge(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def trainer_defaults() -> dict[str, Any]:
+    """Lightning's own Trainer defaults, which the CLI starts from under the config files."""
+    parameters = inspect.signature(pl.Trainer.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def collection_defaults(collection: str, configs: Path = CONFIGS) -> dict[str, Any]:
+    """A collection's settings before any override: the Trainer's defaults, then configs/base.yaml, then
+    configs/<collection stem>.yaml (each where it exists)."""
+    defaults: dict[str, Any] = {"trainer": trainer_defaults()}
+    for path in (configs / "base.yaml", configs / f"{collection_file_stem(collection)}.yaml"):
+        if path.is_file():
+            defaults = merge(defaults, yaml.safe_load(path.read_text()) or {})
+    return defaults
+
+
+def unset(value: Any) -> bool:
+    """Whether a value leaves its setting off: None, False, 0 or empty."""
+    return value is None or value in (False, 0, "", [], {})
+
+
+def differences(config: Mapping, defaults: Mapping) -> dict[str, Any]:
+    """The experiment settings (SECTIONS, but NOT_LABELLED keys) of a config that differ from the defaults, by
+    dotted key: a value that differs, or a set one (not `unset`) where the defaults have none."""
+    ours = leaves({s: config[s] for s in SECTIONS if isinstance(config.get(s), Mapping)})
+    theirs = leaves(defaults)
+
+    def differs(key: str, value: Any) -> bool:
+        if key not in theirs:
+            return not unset(value)
+        if key.endswith("class_path"):
+            return class_name(value) != class_name(theirs[key])
+        return value != theirs[key]
+
+    return {k: v for k, v in sorted(ours.items()) if NOT_LABELLED.isdisjoint(k.split(".")) and differs(k, v)}
+
+
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Dotted keys by their last part, with more parts only where two would read alike:
+    'model.ranker.init_args.hidden' -> 'hidden', 'model.loss.class_path' -> 'loss'."""
+    parts = {k: [p for p in k.split(".") if p not in ("init_args", "class_path")] for k in keys}
+    names = {}
+    for key, words in parts.items():
+        for n in range(1, len(words) + 1):
+            names[key] = ".".join(words[-n:])
+            if sum(other[-n:] == words[-n:] for other in parts.values()) == 1:
+                break
+    return names
+
+
+def shown(key: str, value: Any) -> str:
+    """A setting's value in a label: a class by its name in lower case, a string as is, others as JSON."""
+    if key.endswith("class_path"):
+        return class_name(value).lower()
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def setting_parts(config: Mapping, configs: Path = CONFIGS) -> list[str]:
+    """What a run changes from its own collection's defaults, sorted: ['hidden=48', 'loss=listmle']."""
+    collection = (config.get("data") or {}).get("collection") or "?"
+    changed = differences(config, collection_defaults(collection, configs))
+    names = short_names(list(changed))
+    return sorted(f"{names[k]}={shown(k, v)}" for k, v in changed.items())
+
+
+def setting_label(config: Mapping, configs: Path = CONFIGS) -> str:
+    """A run's setting in words, the same for one experiment on every collection: 'hidden=48,loss=listmle', or
+    'defaults' where it changes nothing."""
+    return ",".join(setting_parts(config, configs)) or DEFAULTS
 
 
 def settings_digest(config: Mapping) -> str:
@@ -127,13 +212,15 @@ def settings_digest(config: Mapping) -> str:
     return hashlib.sha1(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
 
-def describe(config: Mapping) -> dict[str, Any]:
-    """Run name, W&B group and tags of a `fit` config (sections model, data and seed_everything)."""
-    model, data = config.get("model") or {}, config.get("data") or {}
-    collection, seed, label = data.get("collection", "?"), config.get("seed_everything"), setting_label(model, data)
+def describe(config: Mapping, configs: Path = CONFIGS) -> dict[str, Any]:
+    """Run name, W&B group and tags of a `fit` config: the group is its `setting_label`, shared by the runs of one
+    experiment on every collection; the name adds the collection, seed and fold."""
+    data = config.get("data") or {}
+    collection, seed, parts = data.get("collection", "?"), config.get("seed_everything"), setting_parts(config, configs)
+    label = ",".join(parts) or DEFAULTS
     resample = f"seed{seed}" + (f" fold{data.get('fold', 0)}" if (data.get("folds") or 0) > 1 else "")
-    tags = [collection, *label.split(), *resample.split()]
-    return {"name": f"{collection} {label} {resample}", "group": f"{collection} {label}", "tags": tags}
+    tags = [tag[:MAX_TAG] for tag in (collection, *(parts or [DEFAULTS]), *resample.split())]
+    return {"name": f"{collection} {label} {resample}", "group": label, "tags": tags}
 
 
 # ---------------------------------------------------------------- the run folder
@@ -236,8 +323,8 @@ class RunRecorder(SaveConfigCallback):
         self.epoch_start, self.configs_seen = time.perf_counter(), 0
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any,
-                           batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.configs_seen += int(batch["config_mask"].sum())
+                           batch: Batch, batch_idx: int) -> None:
+        self.configs_seen += int(batch.config_mask.sum())
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not getattr(self, "configs_seen", 0):  # resumed at the end of an epoch: nothing was timed
@@ -283,7 +370,7 @@ class RunRecorder(SaveConfigCallback):
         checkpoint = trainer.checkpoint_callback
         summary = {
             **describe(self.settings), "status": status, "run_id": getattr(logger, "version", None),
-            "setting": setting_label(self.settings.get("model") or {}, self.settings.get("data") or {}),
+            "setting": setting_label(self.settings),
             "collection": (self.settings.get("data") or {}).get("collection"),
             "seed": self.settings.get("seed_everything"), "digest": settings_digest(self.settings),
             "started": self.started, "seconds": time.time() - self.started, "epochs": trainer.current_epoch,

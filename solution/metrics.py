@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..constants import COLLECTIONS
+from .constants import COLLECTIONS
 
 TILE_TOPK = (1, 5, 10)
 TILE_SUBMITTED = 5  # configs submitted per tile kernel

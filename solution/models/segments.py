@@ -5,6 +5,11 @@ pruning and config broadcasting. The readout pools every node's state by mean an
 exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
 A training step computes one segment at a time:
 
+Segment training wraps the layout ranker: `LayoutRanker` hands a segmented batch to its `SegmentTraining`,
+which draws the step's segments from its own generator, seeded by (seed, epoch, graph), and keeps its
+historical table in the ranker's state (saved in and restored from checkpoints), so a resumed run is the run
+it continues.
+
 - segments with gradients are checkpointed: their forward keeps no activations, and the backward recomputes
   them one segment at a time. With `sampled` = 0 every segment gets gradients: the whole graph's gradient
   (on the segmented graph) for one segment's memory, at the price of a second forward;
@@ -22,7 +27,6 @@ the model's total number of message-passing layers the segments reproduce the wh
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from functools import reduce
 
@@ -31,7 +35,8 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ..constants import PAD
-from ..models.layers import valid_configs
+from ..data.batch import Batch
+from .layers import valid_configs
 
 
 @dataclass
@@ -49,22 +54,22 @@ class Segment:
     def config_free(self) -> bool:
         return self.slots.numel() == 0
 
-    def batch(self, batch: dict[str, torch.Tensor], configs: int | None = None) -> dict[str, torch.Tensor]:
+    def batch(self, batch: Batch, configs: int | None = None) -> Batch:
         """The segment as a one-graph batch (its first `configs` configs only, when given)."""
         g, keep = self.graph, slice(None, configs)
-        return {
-            "node_feat": batch["node_feat"][self.nodes], "node_opcode": batch["node_opcode"][self.nodes],
-            "edge_index": self.edge_index, "node_graph": torch.zeros_like(self.nodes),
-            "config_node": self.config_node[None],  # [1, k]
-            "config_feat": batch["config_feat"][g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
-            "config_mask": batch["config_mask"][g:g + 1, keep],  # [1, C]
-        }
+        return Batch(
+            node_feat=batch.node_feat[self.nodes], node_opcode=batch.node_opcode[self.nodes],
+            edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
+            config_node=self.config_node[None],  # [1, k]
+            config_feat=batch.config_feat[g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
+            config_mask=batch.config_mask[g:g + 1, keep],  # [1, C]
+        )
 
 
-def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
+def split(batch: Batch, halo: int = 0) -> list[Segment]:
     """The segments of a batch from its `node_segment` ids (consecutive within a graph), each grown by `halo`
     hops of context in both edge directions."""
-    node_segment, edge_index = batch["node_segment"], batch["edge_index"]
+    node_segment, edge_index = batch.node_segment, batch.edge_index
     segments = []
     for s in range(int(node_segment.max()) + 1):
         owned = node_segment == s  # [N]
@@ -78,8 +83,8 @@ def split(batch: dict[str, torch.Tensor], halo: int = 0) -> list[Segment]:
         local = torch.full_like(node_segment, PAD)
         local[nodes] = torch.arange(nodes.numel(), device=nodes.device)
         edges = edge_index[:, member[edge_index[0]] & member[edge_index[1]]]  # [2, e]
-        graph = int(batch["node_graph"][nodes[0]])
-        config_node = batch["config_node"][graph]  # [K]
+        graph = int(batch.node_graph[nodes[0]])
+        config_node = batch.config_node[graph]  # [K]
         slots = ((config_node != PAD) & member[config_node.clamp(min=0)]).nonzero().flatten()  # [k]
         segments.append(Segment(graph, nodes, owned[nodes], local[edges],
                                 slots, local[config_node[slots]]))
@@ -97,7 +102,7 @@ class Pool:
     count: int
 
     @classmethod
-    def of(cls, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment, configs: int | None = None,
+    def of(cls, model: torch.nn.Module, batch: Batch, segment: Segment, configs: int | None = None,
            grad: bool = False) -> Pool:
         """A segment's pool under `model`; with `grad`, checkpointed: its activations are recomputed in the
         backward pass instead of kept."""
@@ -125,9 +130,9 @@ class Pool:
         return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
 
 
-class SegmentTraining:
+class SegmentTraining(torch.nn.Module):
     """Scores a batch of segmented layout graphs with a LayoutRanker, keeping the historical table of
-    config-free segments between steps."""
+    config-free segments between steps (in the module's state: checkpoints hold it)."""
 
     MODES = ("train", "head", "eval")
 
@@ -138,24 +143,34 @@ class SegmentTraining:
             raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
         if refresh_every < 1 or halo < 0:
             raise ValueError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
+        super().__init__()
         self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
         self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)
 
-    def scores(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], mode: str, epoch: int = 0
-               ) -> torch.Tensor:
+    def get_extra_state(self) -> dict:
+        """The historical table as plain tensors and numbers (checkpoints load it without pickled code)."""
+        return {"keys": [list(key) for key in self.table],
+                "entries": [(epoch, pool.z_sum, pool.z_max, pool.h_sum, pool.h_max, pool.count)
+                            for epoch, pool in self.table.values()]}
+
+    def set_extra_state(self, state: dict) -> None:
+        self.table = {tuple(key): (entry[0], Pool(*entry[1:])) for key, entry in zip(state["keys"], state["entries"])}
+
+    def forward(self, model: torch.nn.Module, batch: Batch, mode: str, epoch: int = 0) -> torch.Tensor:
         """[G, C] scores; `mode` train (sampled segments with gradients, the table for the other config-free ones),
         head (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
         if mode not in self.MODES:
             raise ValueError(f"mode={mode!r}; expected one of {', '.join(self.MODES)}")
-        mask = batch["config_mask"]
+        mask = batch.config_mask
         graphs, configs = mask.shape
         segments = split(batch, self.halo)
         pools: list[list[Pool]] = [[] for _ in range(graphs)]
         for g in range(graphs):
             mine = [s for s in segments if s.graph == g]
             count = len(mine) if self.sampled == 0 else min(self.sampled, len(mine))
-            chosen = set(random.sample(range(len(mine)), count)) if mode == "train" else ()
-            graph_id = int(batch["graph_id"][g])
+            graph_id = int(batch.graph_id[g])
+            rng = np.random.default_rng((torch.initial_seed(), epoch, graph_id))  # the same draws on resuming
+            chosen = set(rng.choice(len(mine), count, replace=False).tolist()) if mode == "train" else ()
             for i, segment in enumerate(mine):  # the table's key: (graph id, i)
                 if i in chosen:
                     pools[g].append(Pool.of(model, batch, segment, grad=True))
@@ -163,14 +178,14 @@ class SegmentTraining:
                         self._store((graph_id, i), epoch, pools[g][-1])
                 elif mode == "train" and segment.config_free:
                     pool = self._historical(model, batch, segment, (graph_id, i), epoch)
-                    if random.random() < self.keep_stale:
+                    if rng.random() < self.keep_stale:
                         pools[g].append(pool)
                 else:
                     pools[g].append(Pool.of(model, batch, segment))
         features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
         return model.readout(features, valid_configs(batch))  # [G, C]
 
-    def _historical(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], segment: Segment,
+    def _historical(self, model: torch.nn.Module, batch: Batch, segment: Segment,
                     key: tuple[int, int], epoch: int) -> Pool:
         stored = self.table.get(key)
         if stored is None or epoch - stored[0] >= self.refresh_every:  # one config: the states are the same for all

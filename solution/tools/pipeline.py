@@ -1,0 +1,259 @@
+"""The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
+every test file, merge the parts into one submission.csv and check it. `solution run`, the demo and the Kaggle
+kernel all run this; it needs neither the Lightning CLI nor W&B."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from ..constants import COLLECTIONS
+from ..data.datamodule import TpuGraphsDataModule
+from ..data.reader import find_collections
+from ..metrics import final_score
+from ..submission.files import check, collection_file_stem, format_scores, merge
+from ..submission.writer import SubmissionWriter
+from ..training.callbacks import AtomicCheckpointIO
+from ..training.module import RankingModule
+
+SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
+          "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
+MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
+QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
+
+
+def say(message: str) -> None:
+    """Progress for the log, flushed so that it interleaves with Lightning's own lines."""
+    print(message, flush=True)
+
+
+# ---------------------------------------------------------------- settings: configs/*.yaml as dicts
+
+
+def layered(base: Mapping, override: Mapping) -> dict:
+    """`override` merged into `base` at every depth, as the Lightning CLI reads config files in turn; a mapping
+    that names another `class_path` replaces the whole mapping (the new class has its own init_args)."""
+    if "class_path" in override and override["class_path"] != base.get("class_path"):
+        return dict(override)
+    out = dict(base)
+    for key, value in override.items():
+        both = isinstance(value, Mapping) and isinstance(base.get(key), Mapping)
+        out[key] = layered(base[key], value) if both else value
+    return out
+
+
+def read_settings(folder: Path, layers: Sequence[Path] = ()) -> dict[str, dict]:
+    """Collection -> its settings: folder/base.yaml, then folder/<collection>.yaml, then each of `layers`."""
+    import yaml  # only where settings are read from files (the kernel carries them inside itself)
+
+    def load(path: Path) -> dict:
+        return yaml.safe_load(path.read_text()) or {}
+
+    base = load(folder / "base.yaml")
+    settings = {c: layered(base, load(folder / f"{collection_file_stem(c)}.yaml")) for c in COLLECTIONS}
+    for layer in layers:
+        settings = {c: layered(s, load(Path(layer))) for c, s in settings.items()}
+    return settings
+
+
+# ---------------------------------------------------------------- one collection
+
+
+@dataclass(frozen=True)
+class Job:
+    """Where the job reads and writes, and how long it trains."""
+
+    root: Path  # the data (read only)
+    output: Path  # submission.csv, parts/, checkpoints/
+    cache: Path | None = None  # preprocessed graphs; None: in memory
+    budget: float | None = None  # seconds of training for all collections together; None: each its max_epochs
+    checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
+    runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
+    callbacks: Callable[[str, Mapping], list[Callback]] = field(default=lambda collection, settings: [])
+
+    @property
+    def parts(self) -> Path:
+        return self.output / "parts"
+
+    def checkpoint_path(self, collection: str) -> Path:
+        return (self.runs or self.output) / "checkpoints" / f"{collection_file_stem(collection)}.ckpt"
+
+
+def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
+    """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
+    job's paths, every test file, and no more workers than the machine has cores to spare."""
+    workers = min(settings["data"].get("num_workers", 0), max((os.cpu_count() or 1) - 1, 0))
+    return {**settings["data"], **(saved or {}), "root": str(job.root),
+            "cache_dir": str(job.cache) if job.cache else None, "num_workers": workers, "predict_split": "test",
+            "limit_graphs": None}
+
+
+def build_module(model: Mapping, datamodule: TpuGraphsDataModule) -> RankingModule:
+    """The module of `model` settings (ranker and loss as class_path/init_args), its input widths from the data."""
+    ranker = model["ranker"]
+    widths = {"node_feat_dim": datamodule.node_feat_dim, "config_width": datamodule.config_width}
+    ranker = {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
+    rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
+    return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
+
+
+class Progress(Callback):
+    """Prints each validation score while a collection trains: a script's log shows no progress bar."""
+
+    def __init__(self, collection: str) -> None:
+        self.collection, self.start = collection, time.monotonic()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            score = float(trainer.callback_metrics["val/score"])
+            say(f"  [{self.collection}] epoch {trainer.current_epoch}: val/score {score:.4f} "
+                f"({time.monotonic() - self.start:.0f} s)")
+
+
+def train(collection: str, settings: Mapping, seconds: float | None, job: Job) -> Path:
+    """Fit one collection (for at most `seconds`, when given); its best checkpoint by val/score (the last
+    weights when no validation ran) goes to <output>/checkpoints/<collection>.ckpt."""
+    path = job.checkpoint_path(collection)
+    limit = f"up to {seconds:.0f} s" if seconds is not None else f"{settings['trainer'].get('max_epochs')} epochs"
+    say(f"[{collection}] preprocessing and training for {limit}")
+    pl.seed_everything(settings.get("seed_everything", 0), verbose=False)
+    datamodule = TpuGraphsDataModule(**data_settings(settings, job))
+    model = build_module(settings["model"], datamodule)
+    best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
+                           enable_version_counter=False)
+    trainer = pl.Trainer(**{**QUIET, **settings["trainer"]},
+                         max_time=timedelta(seconds=seconds) if seconds is not None else None,
+                         callbacks=[best, Progress(collection), *job.callbacks(collection, settings)],
+                         plugins=[AtomicCheckpointIO()])
+    trainer.fit(model, datamodule=datamodule)
+    if not best.best_model_path:
+        trainer.save_checkpoint(path)
+    stop = "the time limit" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
+    say(f"[{collection}] stopped by {stop} after {trainer.current_epoch} epochs; saved {path}")
+    return path
+
+
+def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, Path]:
+    """Train `collections` in turn; under a budget each gets its share of what is still left (preprocessing
+    counts)."""
+    start, trained = time.monotonic(), {}
+    for index, collection in enumerate(collections):
+        seconds = None
+        if job.budget is not None:
+            left = job.budget - (time.monotonic() - start)
+            seconds = max(left * SHARES[collection] / sum(SHARES[c] for c in collections[index:]), MIN_SECONDS)
+        trained[collection] = train(collection, settings[collection], seconds, job)
+    return trained
+
+
+def public(hparams: Mapping) -> dict:
+    """Hyper-parameters without the entries Lightning's CLI adds (`_instantiator`)."""
+    return {key: value for key, value in hparams.items() if not key.startswith("_")}
+
+
+def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
+    """The model and data module a checkpoint (of this pipeline or of `solution fit`) was trained with, read as
+    plain tensors and settings (no pickled code, no Lightning CLI), with this job's data paths."""
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    model = RankingModule(**public(saved["hyper_parameters"]))
+    model.load_state_dict(saved["state_dict"])
+    data = data_settings(settings, job, public(saved.get("datamodule_hyper_parameters", {})))
+    if data["collection"] != collection:
+        raise ValueError(f"{checkpoint}: a checkpoint of {data['collection']}; expected one of {collection}")
+    return model, TpuGraphsDataModule(**data)
+
+
+def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, predict: bool = True
+             ) -> dict[str, float]:
+    """Validate a checkpoint and (with `predict`) write its test predictions to <output>/parts/<collection>.csv;
+    returns its validation metrics (`score`, ...) and the number of validation files."""
+    say(f"[{collection}] validating{' and predicting' if predict else ''} with {checkpoint}")
+    model, datamodule = load(checkpoint, collection, settings, job)
+    trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
+                         devices=settings["trainer"].get("devices", 1), **QUIET,
+                         callbacks=[SubmissionWriter(str(job.parts))])
+    metrics = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
+    if predict:
+        trainer.predict(model, datamodule=datamodule, return_predictions=False)
+    return {**{name.removeprefix("val/"): float(value) for name, value in metrics.items()},
+            "files": len(datamodule.graphs("valid"))}
+
+
+# ---------------------------------------------------------------- the five collections
+
+
+def given_checkpoints(folder: Path | None) -> dict[str, Path]:
+    """Collection -> <folder>/<collection>.ckpt for those present; a folder holding none is a mistake."""
+    if folder is None:
+        return {}
+    paths = {c: folder / f"{collection_file_stem(c)}.ckpt" for c in COLLECTIONS}
+    found = {c: path for c, path in paths.items() if path.is_file()}
+    if not found:
+        raise FileNotFoundError(f"{folder}: no checkpoint there; expected some of "
+                                f"{', '.join(p.name for p in paths.values())}")
+    return found
+
+
+def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
+    """Fit (or load) every collection the data root holds, predict its test files, write a checked
+    <output>/submission.csv and print the validation scores; returns collection -> validation metrics (and
+    `final` when all five are present)."""
+    logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
+    warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
+    present = [c for c in COLLECTIONS if c in find_collections(job.root)]
+    missing = [c for c in COLLECTIONS if c not in present]
+    if not present:
+        raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
+    if missing:
+        say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
+            f" skipped, and submission.csv covers only {', '.join(present)}")
+    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    checkpoints.update(train_all([c for c in present if c not in checkpoints], settings, job))
+    scores: dict[str, dict] = {c: evaluate(c, checkpoints[c], settings[c], job) for c in present}
+    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
+    report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
+    say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
+    if not missing:
+        scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
+    say(f"\nvalidation scores of the checkpoints used:\n{format_scores(scores)}")
+    return scores
+
+
+def configs_folder() -> Path:
+    """The repository's configs/ (base.yaml and one YAML per collection)."""
+    return Path(__file__).resolve().parents[2] / "configs"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`solution run --data.root PATH`: the whole job in one command."""
+    parser = argparse.ArgumentParser(prog="solution run", description=__doc__)
+    parser.add_argument("--data.root", dest="root", required=True, help="the data: a folder holding npz_all/npz")
+    parser.add_argument("--out", default="submissions", help="submission.csv, parts/ and checkpoints/ go here")
+    parser.add_argument("--config", action="append", default=[], type=Path,
+                        help="a YAML layered over every collection's configs/ settings (repeatable), "
+                             "e.g. configs/demo.yaml")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of training for all collections together; default: each its max_epochs")
+    parser.add_argument("--checkpoints", type=Path, default=None,
+                        help="a folder of <collection>.ckpt to use instead of training those collections")
+    parser.add_argument("--cache", type=Path, default=None, help="preprocessed graphs; default: the data module's")
+    parser.add_argument("--seed", type=int, default=None, help="seed_everything for every collection")
+    args = parser.parse_args(argv)
+    if args.budget is not None and args.budget < 0:
+        parser.error(f"--budget {args.budget}: expected seconds >= 0")
+    settings = read_settings(configs_folder(), args.config)
+    if args.seed is not None:
+        settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
+    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints), settings)
+    return 0
