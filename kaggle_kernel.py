@@ -682,9 +682,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from ..constants import NODE_FEAT_DIM, SHAPE_DIMS
 from .batch import Collate, Item
 from .cache import ArrayCache
+from .features import node_feature_width
 from .preprocess import Graph, Preprocessing, load_graph, record_cache
 from .reader import DataError, list_files
 from .tasks import task_of
@@ -888,7 +888,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     @property
     def node_feat_dim(self) -> int:
-        return NODE_FEAT_DIM + (2 * (SHAPE_DIMS.stop - SHAPE_DIMS.start) if self.hparams.extra_features else 0)
+        return node_feature_width(self.settings.sentinel, self.settings.extra_features)
 
     def files(self, split: str) -> list[Path]:
         """The .npz files of a split; with `folds` > 1, train and valid are drawn from train + valid pooled:
@@ -977,7 +977,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LAYOUT_MINOR_TO_MAJOR, PAD, SHAPE_DIMS
+from ..constants import LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 
 TPU_LANE = 128  # TPU tiles are 8 x 128: a minor dimension that is not a multiple of 128 pays padding
 
@@ -1013,6 +1013,11 @@ def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = Tr
         dims = node_feat[:, SHAPE_DIMS]
         columns += [signed_log(dims % TPU_LANE), signed_log(dims // TPU_LANE)]  # [n, 6] each
     return np.concatenate(columns, axis=1).astype(np.float32)
+
+
+def node_feature_width(sentinel: bool = True, extra: bool = True) -> int:
+    """Columns of `node_features`' output, read off the function itself (a new column needs no edit here)."""
+    return node_features(np.zeros((0, NODE_FEAT_DIM), np.float32), sentinel, extra).shape[1]
 
 
 def tile_config_features(config_feat: np.ndarray) -> np.ndarray:
@@ -3572,7 +3577,6 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 
-from ..training.module import ScoreTable
 from .ensemble import file_record, write_run
 
 
@@ -3586,8 +3590,7 @@ class SubmissionWriter(pl.Callback):
     def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = trainer.datamodule
         graphs = datamodule.graphs(datamodule.hparams.predict_split)
-        table, pl_module.predictions = pl_module.predictions, ScoreTable()  # the next predict starts empty
-        table.gather()
+        table = pl_module.take_predictions()
         if not trainer.is_global_zero:
             return
         scores, files = {}, {}
@@ -3768,7 +3771,8 @@ class Job:
     budget: float | None = None  # seconds of training for all collections together; None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
     runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
-    callbacks: Callable[[str, Mapping], list[Callback]] = field(default=lambda collection, settings: [])
+    # extra Trainer arguments of a collection's fit (e.g. a logger and run-record callbacks): (collection, settings)
+    trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
 
     @property
     def parts(self) -> Path:
@@ -3820,9 +3824,10 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job) -
     model = build_module(settings["model"], datamodule)
     best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
-    trainer = pl.Trainer(**{**QUIET, **settings["trainer"]},
+    extras = dict(job.trainer_extras(collection, settings))
+    callbacks = [best, Progress(collection), *extras.pop("callbacks", [])]
+    trainer = pl.Trainer(**{**QUIET, **settings["trainer"], **extras}, callbacks=callbacks,
                          max_time=timedelta(seconds=seconds) if seconds is not None else None,
-                         callbacks=[best, Progress(collection), *job.callbacks(collection, settings)],
                          plugins=[AtomicCheckpointIO()])
     trainer.fit(model, datamodule=datamodule)
     if not best.best_model_path:
@@ -4134,6 +4139,12 @@ class RankingModule(pl.LightningModule):
         scores = self(batch)
         self.predictions.add(batch, scores)
         return scores
+
+    def take_predictions(self) -> ScoreTable:
+        """The predictions of every process so far, leaving an empty table for the next predict."""
+        table, self.predictions = self.predictions, ScoreTable()
+        table.gather()
+        return table
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)

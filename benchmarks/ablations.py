@@ -114,7 +114,7 @@ class Results:
             handle.write("".join(json.dumps(r) + "\n" for r in self.rows))
 
     def values(self, variant: str, collection: str, key: str = "best") -> list[float]:
-            # tile is never pruned nor fused: a layout-only variant's tile runs are the full model's
+        # tile is never pruned nor fused: a layout-only variant's tile runs are the full model's
         name = "full model" if VARIANTS[variant].layout_only and not task_of(collection).has_config_nodes \
             else variant
         return [r[key] for r in self.rows if r["variant"] == name and r["collection"] == collection

@@ -5,12 +5,11 @@ on the synthetic test answers.
     python benchmarks/ensembles.py --smoke      # tiny data, two seeds, two folds, one epoch: checks that it runs
 
 Per collection: `--seeds` fits on train (`solution fit`: configs/base.yaml, configs/<collection>.yaml, then
-configs/demo.yaml), each predicting the
-test split once and again averaged over `--repeats` random chunkings (`--data.predict_repeats`); `--folds` fits
-on train + valid pooled (`--data.folds`, one fold held out each, seed 0). `solution ensemble` (rank averaging)
-combines the seeds' predictions, and the folds'. Every prediction is scored on answers.csv with the
-competition metric (layout: Kendall tau over all configs; tile: the top-5 score). Predictions already in
-<runs>/predictions are reused, so the script resumes where it stopped.
+configs/demo.yaml), each predicting the test split once and again averaged over `--repeats` random chunkings
+(`--data.predict_repeats`); `--folds` fits on train + valid pooled (`--data.folds`, one fold held out each,
+seed 0). `solution ensemble` (rank averaging) combines the seeds' predictions, and the folds'. Every prediction
+is scored on answers.csv with the competition metric (layout: Kendall tau over all configs; tile: the top-5
+score). Predictions already in <runs>/predictions are reused, so the script resumes where it stopped.
 """
 
 from __future__ import annotations

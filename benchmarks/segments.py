@@ -13,10 +13,10 @@ exceed half the memory. Segment training cuts the graph into `--budget`-node seg
 time: by default every segment with gradients (checkpointed), or GST's sampling of one segment per step (the
 others without gradients, or from the historical table).
 
-Epoch time: `--epochs` epochs of `solution`'s own training loop (configs/<collection>.yaml + configs/demo.yaml)
-on the train split of a realistic synthetic collection, unpruned (`--data.prune none`: 1-hop pruning leaves
-these graphs a few hundred nodes, one segment), whole and in the two segment modes; the mean time of the
-epochs after the first, side by side.
+Epoch time: `--epochs` epochs of `solution`'s own training loop (configs/base.yaml, configs/<collection>.yaml,
+then configs/demo.yaml) on the train split of a realistic synthetic collection, unpruned (`--data.prune none`:
+1-hop pruning leaves these graphs a few hundred nodes, one segment), whole (`--data.segment_nodes 0`) and in
+the two segment modes; the mean time of the epochs after the first, side by side.
 """
 
 from __future__ import annotations
@@ -144,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in peaks.items():
         if len(values) > 1 and name != "whole graph":
             lines.append(f"- {name}: peak memory of the largest graph / the smallest = {values[-1] / values[0]:.2f}x")
-    lines += ["", f"## Training epoch time on `{args.data}`, unpruned (configs/<collection>.yaml + "
-              f"configs/demo.yaml, mean of epochs 2..{args.epochs}, {args.epoch_budget:,}-node segments)", "",
+    lines += ["", f"## Training epoch time on `{args.data}`, unpruned (configs/base.yaml, <collection>.yaml "
+              f"+ demo.yaml, mean of epochs 2..{args.epochs}, {args.epoch_budget:,}-node segments)", "",
               "Seconds per epoch (speed-up against whole graphs).", "",
               "| collection | train graphs | " + " | ".join(modes) + " |", "|---" * (len(modes) + 2) + "|"]
     for collection in args.collections:

@@ -37,3 +37,35 @@ def test_benchmark_smoke(name, capsys, tmp_path):
 
 def test_encode_once_and_early_fusion_give_the_same_scores():
     assert load("speed").same_predictions("cpu") < 1e-4
+
+
+def test_ablation_variants_parse_and_layout_only_ones_never_reach_tile():
+    """Every variant's flags are accepted by the CLI for layout (base, collection and demo configs, as a fit layers
+    them); on tile the shared ones are, and a layout-only one is refused by `fit` before any parsing."""
+    from solution.tools.cli import lightning_main
+
+    ablations = load("ablations")
+    for collection, stem in (("layout:xla:default", "layout_xla_default"), ("tile:xla", "tile_xla")):
+        configs = [f"--config={ablations.CONFIGS / name}.yaml" for name in ("base", stem, "demo")]
+        for name, variant in ablations.VARIANTS.items():
+            if variant.layout_only and collection.startswith("tile"):
+                with pytest.raises(ValueError, match="layout-only"):
+                    ablations.fit(collection, 0, variant, [])
+                continue
+            cli = lightning_main([*configs, "--trainer.logger", "false", *variant.args], run=False)
+            expected = "ConfigOnlyRanker" if name == "config-only baseline" else \
+                ("LayoutRanker" if collection.startswith("layout") else "TileRanker")
+            assert type(cli.model.ranker).__name__ == expected, name
+
+
+def test_ablation_fits_of_other_code_are_not_reused(tmp_path):
+    ablations = load("ablations")
+    digest = ablations.code_digest()
+    assert digest == ablations.code_digest()
+    path, row = tmp_path / "results.jsonl", {"variant": "full model", "collection": "tile:xla", "seed": 0, "best": 0.5}
+    ablations.Results(path, {"data": "d", "epochs": 1, "code": "older"}).add(row)
+    current = ablations.Results(path, {"data": "d", "epochs": 1, "code": digest})
+    assert current.get(variant="full model", collection="tile:xla", seed=0) is None
+    assert current.values("full model", "tile:xla") == []
+    older = ablations.Results(path, {"data": "d", "epochs": 1, "code": "older"})
+    assert older.values("full model", "tile:xla") == [0.5]

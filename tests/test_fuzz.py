@@ -361,7 +361,7 @@ def test_unmutated_npz_files_read_as_written(tmp_path, bases):
         for compressed in (False, True):
             path = write_npz(tmp_path / base.split / f"base_{i}_{int(compressed)}.npz", base.arrays, compressed)
             graph = _read(path, base.split)
-            assert graph.kind == ("tile" if "config_feat" in base.arrays else "layout"), base.name
+            assert graph.task.name == ("tile" if "config_feat" in base.arrays else "layout"), base.name
             assert graph.is_test == (base.split == "test") and not _read_as_written(graph, base.arrays), base.name
         if base.raw is not None:
             path.write_bytes(base.raw)

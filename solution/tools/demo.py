@@ -18,6 +18,7 @@ from ..models.baselines import random_scores
 from ..submission.files import read_answers, score
 from . import pipeline
 from .pipeline import Job, configs_folder, layered, read_settings
+from .tracking import pipeline_records
 
 CONFIG_ONLY = {"model": {"ranker": {"class_path": "solution.models.baselines.ConfigOnlyRanker"}}}
 
@@ -35,8 +36,8 @@ def random_baseline(root: Path, collection: str, seed: int) -> float:
 
 def config_only(settings: dict[str, dict], job: Job) -> dict[str, float]:
     """Collection -> validation score of the config-only baseline trained with the same settings."""
-    baseline = Job(job.root, job.output, job.cache, runs=(job.runs or job.output) / "config_only",
-                   callbacks=job.callbacks)
+    runs = (job.runs or job.output) / "config_only"
+    baseline = Job(job.root, job.output, job.cache, runs=runs, trainer_extras=pipeline_records(runs))
     scores = {}
     for collection, values in settings.items():
         values = layered(values, CONFIG_ONLY)
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides["trainer"] = {"max_epochs": args.max_epochs}
     configs = configs_folder()
     settings = {c: layered(s, overrides) for c, s in read_settings(configs, [configs / "demo.yaml"]).items()}
-    job = Job(root, out, runs=Path(args.runs))
+    job = Job(root, out, runs=Path(args.runs), trainer_extras=pipeline_records(Path(args.runs)))
     validation = pipeline.run(job, settings)
     baseline = config_only(settings, job)
     test_scores = score(out / "submission.csv", read_answers(root / "answers.csv"))

@@ -76,11 +76,12 @@ class Job:
 
     root: Path  # the data (read only)
     output: Path  # submission.csv, parts/, checkpoints/
-    cache: Path | None = None  # preprocessed graphs; None: in memory
+    cache: Path | None = None  # preprocessed graphs; None: the default ($SOLUTION_CACHE or ~/.cache/solution)
     budget: float | None = None  # seconds of training for all collections together; None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
     runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
-    callbacks: Callable[[str, Mapping], list[Callback]] = field(default=lambda collection, settings: [])
+    # extra Trainer arguments of a collection's fit (e.g. a logger and run-record callbacks): (collection, settings)
+    trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
 
     @property
     def parts(self) -> Path:
@@ -132,9 +133,10 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job) -
     model = build_module(settings["model"], datamodule)
     best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
-    trainer = pl.Trainer(**{**QUIET, **settings["trainer"]},
+    extras = dict(job.trainer_extras(collection, settings))
+    callbacks = [best, Progress(collection), *extras.pop("callbacks", [])]
+    trainer = pl.Trainer(**{**QUIET, **settings["trainer"], **extras}, callbacks=callbacks,
                          max_time=timedelta(seconds=seconds) if seconds is not None else None,
-                         callbacks=[best, Progress(collection), *job.callbacks(collection, settings)],
                          plugins=[AtomicCheckpointIO()])
     trainer.fit(model, datamodule=datamodule)
     if not best.best_model_path:

@@ -10,7 +10,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 import yaml
+from jsonargparse import dict_to_namespace
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
@@ -298,9 +299,17 @@ class RunRecorder(SaveConfigCallback):
     W&B as a table and an image). Other sub-commands record nothing."""
 
     folder: Path | None = None  # None: nothing to record (another sub-command, or no logger and no dirpath)
+    fixed_folder: Path | None = None  # the run folder of a fit started without the CLI (see `pipeline_records`)
+
+    @classmethod
+    def for_settings(cls, settings: Mapping, folder: Path) -> RunRecorder:
+        """A recorder of a fit started without the Lightning CLI (the pipeline), from its settings dict."""
+        recorder = cls(None, dict_to_namespace(dict(settings)), overwrite=True)
+        recorder.fixed_folder = folder
+        return recorder
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self.folder = run_folder(trainer) if stage == "fit" else None
+        self.folder = (self.fixed_folder or run_folder(trainer)) if stage == "fit" else None
         if self.folder is None:
             return
         self.started = time.time()
@@ -314,7 +323,8 @@ class RunRecorder(SaveConfigCallback):
         if trainer.is_global_zero:
             self.folder.mkdir(parents=True, exist_ok=True)
             with atomic_write(self.folder / self.config_filename) as handle:
-                handle.write(self.parser.dump(self.config, skip_none=False))
+                handle.write(self.parser.dump(self.config, skip_none=False) if self.parser is not None
+                             else yaml.safe_dump(self.settings, sort_keys=False))
             self.write(trainer, "running")
         for logger in trainer.loggers:
             logger.log_hyperparams(self.settings)
@@ -401,3 +411,14 @@ def plot_ranks(table, stems: list[str], path: Path) -> None:
     with atomic_write(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=80)
     plt.close(figure)
+
+
+def pipeline_records(runs: Path) -> Callable[[str, Mapping], dict[str, Any]]:
+    """Trainer arguments that log and record each fit of the pipeline as `solution fit` would: a W&B run named
+    from its settings under <runs>, and the run folder <runs>/<collection>/ (config.yaml, summary.json, ...)."""
+    def extras(collection: str, settings: Mapping) -> dict[str, Any]:
+        logger = RunLogger(save_dir=str(runs), **describe(settings))
+        return {"logger": logger,
+                "callbacks": [RunRecorder.for_settings(settings, runs / collection_file_stem(collection))]}
+
+    return extras
