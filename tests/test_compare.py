@@ -21,9 +21,9 @@ BASE = {  # shared by every collection, as configs/base.yaml
               "loss": {"class_path": HINGE, "init_args": {"margin": 1.0}}, "lr": 0.001},
     "data": {"root": "data/synthetic", "prune": "k_hop", "hops": 1, "configs_per_graph": 128, "num_workers": 4},
 }
-TILE = {"trainer": {"max_epochs": 60},  # tile differs in its ranker class and pruning
+TILE = {"trainer": {"max_epochs": 60},  # tile differs in its ranker class, pruning and configs per graph
         "model": {"ranker": {"class_path": "solution.models.rankers.TileRanker", "init_args": {"hidden": 128}}},
-        "data": {"collection": "tile:xla", "prune": "none"}}
+        "data": {"collection": "tile:xla", "prune": "none", "configs_per_graph": 32}}
 EXPERIMENTS = {  # label -> overrides, applied alike to every collection
     "defaults": {},
     "hidden=48,loss=listmle": {"model": {"ranker": {"init_args": {"hidden": 48}},
@@ -66,18 +66,19 @@ def saved_config(collection: str, overrides: dict, seed: int) -> dict:
     })
 
 
-def write_runs(folder: Path) -> dict[str, str]:
-    """Two experiments x five collections x two seeds, as `solution fit` leaves them (one summary.json each);
-    returns each run's name -> its experiment's label."""
+def write_runs(folder: Path, experiments: dict = EXPERIMENTS) -> dict[str, str]:
+    """Experiments (label -> overrides, or collection -> overrides) x five collections x two seeds, as
+    `solution fit` leaves them (one summary.json each); returns each run's name -> its experiment's label."""
     labels = {}
-    for e, (label, overrides) in enumerate(EXPERIMENTS.items()):
+    for e, (label, overrides) in enumerate(experiments.items()):
         for c, collection in enumerate(COLLECTIONS):
             for seed in (0, 1):
                 name = f"e{e}-{collection_file_stem(collection)}-s{seed}"
                 score = 0.5 + 0.1 * e + 0.01 * c + 0.001 * seed
+                changes = overrides(collection) if callable(overrides) else overrides
                 summary = {"name": name, "run_id": name, "collection": collection, "seed": seed, "status": "finished",
                            "best": {"val/score": score}, "last": {"val/score": score}, "started": len(labels),
-                           "config": saved_config(collection, overrides, seed)}
+                           "config": saved_config(collection, changes, seed)}
                 (folder / name).mkdir(parents=True)
                 (folder / name / tracking.SUMMARY).write_text(json.dumps(summary))
                 labels[name] = label
@@ -104,6 +105,59 @@ def test_compare_groups_one_experiment_into_one_row_across_all_collections(confi
     assert result.delta("hidden=48,loss=listmle", None) == pytest.approx(0.1)
     rows = [line for line in result.markdown().splitlines() if line.startswith("| hidden=48,loss=listmle |")]
     assert len(rows) == 2 and "(" not in rows[0].split("|")[-2]  # means and deltas; final over all five
+
+
+def compare_runs(folder: Path, configs: Path) -> compare.Comparison:
+    runs = [compare.run_from_summary(p, configs) for p in compare.find_summaries([folder])]
+    return compare.Comparison(sorted(runs, key=lambda r: r.started))
+
+
+def rows(result: compare.Comparison) -> dict[str, list[str]]:
+    """Each row's label -> the collections it has runs of."""
+    return {s: tuple(c for c in result.collections if result.table[s, c].n) for s in result.settings}
+
+
+DEMO = {"data": {"configs_per_graph": 32}, "model": {"ranker": {"init_args": {"hidden": 48}}}}  # 32: tile's own
+
+
+def test_an_override_equal_to_one_collections_default_stays_in_the_experiments_row(configs, tmp_path):
+    experiments = {**EXPERIMENTS, "configs_per_graph=32,hidden=48": DEMO}
+    write_runs(tmp_path / "runs", experiments)
+    described = {c: tracking.describe(saved_config(c, DEMO, seed=0), configs)["group"] for c in COLLECTIONS}
+    assert described["tile:xla"] == "hidden=48", "per run, tile's own default is no change"
+    assert {g for c, g in described.items() if c != "tile:xla"} == {"configs_per_graph=32,hidden=48"}
+    result = compare_runs(tmp_path / "runs", configs)
+    assert rows(result) == {label: COLLECTIONS for label in experiments}  # three experiments, three full rows
+    assert all(result.table[s, c].n == 2 for s in result.settings for c in COLLECTIONS)
+    assert result.delta("configs_per_graph=32,hidden=48", None) == pytest.approx(0.2)
+    assert result.resolve("hidden=48") == "configs_per_graph=32,hidden=48"  # a run's own label finds its row
+    assert compare.Comparison(result.runs, "defaults").baseline == "defaults"
+    shuffled = compare.Comparison(result.runs[::-1])
+    assert {s: sorted(r.name for r in shuffled.runs if shuffled.label[r] == s) for s in shuffled.settings} == {
+        s: sorted(r.name for r in result.runs if result.label[r] == s) for s in result.settings}
+
+
+def test_a_tile_run_that_conflicts_with_the_layout_runs_stays_apart(configs, tmp_path):
+    def demo_but_tile_hidden_64(collection: str) -> dict:
+        return tracking.merge(DEMO, {"model": {"ranker": {"init_args": {"hidden": 64}}}}) if collection == "tile:xla" \
+            else DEMO
+
+    write_runs(tmp_path / "runs", {"demo": demo_but_tile_hidden_64})
+    assert rows(compare_runs(tmp_path / "runs", configs)) == {
+        "configs_per_graph=32,hidden=48": tuple(c for c in COLLECTIONS if c != "tile:xla"), "hidden=64": ("tile:xla",)}
+
+
+def test_a_setting_a_collections_ranker_lacks_does_not_split_the_row(configs, tmp_path):
+    layers = tracking.merge(DEMO, {"model": {"ranker": {"init_args": {"config_layers": 3}}}})
+    write_runs(tmp_path / "runs", {"layers": lambda c: DEMO if c == "tile:xla" else layers})  # tile: no such argument
+    assert rows(compare_runs(tmp_path / "runs", configs)) == {"config_layers=3,configs_per_graph=32,hidden=48":
+                                                              COLLECTIONS}
+
+
+def test_runs_of_one_collection_group_only_with_equal_differences(configs, tmp_path):
+    write_runs(tmp_path / "runs", {"defaults": {}, "cpg": {"data": {"configs_per_graph": 32}}})
+    assert rows(compare_runs(tmp_path / "runs", configs)) == {  # tile's runs of both are alike: the first row
+        "defaults": COLLECTIONS, "configs_per_graph=32": tuple(c for c in COLLECTIONS if c != "tile:xla")}
 
 
 @pytest.mark.parametrize("change, label", [

@@ -26,7 +26,7 @@ from solution.models import scatter
 from solution.models.baselines import ConfigOnlyRanker
 from solution.models.layers import SAGEBlock
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import LayoutRanker, TileRanker
+from solution.models.rankers import EarlyFusionRanker, LayoutRanker, TileRanker
 from solution.models.spec import build
 
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)
@@ -118,8 +118,9 @@ def score(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
 
 # (task, ranker class): every ranker on every task it ranks
 MODELS = pytest.mark.parametrize("task, ranker", [(LAYOUT, LayoutRanker), (TILE, TileRanker),
-                                                  (LAYOUT, ConfigOnlyRanker), (TILE, ConfigOnlyRanker)],
-                                 ids=["layout", "tile", "config_only-layout", "config_only-tile"])
+                                                  (LAYOUT, ConfigOnlyRanker), (TILE, ConfigOnlyRanker),
+                                                  (LAYOUT, EarlyFusionRanker)],
+                                 ids=["layout", "tile", "config_only-layout", "config_only-tile", "early_fusion"])
 
 
 def test_records_are_what_the_data_module_feeds() -> None:
@@ -155,7 +156,7 @@ def test_padded_configs_do_not_change_valid_scores(task: Task, ranker: type) -> 
     assert not torch.allclose(after[~mask], before[~mask])  # the padded rows did see the change
 
 
-@pytest.mark.parametrize("ranker", [LayoutRanker, ConfigOnlyRanker])
+@pytest.mark.parametrize("ranker", [LayoutRanker, ConfigOnlyRanker, EarlyFusionRanker])
 def test_padded_configurable_slots_are_ignored(ranker: type) -> None:
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     model, empty = make_model(LAYOUT, ranker=ranker), batch.config_node == PAD  # [G, K]
@@ -180,7 +181,9 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
-], ids=["layout-cross", "layout", "tile-cross", "tile", "config_only-layout", "config_only-tile"])
+    (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
+], ids=["layout-cross", "layout", "tile-cross", "tile", "config_only-layout", "config_only-tile",
+        "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
     model = make_model(task, ranker=ranker, **settings)
@@ -289,9 +292,9 @@ def test_a_few_steps_on_the_targets_lower_the_loss(task: Task, ranker: type) -> 
     assert losses[-1] < 0.7 * losses[0]
 
 
-@pytest.mark.parametrize("ranker", [LayoutRanker, TileRanker])
+@pytest.mark.parametrize("ranker", [LayoutRanker, TileRanker, EarlyFusionRanker])
 def test_head_epochs_train_the_readout_only(ranker: type) -> None:
-    task = LAYOUT if ranker is LayoutRanker else TILE
+    task = TILE if ranker is TileRanker else LAYOUT
     batch = batch_of(task, graphs_of(task))
     model = make_model(task, ranker=ranker, head_epochs=1).train()
     model.begin_epoch(0, max_epochs=2)
@@ -344,3 +347,20 @@ def test_rankers_take_only_their_own_arguments() -> None:
         TileRanker(feature_width(TILE), TILE.config_width, config_layers=3)
     with pytest.raises(TypeError, match="head_epochs"):
         ConfigOnlyRanker(feature_width(LAYOUT), LAYOUT.config_width, head_epochs=1)
+
+
+def test_early_fusion_joins_each_config_at_the_input() -> None:
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    model = make_model(LAYOUT, ranker=EarlyFusionRanker)
+    fused = model.fused_input(batch)  # [N, C, opcode_dim + F + 126]
+    assert fused.shape == (len(batch.node_opcode), batch.config_mask.size(1),
+                           SMALL["opcode_dim"] + feature_width(LAYOUT) + LAYOUT.config_width)
+    configurable = torch.zeros(len(batch.node_opcode), dtype=torch.bool)
+    configurable[batch.config_node[batch.config_node != PAD]] = True
+    config = fused[..., -LAYOUT.config_width:]  # [N, C, 126]
+    assert (config[~configurable] == 0).all()  # no config on the other nodes
+    assert (config[configurable].sum(-1) == 18).all()  # one symbol per layout position, every config
+    changed = batch.config_feat.clone()
+    changed[1, 0] = torch.randint(-1, 6, changed[1, 0].shape).float()
+    after = model.fused_input(batch.replace(config_feat=changed))
+    assert not torch.equal(after[:, 0], fused[:, 0]) and torch.equal(after[:, 1:], fused[:, 1:])

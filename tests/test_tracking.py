@@ -206,7 +206,8 @@ def test_shipped_sweep_file_is_a_grid_this_runner_reads():
     assert runs[0]["seed_everything"] == 0 and runs[1]["seed_everything"] == 1  # last parameter fastest
     cmd = sweep.command(spec["command"], runs[0], "solution", ["--data.root", "d"])
     assert cmd[:4] == [sys.executable, "-m", "solution", "fit"]
-    assert "--model.cross_attention=true" in cmd and cmd[-2:] == ["--data.root", "d"]
+    assert "--model.ranker.init_args.cross_attention=true" in cmd and "--model.loss=PairwiseHinge" in cmd
+    assert cmd[-2:] == ["--data.root", "d"]
 
 
 @pytest.mark.parametrize("change, message", [

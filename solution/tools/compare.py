@@ -1,6 +1,7 @@
 """`solution compare`: runs x metrics from each run's summary.json (or the W&B API), means over seeds, deltas
 against a baseline, as a printed table, a markdown file and a PNG chart. A run's setting is what its saved config
-changes from its own collection's defaults (configs/), so one experiment is one row across the collections."""
+changes from its own collection's defaults (configs/); runs of several collections whose configs agree on all
+that any of them changes are one experiment, one row across the collections."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import math
 import textwrap
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ import numpy as np
 from ..atomic import atomic_write
 from ..constants import COLLECTIONS
 from ..errors import OK
-from .tracking import CONFIGS, SUMMARY, setting_label, settings_digest
+from .tracking import (CONFIGS, SUMMARY, changes_label, experiment_settings, same_setting, setting_changes,
+                       settings_digest)
 
 LEGEND_WIDTH = 40  # characters a line of a setting's name takes in the chart's legend
 
@@ -41,10 +43,20 @@ class Run:
     peak_mib: float
     started: float  # seconds since the epoch
     source: str  # the summary file, or the W&B run path
+    # its difference set (dotted key -> value; None: known by `setting` alone) and its experiment settings
+    changes: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    values: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def group(self) -> str:
         return f"{self.collection} {self.setting}"
+
+    @classmethod
+    def from_config(cls, config: Mapping, configs: Path = CONFIGS, **fields: Any) -> Run:
+        """A run whose setting, digest, difference set and settings come from its saved config."""
+        changes = setting_changes(config, configs)
+        return cls(setting=changes_label(changes), digest=settings_digest(config), changes=changes,
+                   values=experiment_settings(config), **fields)
 
 
 def _number(value: Any) -> float:
@@ -63,9 +75,8 @@ def run_from_summary(path: Path, configs: Path = CONFIGS) -> Run:
     if missing:
         raise ValueError(f"{path}: key(s) {', '.join(missing)} missing; expected a summary written by `solution fit`")
     perf, best, last = summary.get("perf") or {}, summary["best"] or {}, summary["last"] or {}
-    return Run(name=summary["name"], run_id=str(summary["run_id"]), collection=summary["collection"],
-               setting=setting_label(summary["config"], configs), digest=settings_digest(summary["config"]),
-               seed=summary["seed"],
+    return Run.from_config(summary["config"], configs, name=summary["name"], run_id=str(summary["run_id"]),
+               collection=summary["collection"], seed=summary["seed"],
                best=_number(best.get("val/score")), last=_number(last.get("val/score")),
                epochs=int(summary.get("epochs") or 0), configs_per_s=_number(perf.get("perf/train_configs_per_s")),
                peak_mib=_number(perf.get("perf/peak_memory_mib")), started=_number(summary.get("started")),
@@ -99,9 +110,8 @@ def runs_from_wandb(project: str, api: Any = None, configs: Path = CONFIGS) -> l
         data = config.get("data") or {}
         if "collection" not in data:
             continue  # not a `solution fit` run
-        runs.append(Run(name=run.name, run_id=run.id, collection=data["collection"],
-                        setting=setting_label(config, configs),
-                        digest=settings_digest(config), seed=config.get("seed_everything"),
+        runs.append(Run.from_config(config, configs, name=run.name, run_id=run.id, collection=data["collection"],
+                        seed=config.get("seed_everything"),
                         best=_number(summary.get("val/score_best")), last=_number(summary.get("val/score")),
                         epochs=int(summary.get("epoch") or 0),
                         configs_per_s=_number(summary.get("perf/train_configs_per_s")),
@@ -128,31 +138,89 @@ def stats(values: list[float]) -> Stats:
     return Stats(float(np.mean(finite)), float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0, len(finite))
 
 
+_ABSENT = object()  # a setting a run's config does not have (e.g. a layout ranker's argument in a tile run)
+
+
+def _changes(run: Run) -> Mapping[str, Any]:
+    return run.changes if run.changes is not None else {"": run.setting}
+
+
+def compatible(one: Run, other: Run) -> bool:
+    """Whether two runs can be one experiment: on one collection, the same difference set; on two, configs that
+    agree on every setting either changes from its own collection's defaults (one that a run's config does not
+    have is no disagreement). Runs known by their label alone match by label."""
+    if one.collection == other.collection or one.values is None or other.values is None:
+        return dict(_changes(one)) == dict(_changes(other))
+    for key in {**_changes(one), **_changes(other)}:
+        mine, theirs = one.values.get(key, _ABSENT), other.values.get(key, _ABSENT)
+        if mine is not _ABSENT and theirs is not _ABSENT and not same_setting(key, mine, theirs):
+            return False
+    return True
+
+
+def experiment_changes(group: list[Run]) -> dict[str, Any]:
+    """The union of a group's difference sets (its runs agree on every key of it that they have)."""
+    return {k: v for run in group for k, v in _changes(run).items()}
+
+
+def experiments(runs: list[Run]) -> list[list[Run]]:
+    """The runs in experiments, in the order of each experiment's first run. First, runs with the same
+    difference set are together, but a collection's runs whose other settings differ (digest) split into as many
+    groups; then, in that order, each group joins the earlier one, of other collections only, whose every run
+    it is `compatible` with (the one with the fewest changed settings together, or the earliest), where there
+    is one: e.g. a tile run, whose own default an override equals, joins the layout runs of that override."""
+    exact: dict[str, list[list[Run]]] = {}
+    for run in runs:
+        groups = exact.setdefault(json.dumps(_changes(run), sort_keys=True, default=str), [])
+        for group in groups:
+            digests = {r.digest for r in group if r.collection == run.collection}
+            if not digests or run.digest in digests:
+                group.append(run)
+                break
+        else:
+            groups.append([run])
+    first = {run: i for i, run in reversed(list(enumerate(runs)))}
+    merged: list[list[Run]] = []
+    for group in sorted((g for groups in exact.values() for g in groups), key=lambda g: first[g[0]]):
+        collections = {r.collection for r in group}
+        fits = [m for m in merged if collections.isdisjoint(r.collection for r in m)
+                and all(compatible(one, other) for one in m for other in group)]
+        if fits:
+            min(fits, key=lambda m: len(experiment_changes(m + group))).extend(group)
+        else:
+            merged.append(group)
+    return merged
+
+
 class Comparison:
-    """Runs grouped by setting (seeds together), per collection, against a baseline setting."""
+    """Runs grouped into experiments (seeds and folds together) across collections, against a baseline."""
 
     def __init__(self, runs: list[Run], baseline: str | None = None) -> None:
         if not runs:
             raise ValueError("no runs to compare")
         self.runs = runs
-        digests: dict[tuple[str, str], set[str]] = {}
-        for run in runs:
-            digests.setdefault((run.collection, run.setting), set()).add(run.digest)
-        split = {setting for (_, setting), found in digests.items() if len(found) > 1}
-        # a setting that ran with other differences too, on one collection, is split by digest
-        self.label = {run: run.setting + (f" #{run.digest}" if run.setting in split else "") for run in runs}
-        self.settings = list(dict.fromkeys(self.label[run] for run in runs))
+        groups = experiments(runs)
+        names = [changes_label(experiment_changes(g)) if all(r.changes is not None for r in g) else g[0].setting
+                 for g in groups]
+        # groups that read alike (a collection's runs that differ in unlabelled settings) are told apart by digest
+        names = [f"{n} #{g[0].digest}" if names.count(n) > 1 else n for n, g in zip(names, groups)]
+        names = [f"{n} ({i})" if names.count(n) > 1 else n for i, n in enumerate(names, 1)]
+        self.label = {run: name for name, group in zip(names, groups) for run in group}
+        self.settings = names
         self.collections = [c for c in COLLECTIONS if any(run.collection == c for run in runs)]
         self.baseline = self.resolve(baseline) if baseline else self.settings[0]
         self.table = {(s, c): stats([r.best for r in runs if self.label[r] == s and r.collection == c])
                       for s in self.settings for c in self.collections}
 
     def resolve(self, name: str) -> str:
-        """A setting named directly, or the setting of the run with this name, id or summary path."""
+        """A setting named directly, or the setting of the run with this name, id, summary path or own label."""
         if name in self.settings:
             return name
         for run in self.runs:
             if name in (run.name, run.run_id, run.source, str(Path(run.source).parent)):
+                return self.label[run]
+        for run in self.runs:
+            if name == run.setting:
                 return self.label[run]
         raise ValueError(f"--baseline {name!r}: no such setting or run; settings: {'; '.join(self.settings)}")
 

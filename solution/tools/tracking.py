@@ -156,20 +156,28 @@ def unset(value: Any) -> bool:
     return value is None or value in (False, 0, "", [], {})
 
 
+def experiment_settings(config: Mapping) -> dict[str, Any]:
+    """The settings of a config that make its experiment (SECTIONS, but NOT_LABELLED keys), by dotted key."""
+    flat = leaves({s: config[s] for s in SECTIONS if isinstance(config.get(s), Mapping)})
+    return {k: v for k, v in sorted(flat.items()) if NOT_LABELLED.isdisjoint(k.split("."))}
+
+
+def same_setting(key: str, one: Any, other: Any) -> bool:
+    """Whether two values of a setting agree: classes by their name (a short class_path is the same class)."""
+    if key.endswith("class_path"):
+        return class_name(one) == class_name(other)
+    return one == other
+
+
 def differences(config: Mapping, defaults: Mapping) -> dict[str, Any]:
-    """The experiment settings (SECTIONS, but NOT_LABELLED keys) of a config that differ from the defaults, by
-    dotted key: a value that differs, or a set one (not `unset`) where the defaults have none."""
-    ours = leaves({s: config[s] for s in SECTIONS if isinstance(config.get(s), Mapping)})
+    """The experiment settings of a config that differ from the defaults, by dotted key: a value that differs,
+    or a set one (not `unset`) where the defaults have none."""
     theirs = leaves(defaults)
 
     def differs(key: str, value: Any) -> bool:
-        if key not in theirs:
-            return not unset(value)
-        if key.endswith("class_path"):
-            return class_name(value) != class_name(theirs[key])
-        return value != theirs[key]
+        return not unset(value) if key not in theirs else not same_setting(key, value, theirs[key])
 
-    return {k: v for k, v in sorted(ours.items()) if NOT_LABELLED.isdisjoint(k.split(".")) and differs(k, v)}
+    return {k: v for k, v in experiment_settings(config).items() if differs(k, v)}
 
 
 def short_names(keys: list[str]) -> dict[str, str]:
@@ -192,18 +200,33 @@ def shown(key: str, value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+def setting_changes(config: Mapping, configs: Path = CONFIGS) -> dict[str, Any]:
+    """A run's difference set: what its config changes from its own collection's defaults, by dotted key."""
+    collection = (config.get("data") or {}).get("collection") or "?"
+    return differences(config, collection_defaults(collection, configs))
+
+
+def label_parts(changes: Mapping[str, Any]) -> list[str]:
+    """Changed settings in words, sorted: {'model.ranker.init_args.hidden': 48, ...} -> ['hidden=48', ...]."""
+    names = short_names(list(changes))
+    return sorted(f"{names[k]}={shown(k, v)}" for k, v in changes.items())
+
+
+def changes_label(changes: Mapping[str, Any]) -> str:
+    """Changed settings as one label: 'hidden=48,loss=listmle', or 'defaults' where nothing changed."""
+    return ",".join(label_parts(changes)) or DEFAULTS
+
+
 def setting_parts(config: Mapping, configs: Path = CONFIGS) -> list[str]:
     """What a run changes from its own collection's defaults, sorted: ['hidden=48', 'loss=listmle']."""
-    collection = (config.get("data") or {}).get("collection") or "?"
-    changed = differences(config, collection_defaults(collection, configs))
-    names = short_names(list(changed))
-    return sorted(f"{names[k]}={shown(k, v)}" for k, v in changed.items())
+    return label_parts(setting_changes(config, configs))
 
 
 def setting_label(config: Mapping, configs: Path = CONFIGS) -> str:
-    """A run's setting in words, the same for one experiment on every collection: 'hidden=48,loss=listmle', or
-    'defaults' where it changes nothing."""
-    return ",".join(setting_parts(config, configs)) or DEFAULTS
+    """A run's setting in words, from its own collection's defaults: 'hidden=48,loss=listmle', or 'defaults'
+    where it changes nothing. One experiment reads alike on every collection except where an override equals
+    one collection's own default (it is left out there); `solution compare` groups such runs together."""
+    return changes_label(setting_changes(config, configs))
 
 
 def settings_digest(config: Mapping) -> str:
@@ -215,7 +238,8 @@ def settings_digest(config: Mapping) -> str:
 
 def describe(config: Mapping, configs: Path = CONFIGS) -> dict[str, Any]:
     """Run name, W&B group and tags of a `fit` config: the group is its `setting_label`, shared by the runs of one
-    experiment on every collection; the name adds the collection, seed and fold."""
+    experiment on every collection (but where an override equals a collection's own default, which that
+    collection's label leaves out: `solution compare` joins those); the name adds the collection, seed and fold."""
     data = config.get("data") or {}
     collection, seed, parts = data.get("collection", "?"), config.get("seed_everything"), setting_parts(config, configs)
     label = ",".join(parts) or DEFAULTS
