@@ -26,7 +26,8 @@ def test_benchmark_smoke(name, capsys, tmp_path):
     out = capsys.readouterr().out
     expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS"],
                 "ablations": ["tile:xla", "layout:xla:default", "early fusion", "no pruning", "nodes kept", "±"],
-                "speed": ["Same predictions", "Training step", "Inference pass", "| torch |", "| 256 |"],
+                "speed": ["Headline", "Training step", "Ranking", "What pruning buys", "| train | 16 |",
+                          "torch_scatter"],
                 "segments": ["| 800 | 4 |", "every segment (default): peak memory of the largest graph / the smallest",
                              "| layout:nlp:random |", "GST, 1 segment sampled"],
                 "ensembles": ["| tile:xla |", "| layout:xla:random |", "2-seed ensemble", "2-fold ensemble",
@@ -69,3 +70,11 @@ def test_ablation_fits_of_other_code_are_not_reused(tmp_path):
     assert current.values("full model", "tile:xla") == []
     older = ablations.Results(path, {"data": "d", "epochs": 1, "code": "older"})
     assert older.values("full model", "tile:xla") == [0.5]
+
+
+def test_fusion_smoke(capsys, tmp_path):
+    assert load("fusion").main(["--smoke", "--out", str(tmp_path / "fusion.md")]) == 0
+    out = capsys.readouterr().out
+    for text in ("| layout:xla:random |", "encode once − early fusion", "Training seconds per fit"):
+        assert text in out
+    assert (tmp_path / "fusion.md").read_text().startswith("# Encode once vs early fusion")
