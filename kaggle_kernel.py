@@ -3956,6 +3956,7 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     `final` when all five are present)."""
     logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
     warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
+    warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
     present = [c for c in COLLECTIONS if c in find_collections(job.root)]
     missing = [c for c in COLLECTIONS if c not in present]
     if not present:
