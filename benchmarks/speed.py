@@ -1,28 +1,39 @@
-"""Speed and memory of the layout model: encode once vs early fusion, the two scatter backends, and ranking
-1,000 vs 100,000 configs of one graph in fixed-size chunks.
+"""Speed and memory, like for like: the package's LayoutRanker (graph encoded once, [N, d]; configs broadcast onto it
+for the config-aware layers, [N, C, d]) against EarlyFusionRanker (the public top solutions' design: each config
+joined to its configurable nodes' input features before the first layer, [N, C, d] through every layer).
 
-    python benchmarks/speed.py                                   # full grid; on the GPU when there is one
-    python benchmarks/speed.py --nodes 5000 15000 --configs 16 64 128
-    python benchmarks/speed.py --smoke                           # seconds: checks that the script runs
+    python benchmarks/speed.py                     # the full grid (about 25 minutes on 2 CPU cores); docs/speed.md
+    python benchmarks/speed.py --sizes 15000 --configs 64 128 --out /tmp/speed.md
+    python benchmarks/speed.py --smoke             # seconds: checks that the script runs
 
-Graphs are random XLA-like DAGs (each node reads one or two of the 50 nodes before it; 1 % of nodes
-configurable). Three ways to score the same configs: early fusion, the way the public top solutions do it
-(the whole graph encoded again for every config, [C, N, d] through every layer); encode once on the whole
-graph (same predictions as early fusion, checked); and the package's default, encode once on the graph cut
-to the configurable nodes and their 1-hop neighbourhood (pruning is cached preprocessing, not timed).
-Every measurement runs in a child process of its own, so that its peak memory is its own: GPU memory
-allocated, or on the CPU resident memory (sampled every millisecond), both above the level after building the
-model and batch. The variants are measured in the same run, side by side.
+Like for like: the same pruned graphs (the package's own preprocessing, `Preprocessing()`: k_hop pruning, 1 hop),
+batched by the training collate (`Collate(LAYOUT)`, one graph per batch, whole graph, no segments), hidden 128,
+four message-passing layers in all (LayoutRanker graph_layers 2 + config_layers 2; EarlyFusionRanker layers 4),
+cross-config attention on, edges both ways, PairwiseHinge loss, AdamW. Graphs are the synthetic generator's
+realistic xla graphs (`solution.data.synth.build_layout_graph`, 125 configurable nodes as in its realistic size)
+at about 5k, 15k and 40k nodes.
+
+Every cell (ranker, graph, C, mode) runs in a fresh interpreter with MALLOC_MMAP_THRESHOLD_=65536, so that freed
+large buffers go back to the OS; its memory is the peak RSS (getrusage ru_maxrss) minus the RSS after loading the
+batch and building the model and optimizer. Speed is the median of the timed repeats after one warm-up, with
+their min-max; training = zero_grad, forward, PairwiseHinge, backward, AdamW step; ranking = forward under no_grad
+in eval mode. The two rankers run one after the other at each C, so that they see the same load. A cell whose
+memory or seconds per step, extrapolated linearly in C from the measured smaller C of the same ranker, graph and
+mode, is over the limit, or that would end past the run's time budget, is reported as not run with the estimate.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import platform
+import resource
+import statistics
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,177 +41,310 @@ import numpy as np
 import torch
 
 from solution.atomic import atomic_write
-from solution.constants import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
-from solution.data import pruning
-from solution.data.batch import Batch
+from solution.data import synth
+from solution.data.batch import Batch, Collate, Item
+from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.tasks import LAYOUT
 from solution.models import scatter
-from solution.models.rankers import LayoutRanker
-from solution.models.scatter import use_backend
+from solution.models.losses import PairwiseHinge
+from solution.models.rankers import EarlyFusionRanker, LayoutRanker
 
-HIDDEN = 128
-FEATURES = NODE_FEAT_DIM
-
-
-def layout_batch(nodes: int, configs: int, seed: int = 0, device: str = "cpu", prune: bool = False) -> Batch:
-    """One random layout graph with `configs` random configs, in the data module's batch format; with `prune`,
-    cut to the configurable nodes and their 1-hop neighbourhood first (the package's default)."""
-    rng = np.random.default_rng(seed)
-    consumers = np.repeat(np.arange(1, nodes), 2)
-    producers = consumers - rng.integers(1, 51, consumers.size)
-    keep = (producers >= 0) & (rng.random(consumers.size) < 0.75)  # one or two inputs each
-    edges = np.stack([consumers[keep], producers[keep]], 1)  # [E, 2] as on disk: [consumer, producer]
-    configurable = np.sort(rng.choice(nodes, max(nodes // 100, 1), replace=False))
-    feat = rng.standard_normal((nodes, FEATURES)).astype(np.float32)
-    opcode = rng.integers(0, 120, nodes)
-    if prune:
-        cut = pruning.prune(edges, nodes, configurable, nodes - 1, "k_hop", 1)
-        edges, configurable = cut.new_id[edges[cut.edge_keep]], cut.new_id[configurable]
-        feat, opcode, nodes = feat[cut.keep], opcode[cut.keep], int(cut.keep.sum())
-    batch = {
-        "node_feat": feat, "node_opcode": opcode, "edge_index": edges[:, ::-1].T,  # [2, E] producer -> consumer
-        "node_graph": np.zeros(nodes, np.int64), "config_mask": np.ones((1, configs), bool),
-        "config_node": configurable[None],  # [1, K]
-        "config_feat": rng.integers(-1, 6, (1, configs, configurable.size, LAYOUT_CONFIG_DIM)).astype(np.float32),
-    }
-    return Batch(**{k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batch.items()})
+HIDDEN = 128  # configs/base.yaml
+CONFIGURABLE = 125  # the middle of the synthetic realistic size's 100-150 configurable nodes
+SIZES = (5000, 15000, 40000)
+CONFIGS = (16, 32, 64, 128, 256, 512, 1024)
+RANKERS = {"once": "encode once (LayoutRanker)", "fusion": "early fusion (EarlyFusionRanker)"}
+MODES = {"train": "Training step (forward + backward + AdamW step)", "rank": "Ranking (forward, no_grad, eval mode)"}
+CHILD_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
-def model(encode_once: bool, device: str, seed: int = 0, **settings) -> LayoutRanker:
-    """The layout ranker at hidden HIDDEN, seeded; `settings` are further LayoutRanker arguments."""
+# ---------------------------------------------------------------- data: what training feeds the rankers
+
+
+def write_graph(folder: Path, nodes: int, configs: int, seed: int = 0) -> Path:
+    """A synthetic realistic xla layout file of about `nodes` nodes with `configs` random configs."""
+    rng = np.random.default_rng([seed, nodes])
+    graph = synth.build_layout_graph(rng, "xla", nodes, CONFIGURABLE)
+    choices, explicit = synth.sample_choices(graph, rng, configs, "random")
+    runtime = synth.noisy(graph.cost.evaluate(choices), choices, graph.hash_weights, rng)
+    path = folder / f"xla_{nodes}.npz"
+    synth.write_npz(path, [*graph.arrays().items(), ("node_config_feat", synth.config_features(graph, choices, explicit)),
+                           ("config_runtime", runtime)], compress=False)
+    return path
+
+
+def prepare(path: Path, prune: str, configs: int, folder: Path) -> tuple[Path, dict]:
+    """The training batch (one graph, its first `configs` configs) saved for a child; and the graph's sizes."""
+    graph = load_graph(path, "train", Preprocessing(prune=prune), None)
+    if graph.num_configs < configs:
+        raise ValueError(f"{path.name} has {graph.num_configs} configs after dedup, fewer than {configs}")
+    batch = Collate(LAYOUT)([(graph, Item(0, np.arange(configs)))])
+    out = folder / f"{path.stem}_{prune}_{configs}.pt"
+    torch.save({k: v for k, v in vars(batch).items() if v is not None}, out)
+    sizes = {"raw": graph.meta["nodes_raw"], "nodes": graph.meta["nodes"], "edges": graph.meta["edges"],
+             "configurable": len(graph.config_node), "node_feat_dim": int(graph.node_feat.shape[1])}
+    return out, sizes
+
+
+def build(ranker: str, node_feat_dim: int, seed: int = 0) -> torch.nn.Module:
+    """The two rankers at the shipped settings, seeded."""
     torch.manual_seed(seed)
-    return LayoutRanker(FEATURES, LAYOUT.config_width, hidden=HIDDEN, encode_once=encode_once, **settings).to(device)
+    common = {"hidden": HIDDEN, "cross_attention": True, "edge_direction": "both"}
+    if ranker == "once":
+        return LayoutRanker(node_feat_dim, LAYOUT.config_width, graph_layers=2, config_layers=2, **common)
+    return EarlyFusionRanker(node_feat_dim, LAYOUT.config_width, layers=4, **common)
 
 
-def resident_mib() -> float:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-class PeakMemory:
-    """Peak memory inside a `with` block, in MiB above its start: CUDA memory allocated, or on the CPU the
-    resident memory sampled every millisecond by a thread."""
-
-    def __init__(self, device: str) -> None:
-        self.device, self.peak = device, 0.0
-
-    def __enter__(self) -> PeakMemory:
-        if self.device == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-            self.start = torch.cuda.memory_allocated() / 2**20
-        else:
-            self.start, self.running = resident_mib(), True
-            self.thread = threading.Thread(target=self._sample, daemon=True)
-            self.thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while self.running:
-            self.peak = max(self.peak, resident_mib() - self.start)
-            time.sleep(0.001)
-
-    def __exit__(self, *exc) -> None:
-        if self.device == "cuda":
-            self.peak = torch.cuda.max_memory_allocated() / 2**20 - self.start
-        else:
-            self.running = False
-            self.thread.join()
-
-
-def timed(step, device: str, repeats: int) -> float:
-    """Seconds per call of `step`, after one warm-up call."""
-    step()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        step()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeats
-
-
-def measure(job: dict) -> dict:
-    """One measurement (run in a child process): configs/s and peak memory of a train step or an inference."""
-    device, kind = job["device"], job["kind"]
-    torch.set_num_threads(job["threads"])
-    net = model(job.get("encode_once", True), device)
-    batch = layout_batch(job["nodes"], job["chunk" if kind == "rank" else "configs"], device=device,
-                         prune=job.get("prune", False))
-    if kind == "train":
-        def step():
-            net.zero_grad(set_to_none=True)
-            net(batch).sum().backward()
-    else:
-        net.eval()
-        calls = -(-job["configs"] // job["chunk"]) if kind == "rank" else 1  # rank: every config, in chunks
-
-        def step():
-            with torch.no_grad():
-                for _ in range(calls):
-                    net(batch)
-    with use_backend(job["backend"]), PeakMemory(device) as memory:
-        seconds = timed(step, device, 1 if kind == "rank" else job["repeats"])
-    return {"seconds": seconds, "configs_per_s": job["configs"] / seconds, "peak_mib": memory.peak}
-
-
-def in_child(job: dict, timeout: float, script: str = __file__, env: dict[str, str] | None = None) -> dict:
-    """`script --child job` (its `measure(job)`) in a fresh interpreter, with `env` added to the environment; a
-    failure (out of memory, time-out) is reported, not raised."""
-    try:
-        done = subprocess.run([sys.executable, script, "--child", json.dumps(job)], capture_output=True,
-                              text=True, timeout=timeout, env={**os.environ, **(env or {})})
-    except subprocess.TimeoutExpired:
-        return {"error": f"over {timeout:.0f} s"}
-    if done.returncode != 0:
-        return {"error": (done.stderr.strip().splitlines() or ["killed"])[-1][:80]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def same_predictions(device: str) -> float:
-    """Largest |difference| between encode-once and early-fusion scores, same weights, small graph."""
-    batch = layout_batch(2000, 16, device=device)
-    once, fused = model(True, device).eval(), model(False, device).eval()
+def same_predictions(device: str = "cpu") -> float:
+    """Largest |difference| between LayoutRanker with encode_once on and off (the same function, the graph encoded
+    per config), same weights, on a small synthetic graph (kept for tests/test_benchmarks.py)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_graph(Path(folder), 300, 40)
+        graph = load_graph(path, "train", Preprocessing(), None)
+    batch = Collate(LAYOUT)([(graph, Item(0, np.arange(16)))])
+    batch = Batch(**{k: v.to(device) if v is not None else None for k, v in vars(batch).items()})
+    dim = graph.node_feat.shape[1]
+    torch.manual_seed(0)
+    once = LayoutRanker(dim, LAYOUT.config_width, hidden=HIDDEN).to(device).eval()
+    torch.manual_seed(0)
+    fused = LayoutRanker(dim, LAYOUT.config_width, hidden=HIDDEN, encode_once=False).to(device).eval()
     with torch.no_grad():
         return float((once(batch) - fused(batch)).abs().max())
 
 
-def fits(nodes: int, configs: int, limit_gib: float) -> bool:
-    """Whether a whole-graph run's activations ([N, C, d] floats, ~40 kept for backward) fit the limit."""
-    return nodes * configs * HIDDEN * 4 * 40 / 2**30 <= limit_gib
+# ---------------------------------------------------------------- one cell, in a fresh interpreter
 
 
-def cell(result: dict, key: str, digits: int = 0) -> str:
-    return result["error"] if "error" in result else f"{result[key]:,.{digits}f}"
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def machine() -> tuple[str, int, str]:
-    """(device, its memory in bytes, a description) of where the benchmark runs: the GPU when there is one."""
-    if torch.cuda.is_available():
-        return "cuda", torch.cuda.get_device_properties(0).total_memory, torch.cuda.get_device_name(0)
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return "cpu", memory, f"CPU, {torch.get_num_threads()} threads"
+def max_resident_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def write_report(lines: list[str], out: str | None, name: str, device: str) -> None:
-    """The report's lines to `out` (default docs/<name>-<cpu|gpu>.md), atomically, and to the terminal."""
-    text = "\n".join(lines) + "\n"
-    path = Path(out or f"docs/{name}-{'gpu' if device == 'cuda' else 'cpu'}.md")
-    with atomic_write(path) as handle:
-        handle.write(text)
-    print(f"\n{text}\nwrote {path}")
+def measure(job: dict) -> dict:
+    """One cell (run in a child): seconds of each call after a warm-up, and peak RSS above the loaded state."""
+    torch.set_num_threads(job["threads"])
+    batch = Batch(**torch.load(job["batch"], weights_only=True))
+    net = build(job["ranker"], batch.node_feat.size(1))
+    loss_fn = PairwiseHinge()
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=1e-4)  # configs/base.yaml
+    configs = batch.config_feat.size(1)
+    if job["mode"] == "train":
+        net.train()
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(net(batch), batch.target, batch.config_mask).backward()
+            optimizer.step()
+    else:
+        net.eval()
+
+        def step() -> None:
+            with torch.no_grad():
+                net(batch)
+    gc.collect()
+    base, loading_peak = resident_bytes(), max_resident_bytes()
+    seconds = []
+    for _ in range(1 + job["repeats"]):
+        start = time.perf_counter()
+        step()
+        seconds.append(time.perf_counter() - start)
+    return {"warmup_s": seconds[0], "seconds": seconds[1:], "configs": configs,
+            "peak_mib": max(max_resident_bytes() - base, 0) / 2**20, "base_mib": base / 2**20,
+            "loading_over_base_mib": (loading_peak - base) / 2**20}
+
+
+def in_child(job: dict, timeout: float) -> dict:
+    """`measure(job)` in a fresh interpreter with CHILD_ENV; a failure (killed, time-out) is reported, not raised."""
+    try:
+        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(job)], capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, **CHILD_ENV})
+    except subprocess.TimeoutExpired:
+        return {"error": f"not run: over the {timeout:.0f} s time-out"}
+    if done.returncode != 0:
+        return {"error": "failed: " + ((done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1][:80])}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- ladders over C, with the not-run rule
+
+
+def extrapolate(points: list[tuple[int, float]], configs: int) -> float:
+    """Linear in C through the two largest measured points (through the origin with only one)."""
+    if len(points) == 1:
+        (c0, v0), = points
+        return v0 * configs / c0
+    (c0, v0), (c1, v1) = points[-2:]
+    slope = max((v1 - v0) / (c1 - c0), 0.0)
+    return v1 + slope * (configs - c1)
+
+
+class Runner:
+    """Runs cells in children, side by side, and decides from the measured smaller C which larger ones would not
+    fit (memory), take too long per step, or overrun the run's time budget."""
+
+    def __init__(self, args: argparse.Namespace, in_process: bool = False) -> None:
+        self.args, self.started = args, time.time()
+        self.in_process = in_process  # smoke: the first cell in a child, the rest here (memory then meaningless)
+        self.children = 0
+
+    def skip(self, gib: float, step_s: float, cell_s: float, max_step_s: float) -> str | None:
+        """Why a cell is not run, from its estimates; None to run it."""
+        args = self.args
+        if gib > args.limit_gib:
+            return f"not run: estimated {gib:.1f} GiB > {args.limit_gib:.1f} GiB limit ({step_s:.0f} s per step)"
+        if step_s > max_step_s:
+            return f"not run: estimated {step_s:.0f} s per step > {max_step_s:.0f} s ({gib:.1f} GiB)"
+        if args.budget_min and time.time() - self.started + cell_s > 60 * args.budget_min:
+            return (f"not run: estimated {step_s:.0f} s per step ({gib:.1f} GiB), past the run's "
+                    f"{args.budget_min:.0f}-minute budget")
+        return None
+
+    def ladder(self, variants: dict[tuple, tuple[str, str, dict[int, Path]]],
+               max_step_s: float | None = None) -> dict[tuple, dict[int, dict]]:
+        """For C ascending, every variant (key -> (ranker, mode, batch file per C)) one after the other, so that
+        they run under the same load and a time budget cuts the largest C of all of them; a variant's estimates
+        come from its own measured smaller C."""
+        args, max_step_s = self.args, max_step_s or self.args.max_step_s
+        results = {key: {} for key in variants}
+        memory = {key: [] for key in variants}
+        speed = {key: [] for key in variants}
+        for configs in sorted({c for *_, batches in variants.values() for c in batches}):
+            for key, (ranker, mode, batches) in variants.items():
+                if configs not in batches:
+                    continue
+                label = f"  {' '.join(map(str, key)):<28} C={configs:<5}"
+                step_s, repeats = 0.0, args.repeats
+                if memory[key]:
+                    step_s = extrapolate(speed[key], configs)
+                    if step_s * (1 + repeats) > args.cell_s:
+                        repeats = max(args.min_repeats, int(args.cell_s / max(step_s, 1e-9)) - 1)
+                    why = self.skip(extrapolate(memory[key], configs) / 1024, step_s, step_s * (1 + repeats) + 3,
+                                    max_step_s)
+                    if why:
+                        results[key][configs] = {"error": why}
+                        print(f"{label} {why}", flush=True)
+                        continue
+                job = {"ranker": ranker, "mode": mode, "batch": str(batches[configs]), "repeats": repeats,
+                       "threads": args.threads}
+                if self.in_process and self.children:
+                    threads = torch.get_num_threads()
+                    result = measure(job)
+                    torch.set_num_threads(threads)
+                else:
+                    result = in_child(job, timeout=max(120.0, 3 * step_s * (1 + repeats) + 60))
+                    self.children += 1
+                results[key][configs] = result
+                if "error" in result:
+                    print(f"{label} {result['error']}", flush=True)
+                    continue
+                result.update(repeats=repeats, load=os.getloadavg()[0])
+                memory[key].append((configs, max(result["peak_mib"], 1.0)))
+                speed[key].append((configs, statistics.median(result["seconds"])))
+                print(f"{label} {rate(result):>22} configs/s {result['peak_mib']:8,.0f} MiB (loading "
+                      f"{result['loading_over_base_mib']:,.0f})  x{repeats}  load {result['load']:.1f}  "
+                      f"[{time.time() - self.started:5.0f} s]", flush=True)
+        return results
+
+
+# ---------------------------------------------------------------- report
+
+
+def rates(result: dict) -> list[float]:
+    return [result["configs"] / s for s in result["seconds"]]
+
+
+def rate(result: dict) -> str:
+    """Median configs/s (min-max)."""
+    if "error" in result:
+        return result["error"]
+    values = rates(result)
+    digits = 0 if min(values) >= 10 else 1 if min(values) >= 1 else 2
+    return f"{statistics.median(values):,.{digits}f} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
+
+
+def memory(result: dict) -> str:
+    """Peak MiB; "<= x" where loading had already reached that peak (the step's own peak is at most x)."""
+    if "error" in result:
+        return "–"
+    bound = "<= " if result.get("loading_over_base_mib", 0) >= result["peak_mib"] - 0.5 else ""
+    return f"{bound}{result['peak_mib']:,.0f}"
+
+
+def speed_ratio(a: dict, b: dict) -> str:
+    """Median a / median b configs/s, and the range from their min-max (a's worst over b's best, and back)."""
+    if "error" in a or "error" in b:
+        return "–"
+    ra, rb = rates(a), rates(b)
+    return f"{statistics.median(ra) / statistics.median(rb):.2f}x ({min(ra) / max(rb):.2f}-{max(ra) / min(rb):.2f})"
+
+
+def memory_ratio(a: dict, b: dict) -> str:
+    if "error" in a or "error" in b or b["peak_mib"] < 1 or "<=" in memory(a) + memory(b):
+        return "–"
+    return f"{a['peak_mib'] / b['peak_mib']:.2f}x"
+
+
+def repeats(*results: dict) -> str:
+    counts = sorted({r["repeats"] for r in results if "error" not in r})
+    return "/".join(map(str, counts)) or "–"
+
+
+def machine(threads: int) -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{cpu}, {os.cpu_count()} cores, {memory_gib:.0f} GiB RAM; {threads} torch thread(s); torch "
+            f"{torch.__version__}, Python {platform.python_version()}; torch_scatter "
+            f"{'used' if scatter.AVAILABLE and scatter.BACKEND == 'torch_scatter' else 'not used'} "
+            f"(`solution.models.scatter.AVAILABLE` = {scatter.AVAILABLE}, backend {scatter.BACKEND})")
+
+
+def cells(results: dict) -> list[dict]:
+    """Every measured cell under a nested results dict."""
+    if "seconds" in results or "error" in results:
+        return [results] if "seconds" in results else []
+    return [c for value in results.values() for c in cells(value)]
+
+
+def table(rows: list[tuple[str, dict, dict]], first: str, a: str, b: str) -> list[str]:
+    """Markdown rows (label, result a, result b) with speed and memory side by side; ratio = a / b."""
+    lines = [f"| {first} | {a} configs/s | {b} configs/s | speed ratio | {a} MiB | {b} MiB | memory ratio | "
+             "repeats |"]
+    lines.append("|---" * (lines[0].count("|") - 1) + "|")
+    for label, x, y in rows:
+        lines.append(f"| {label} | {rate(x)} | {rate(y)} | {speed_ratio(x, y)} | {memory(x)} | {memory(y)} | "
+                     f"{memory_ratio(x, y)} | {repeats(x, y)} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, nargs="+", default=[5000, 15000, 40000])
-    parser.add_argument("--configs", type=int, nargs="+", default=[16, 64, 128, 256, 1024])
-    parser.add_argument("--rank", type=int, nargs="+", default=[1000, 100000], help="configs ranked in chunks")
-    parser.add_argument("--chunk", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--limit_gib", type=float, default=None, help="skip early fusion above this estimate")
-    parser.add_argument("--timeout", type=float, default=900)
-    parser.add_argument("--out", default=None, help="default docs/benchmarks-<cpu|gpu>.md")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="graph node counts before pruning")
+    parser.add_argument("--configs", type=int, nargs="+", default=list(CONFIGS), help="configs per batch")
+    parser.add_argument("--headline", type=int, default=128, help="C of the headline ratios")
+    parser.add_argument("--prune_configs", type=int, nargs="+", default=[8, 16, 128],
+                        help="C of the pruned-vs-unpruned comparison; its largest is the target, the smaller ones "
+                        "the ladder its estimates come from")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per cell, after one warm-up")
+    parser.add_argument("--min_repeats", type=int, default=3, help="fewest repeats, for the slowest cells")
+    parser.add_argument("--cell_s", type=float, default=15.0, help="fewer repeats where a cell would take longer")
+    parser.add_argument("--max_step_s", type=float, default=12.0, help="not run above this estimate per step")
+    parser.add_argument("--prune_max_step_s", type=float, default=60.0, help="the same for the unpruned graph")
+    parser.add_argument("--budget_min", type=float, default=25.0, help="not run when the run would go past this "
+                        "(0: no budget); the headline graph and the pruning comparison run first")
+    parser.add_argument("--limit_gib", type=float, default=None, help="not run above this estimate (default: "
+                        "half of the machine's memory)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per cell (default 1: on a shared "
+                        "2-core machine two threads stall each other whenever another process runs)")
+    parser.add_argument("--out", default="docs/speed.md")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -208,55 +352,103 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure(json.loads(args.child))))
         return 0
     if args.smoke:
-        args.nodes, args.configs, args.rank, args.chunk, args.repeats = [300], [4, 8], [64, 256], 32, 1
-    device, memory, where = machine()
-    limit = args.limit_gib or 0.5 * memory / 2**30
-    base = {"device": device, "threads": torch.get_num_threads(), "repeats": args.repeats, "backend": scatter.BACKEND}
-    lines = [f"# Speed and memory ({where})", "",
-             f"Command: `python benchmarks/speed.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
-             f"Layout model, hidden {HIDDEN}, random XLA-like graphs processed whole (1 % configurable nodes). "
-             "Early fusion = the same model with the graph re-encoded per config ([C, N, d] through every layer).",
-             "", f"Same predictions: max |encode once - early fusion| = {same_predictions(device):.1e}", ""]
-    variants = {"early fusion": {"encode_once": False}, "encode once": {"encode_once": True},
-                "encode once, 1-hop pruned": {"encode_once": True, "prune": True}}
-    for kind, title in (("train", "Training step (forward + backward)"), ("infer", "Inference pass")):
-        lines += [f"## {title}", "", "configs/s (peak MiB); ratios against early fusion on the whole graph.", "",
-                  "| nodes | configs | " + " | ".join(variants) + " | speed-up | memory ratio |", "|---" * 7 + "|"]
-        for nodes in args.nodes:
-            for configs in args.configs:
-                job = {**base, "kind": kind, "nodes": nodes, "configs": configs}
-                results = {name: in_child({**job, **v}, args.timeout) if v.get("prune") or fits(nodes, configs, limit)
-                           else {"error": f"skipped (> {limit:.0f} GiB est.)"} for name, v in variants.items()}
-                fused, ours = results["early fusion"], results["encode once, 1-hop pruned"]
-                both = "error" not in fused and "error" not in ours
-                lines.append(
-                    f"| {nodes:,} | {configs} | " + " | ".join(
-                        r["error"] if "error" in r else f"{r['configs_per_s']:,.1f} ({r['peak_mib']:,.0f})"
-                        for r in results.values()) + " | "
-                    + (f"{ours['configs_per_s'] / fused['configs_per_s']:.1f}x | "
-                       f"{ours['peak_mib'] / max(fused['peak_mib'], 1e-9):.3f}x" if both else "– | –") + " |")
-                print(lines[-1], flush=True)
+        args.sizes, args.configs, args.prune_configs, args.repeats, args.min_repeats = [300], [8, 16], [8, 16], 1, 1
+        args.headline = 16
+    if args.limit_gib is None:
+        args.limit_gib = 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    runner = Runner(args, in_process=args.smoke)
+    command = " ".join(["python benchmarks/speed.py", *(argv if argv is not None else sys.argv[1:])])
+    middle = sorted(args.sizes)[len(args.sizes) // 2]  # the headline graph (~15k nodes in the full grid)
+    with tempfile.TemporaryDirectory(prefix="speed-") as work:
+        work = Path(work)
+        count = int(max(args.configs + args.prune_configs) * 1.1) + 8  # dedup drops 1-3 % duplicates
+        paths = {n: write_graph(work, n, count) for n in args.sizes}
+        sizes, batches = {}, {}
+        for n, path in paths.items():
+            for configs in sorted(set(args.configs + args.prune_configs)):
+                batches[n, configs], sizes[n] = prepare(path, "k_hop", configs, work)
+        unpruned, unpruned_sizes = {}, None
+        for configs in args.prune_configs:
+            unpruned[configs], unpruned_sizes = prepare(paths[middle], "none", configs, work)
+        print(f"graphs: {json.dumps(sizes)}; unpruned {json.dumps(unpruned_sizes)}", flush=True)
+        # the headline graph's whole ladder, then pruning, then the other graphs side by side (a budget cut
+        # then falls on their largest C)
+        grid = runner.ladder({(n, r, m): (r, m, {c: batches[n, c] for c in args.configs})
+                              for n in [middle] for m in MODES for r in RANKERS})
+        pruning = runner.ladder({(p, m): ("once", m, {c: batches[middle, c] for c in args.prune_configs}
+                                          if p == "pruned" else unpruned)
+                                 for m in MODES for p in ("pruned", "unpruned")}, args.prune_max_step_s)
+        grid.update(runner.ladder({(n, r, m): (r, m, {c: batches[n, c] for c in args.configs})
+                                   for n in args.sizes if n != middle for m in MODES for r in RANKERS}))
+    elapsed = time.time() - runner.started
+    loads = [c["load"] for c in cells({str(k): v for k, v in {**grid, **pruning}.items()})]
+
+    lines = ["# Speed and memory: encode once (LayoutRanker) vs early fusion (EarlyFusionRanker)", "",
+             f"Command: `{command}` ({elapsed / 60:.0f} minutes)", "",
+             f"Machine: {machine(args.threads)}. The machine was shared with other work: 1-minute load average "
+             f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f} over the cells (on {os.cpu_count()} cores).",
+             ""]
+    if args.smoke:
+        lines += ["Smoke run: one cell in a child process, the rest in this one, so the memory figures mean "
+                  "nothing.", ""]
+    h = args.headline
+    head = {m: (grid[middle, "once", m].get(h), grid[middle, "fusion", m].get(h)) for m in MODES}
+    if all(a is not None and b is not None for a, b in head.values()):
+        (ta, tb), (ra, rb) = head["train"], head["rank"]
+        lines += [f"**Headline (C = {h}, the {sizes[middle]['raw']:,}-node graph, {sizes[middle]['nodes']:,} nodes "
+                  f"after pruning), encode once / early fusion: training {speed_ratio(ta, tb)} the configs/s, "
+                  f"ranking {speed_ratio(ra, rb)} the configs/s, peak memory {memory_ratio(ta, tb)} in training "
+                  f"and {memory_ratio(ra, rb)} in ranking.** Ratios of medians; in brackets the range from the "
+                  "repeats' min-max (the worst of one over the best of the other, and back).", ""]
+    spans = []
+    for mode in MODES:
+        pairs = [(grid[n, "once", mode][c], grid[n, "fusion", mode][c]) for n in args.sizes for c in args.configs]
+        pairs = [(a, b) for a, b in pairs if "error" not in a and "error" not in b]
+        if pairs:
+            speeds = [statistics.median(rates(a)) / statistics.median(rates(b)) for a, b in pairs]
+            memories = [a["peak_mib"] / b["peak_mib"] for a, b in pairs if memory_ratio(a, b) != "–"]
+            spans.append(f"{mode}: speed {min(speeds):.2f}-{max(speeds):.2f}x"
+                         + (f", memory {min(memories):.2f}-{max(memories):.2f}x" if memories else "")
+                         + f" ({len(pairs)} pairs)")
+    if spans:
+        lines += ["Across every pair measured (all graphs and C), encode once / early fusion: " + "; ".join(spans)
+                  + ".", ""]
+    for paragraph in __doc__.split("\n\n")[2:4]:
+        lines += [" ".join(line.strip() for line in paragraph.splitlines()), ""]
+    lines += ["## Graphs", "",
+              "| graph | nodes before pruning | nodes after k_hop 1 | edges after | configurable nodes |",
+              "|---|---|---|---|---|"]
+    for n in sorted(args.sizes):
+        s = sizes[n]
+        lines.append(f"| ~{n:,} | {s['raw']:,} | {s['nodes']:,} | {s['edges']:,} | {s['configurable']} |")
+    lines += ["", f"Pruning keeps the configurable nodes and their 1-hop neighbourhood, so the pruned size follows the "
+              f"number of configurable nodes ({CONFIGURABLE} at most here), not the raw size.", ""]
+    for mode, title in MODES.items():
+        lines += [f"## {title}", "",
+                  "configs/s: median (min-max) of the timed repeats after one warm-up. MiB: peak RSS above the RSS "
+                  "after loading the batch and building the model and optimizer, one fresh process per cell (one "
+                  "figure: the peak over the warm-up and every repeat). Ratios: encode once / early fusion.", ""]
+        rows = [(f"{sizes[n]['raw']:,} ({sizes[n]['nodes']}) | {c}", grid[n, "once", mode][c],
+                 grid[n, "fusion", mode][c]) for n in sorted(args.sizes) for c in args.configs]
+        lines += table(rows, "graph (pruned nodes) | C", "encode once", "early fusion")
         lines.append("")
-    nodes, configs = args.nodes[min(1, len(args.nodes) - 1)], args.configs[min(1, len(args.configs) - 1)]
-    lines += [f"## Scatter backends (training step, {nodes:,} nodes 1-hop pruned, {configs} configs)", "",
-              "| backend | configs/s | seconds per step |", "|---|---|---|"]
-    results = {b: in_child({**base, "kind": "train", "nodes": nodes, "configs": configs, "prune": True,
-                            "backend": b}, args.timeout)
-               for b in scatter.BACKENDS if b != "torch_scatter" or scatter.AVAILABLE}
-    for backend, result in results.items():
-        lines.append(f"| {backend} | {cell(result, 'configs_per_s')} | {cell(result, 'seconds', 3)} |")
-    if len(results) == 2 and not any("error" in r for r in results.values()):
-        lines += ["", f"torch_scatter / torch speed ratio: "
-                  f"{results['torch_scatter']['configs_per_s'] / results['torch']['configs_per_s']:.2f}x"]
-    lines += ["", f"## Ranking every config of one {nodes:,}-node graph, 1-hop pruned (chunks of {args.chunk})", "",
-              "| configs | seconds | configs/s | peak MiB |", "|---|---|---|---|"]
-    for total in args.rank:
-        result = in_child({**base, "kind": "rank", "nodes": nodes, "configs": total, "chunk": args.chunk,
-                           "prune": True}, args.timeout)
-        lines.append(f"| {total:,} | {cell(result, 'seconds', 2)} | {cell(result, 'configs_per_s')} | "
-                     f"{cell(result, 'peak_mib')} |")
-        print(lines[-1], flush=True)
-    write_report(lines, args.out, "benchmarks", device)
+    prune_at = max(args.prune_configs)
+    lines += [f"## What pruning buys (LayoutRanker, the {unpruned_sizes['raw']:,}-node graph)", "",
+              f"The same graph and model, preprocessed with `Preprocessing()` (k_hop, 1 hop: {sizes[middle]['nodes']:,} "
+              f"nodes) and `Preprocessing(prune=\"none\")` ({unpruned_sizes['nodes']:,} nodes). The target is C = "
+              f"{prune_at}; the smaller C are the ladder its estimates come from (up to "
+              f"{args.prune_max_step_s:.0f} s per step here). Ratios: pruned / unpruned.", ""]
+    rows = [(f"{mode} | {c}", pruning["pruned", mode][c], pruning["unpruned", mode][c])
+            for mode in MODES for c in args.prune_configs]
+    lines += table(rows, "mode | C", "pruned", "unpruned")
+    lines += ["", f"Limits: a cell is not run when its estimate is over {args.limit_gib:.1f} GiB or "
+              f"{args.max_step_s:.0f} s per step, or when it would end past the run's {args.budget_min:.0f}-minute "
+              f"budget; {args.repeats} timed repeats per cell after one warm-up, fewer (at least {args.min_repeats}) "
+              f"where a cell would take over {args.cell_s:.0f} s (the repeats column)."]
+    text = "\n".join(lines) + "\n"
+    with atomic_write(Path(args.out)) as handle:
+        handle.write(text)
+    print(f"\n{text}\nwrote {args.out}")
     return 0
 
 
