@@ -5,7 +5,7 @@ of a training epoch on realistic synthetic graphs.
     python benchmarks/segments.py --nodes 10000 50000 200000 --budget 2048 --configs 16
     python benchmarks/segments.py --smoke               # seconds: checks that the script runs
 
-Memory: random XLA-like graphs (benchmarks/speed.py's, 1 % configurable nodes, processed whole: no pruning)
+Memory: random XLA-like DAGs (each node reads one or two of the 50 nodes before it; 1 % configurable nodes, processed whole: no pruning)
 of growing size, one training step (forward + backward) of the layout model on `--configs` configs, each
 measurement in a child process of its own (GPU memory allocated, or resident memory on the CPU, above the
 level after building the model and batch). Whole-graph training is skipped where its estimated activations
@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,25 +36,138 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
+from solution.atomic import atomic_write
+from solution.constants import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
+from solution.data import pruning
+from solution.data.batch import Batch
 from solution.data.partition import partition
 from solution.data.synth import generate
+from solution.data.tasks import LAYOUT
+from solution.models.rankers import LayoutRanker
 from solution.submission.files import collection_file_stem
 from solution.tools.cli import lightning_main
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # speed.py beside this file: its graphs and probes
-from speed import HIDDEN, PeakMemory, in_child, layout_batch, machine, model, timed, write_report  # noqa: E402
-
+HIDDEN = 128  # configs/base.yaml
+FEATURES = NODE_FEAT_DIM
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 # large blocks straight from mmap, so that freed tensors leave resident memory as they leave allocated memory on
 # a GPU; glibc's default keeps them in its heap, and resident memory then grows with the number of tensors made
 CPU_HEAP = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
+def layout_batch(nodes: int, configs: int, seed: int = 0, device: str = "cpu", prune: bool = False) -> Batch:
+    """One random layout graph with `configs` random configs, in the data module's batch format; with `prune`,
+    cut to the configurable nodes and their 1-hop neighbourhood first (the package's default)."""
+    rng = np.random.default_rng(seed)
+    consumers = np.repeat(np.arange(1, nodes), 2)
+    producers = consumers - rng.integers(1, 51, consumers.size)
+    keep = (producers >= 0) & (rng.random(consumers.size) < 0.75)  # one or two inputs each
+    edges = np.stack([consumers[keep], producers[keep]], 1)  # [E, 2] as on disk: [consumer, producer]
+    configurable = np.sort(rng.choice(nodes, max(nodes // 100, 1), replace=False))
+    feat = rng.standard_normal((nodes, FEATURES)).astype(np.float32)
+    opcode = rng.integers(0, 120, nodes)
+    if prune:
+        cut = pruning.prune(edges, nodes, configurable, nodes - 1, "k_hop", 1)
+        edges, configurable = cut.new_id[edges[cut.edge_keep]], cut.new_id[configurable]
+        feat, opcode, nodes = feat[cut.keep], opcode[cut.keep], int(cut.keep.sum())
+    batch = {
+        "node_feat": feat, "node_opcode": opcode, "edge_index": edges[:, ::-1].T,  # [2, E] producer -> consumer
+        "node_graph": np.zeros(nodes, np.int64), "config_mask": np.ones((1, configs), bool),
+        "config_node": configurable[None],  # [1, K]
+        "config_feat": rng.integers(-1, 6, (1, configs, configurable.size, LAYOUT_CONFIG_DIM)).astype(np.float32),
+    }
+    return Batch(**{k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batch.items()})
+
+
+def model(device: str, seed: int = 0, **settings) -> LayoutRanker:
+    """The layout ranker at hidden HIDDEN, seeded; `settings` are further LayoutRanker arguments."""
+    torch.manual_seed(seed)
+    return LayoutRanker(FEATURES, LAYOUT.config_width, hidden=HIDDEN, **settings).to(device)
+
+
+def resident_mib() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class PeakMemory:
+    """Peak memory inside a `with` block, in MiB above its start: CUDA memory allocated, or on the CPU the
+    resident memory sampled every millisecond by a thread."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.peak = device, 0.0
+
+    def __enter__(self) -> PeakMemory:
+        if self.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            self.start = torch.cuda.memory_allocated() / 2**20
+        else:
+            self.start, self.running = resident_mib(), True
+            self.thread = threading.Thread(target=self._sample, daemon=True)
+            self.thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while self.running:
+            self.peak = max(self.peak, resident_mib() - self.start)
+            time.sleep(0.001)
+
+    def __exit__(self, *exc) -> None:
+        if self.device == "cuda":
+            self.peak = torch.cuda.max_memory_allocated() / 2**20 - self.start
+        else:
+            self.running = False
+            self.thread.join()
+
+
+def timed(step, device: str, repeats: int) -> float:
+    """Seconds per call of `step`, after one warm-up call."""
+    step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
+
+
+def in_child(job: dict, timeout: float) -> dict:
+    """`measure(job)` in a fresh interpreter with CPU_HEAP; a failure (out of memory, time-out) is reported, not
+    raised."""
+    try:
+        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(job)], capture_output=True,
+                              text=True, timeout=timeout, env={**os.environ, **CPU_HEAP})
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout:.0f} s"}
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["killed"])[-1][:80]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def machine() -> tuple[str, int, str]:
+    """(device, its memory in bytes, a description) of where the benchmark runs: the GPU when there is one."""
+    if torch.cuda.is_available():
+        return "cuda", torch.cuda.get_device_properties(0).total_memory, torch.cuda.get_device_name(0)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return "cpu", memory, f"CPU, {torch.get_num_threads()} threads"
+
+
+def write_report(lines: list[str], out: str | None, name: str, device: str) -> None:
+    """The report's lines to `out` (default docs/<name>-<cpu|gpu>.md), atomically, and to the terminal."""
+    text = "\n".join(lines) + "\n"
+    path = Path(out or f"docs/{name}-{'gpu' if device == 'cuda' else 'cpu'}.md")
+    with atomic_write(path) as handle:
+        handle.write(text)
+    print(f"\n{text}\nwrote {path}")
+
+
 def measure(job: dict) -> dict:
     """One training step's time and peak memory (run in a child process)."""
     device, sampled = job["device"], job["sampled"]
     torch.set_num_threads(job["threads"])
-    net = model(True, device, segment_sampled=sampled or 0)  # in training mode: a segmented batch trains by segment
+    net = model(device, segment_sampled=sampled or 0)  # in training mode: a segmented batch trains by segment
     batch = layout_batch(job["nodes"], job["configs"], device=device)
     if sampled is not None:  # the ranker hands a batch with node segments to its SegmentTraining
         cut = partition(job["nodes"], np.zeros(0, np.int64), job["budget"])
@@ -128,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     peaks: dict[str, list[float]] = {name: [] for name in modes}
     for nodes in args.nodes:
         estimate = nodes * args.configs * HIDDEN * 4 * 40  # bytes: [N, C, d] floats, ~40 kept for backward
-        results = {name: in_child({**base, "nodes": nodes, "sampled": sampled}, args.timeout, __file__, CPU_HEAP)
+        results = {name: in_child({**base, "nodes": nodes, "sampled": sampled}, args.timeout)
                    if sampled is not None or estimate <= memory / 2
                    else {"error": f"skipped (~{estimate / 2**30:.0f} GiB est.)"} for name, sampled in modes.items()}
         whole = results["whole graph"]
