@@ -132,7 +132,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'temperature': 0.5,
                                                           'edge_direction': 'both',
                                                           'dropout': 0.0,
-                                                          'encode_once': True,
                                                           'head_epochs': 0,
                                                           'segment_sampled': 0,
                                                           'segment_keep_stale': 0.5,
@@ -178,7 +177,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'temperature': 0.5,
                                                            'edge_direction': 'both',
                                                            'dropout': 0.0,
-                                                           'encode_once': True,
                                                            'head_epochs': 0,
                                                            'segment_sampled': 0,
                                                            'segment_keep_stale': 0.5,
@@ -224,7 +222,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'temperature': 0.5,
                                                           'edge_direction': 'both',
                                                           'dropout': 0.0,
-                                                          'encode_once': True,
                                                           'head_epochs': 0,
                                                           'segment_sampled': 0,
                                                           'segment_keep_stale': 0.5,
@@ -270,7 +267,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'temperature': 0.5,
                                                            'edge_direction': 'both',
                                                            'dropout': 0.0,
-                                                           'encode_once': True,
                                                            'head_epochs': 0,
                                                            'segment_sampled': 0,
                                                            'segment_keep_stale': 0.5,
@@ -2083,15 +2079,18 @@ SOURCES['solution.models'] = '''\
 
 # ---------------------------------------- solution.models.layers
 SOURCES['solution.models.layers'] = '''\
-"""Building blocks of the rankers: SAGE message passing, cross-config attention, the graph encoder, pooling, readout."""
+"""Building blocks of the rankers: SAGE message passing, cross-config attention, the graph encoder, the links of the
+configurable nodes and their message passing, pooling, readout."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import NUM_OPCODES
+from ..constants import NUM_OPCODES, PAD
 from ..data.batch import Batch
 from .scatter import scatter_max, scatter_mean
 
@@ -2163,7 +2162,7 @@ class CrossConfigAttention(nn.Module):
 
 
 class GraphEncoder(nn.Module):
-    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks; optionally repeated per config."""
+    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks: the config-independent pass."""
 
     def __init__(self, node_feat_dim: int, hidden: int, opcode_dim: int, layers: int, edge_direction: str,
                  dropout: float) -> None:
@@ -2172,15 +2171,95 @@ class GraphEncoder(nn.Module):
         self.input = mlp(opcode_dim + node_feat_dim, hidden, dropout)
         self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
 
-    def forward(self, batch: Batch, copies: int | None = None) -> torch.Tensor:
-        """[N, d]; with `copies` = C the same encoding computed C times over, [N, C, d] (early fusion)."""
-        x = torch.cat([self.opcode(batch.node_opcode), batch.node_feat], -1)  # [N, opcode_dim + F]
-        if copies is not None:
-            x = x[:, None].expand(-1, copies, -1)  # [N, C, opcode_dim + F]
-        x = self.input(x)  # [N, (C,) d]
+    def forward(self, batch: Batch) -> torch.Tensor:
+        """[N, d] node states, the same for every config."""
+        x = self.input(torch.cat([self.opcode(batch.node_opcode), batch.node_feat], -1))  # [N, d]
         for block in self.blocks:
             x = block(x, batch.edge_index)
         return x
+
+
+@dataclass
+class ConfigLinks:
+    """Where a batch's config-aware state lives: its M configurable nodes, and the T nodes they touch (themselves,
+    their producers and their consumers) along three routes, with the routes' mean aggregations as sparse
+    matrices (one product moves every route's messages at once, without an [edges, C, d] copy)."""
+
+    ROUTES = 3
+
+    nodes: torch.Tensor  # [M] batch node ids of the configurable nodes, graph by graph in slot order
+    graph: torch.Tensor  # [M] each one's graph row
+    slot: torch.Tensor  # [M] each one's column in config_node / config_feat
+    touched: torch.Tensor  # [T] batch node ids of the touched nodes
+    routes: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # (configurable index [R], touched index [R]) per route
+    spread: torch.Tensor  # [T, 3M] sparse: per route, the mean over the configurable nodes reaching a touched node
+    collect: torch.Tensor  # [3M, T] sparse: per route, the mean over the touched nodes a configurable node reaches
+
+    @classmethod
+    def of(cls, batch: Batch) -> ConfigLinks:
+        graph, slot = (batch.config_node != PAD).nonzero(as_tuple=True)  # [M] each
+        nodes = batch.config_node[graph, slot]  # [M]
+        configurable = index_of(nodes, batch.node_opcode.size(0))  # [N], -1 elsewhere
+        producer, consumer = batch.edge_index
+        out = configurable[producer] >= 0  # [E] edges leaving a configurable node
+        into = configurable[consumer] >= 0  # [E] edges entering one
+        touched = torch.zeros_like(configurable, dtype=torch.bool)
+        touched[nodes] = True
+        touched[consumer[out]] = True
+        touched[producer[into]] = True
+        touched = touched.nonzero().flatten()  # [T]
+        position = index_of(touched, configurable.size(0))  # [N]
+        routes = ((configurable[producer[out]], position[consumer[out]]),  # the touched node reads k's output
+                  (configurable[consumer[into]], position[producer[into]]),  # it produces one of k's operands
+                  (torch.arange(nodes.numel(), device=nodes.device), position[nodes]))  # it is k
+        k = torch.cat([r * nodes.numel() + ks for r, (ks, _) in enumerate(routes)])  # [R] rows of the [3M] stack
+        t = torch.cat([ts for _, ts in routes])  # [R]
+        shape = (touched.numel(), cls.ROUTES * nodes.numel())
+        return cls(nodes, graph, slot, touched, routes, mean_matrix(t, k, shape), mean_matrix(k, t, shape[::-1]))
+
+
+def index_of(ids: torch.Tensor, size: int) -> torch.Tensor:
+    """[size] position of each id in `ids`, -1 for the others."""
+    position = torch.full((size,), PAD, dtype=torch.long, device=ids.device)
+    position[ids] = torch.arange(ids.numel(), device=ids.device)
+    return position
+
+
+def mean_matrix(rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """Sparse [rows, cols] matrix whose product with x [cols, ...] averages, for each row, the x of its columns."""
+    degree = torch.bincount(rows, minlength=shape[0]).clamp(min=1)  # [rows]
+    values = 1.0 / degree[rows].float()
+    return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False).coalesce()
+
+
+class LinkBlock(nn.Module):
+    """Config-aware message passing that keeps its d x d work on the configurable nodes: each configurable
+    node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
+    what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
+    mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
+    work is one sparse product each way and one GELU."""
+
+    def __init__(self, dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        routes = ConfigLinks.ROUTES
+        self.send = nn.Linear(dim, routes * dim, bias=False)
+        self.context = nn.Linear(dim, dim)
+        self.receive = nn.Linear(routes * dim, dim, bias=False)
+        self.linear = nn.Linear(dim, dim)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
+        """z [M, C, d] configurable-node states; h_touched [T, d] the encoder's states of the touched nodes."""
+        (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
+        send = self.send.weight.view(routes, d, d).transpose(1, 2)  # [3, d_in, d_out]
+        sent = torch.matmul(z.reshape(1, m * c, d), send)  # [3, M*C, d]: route-major, so the stack is a view
+        met = torch.sparse.mm(links.spread, sent.reshape(routes * m, c * d)).view(t, c, d)  # [T, C, d]
+        met = F.gelu(met + per_config(self.context(h_touched)))
+        back = torch.sparse.mm(links.collect, met.view(t, c * d)).view(routes, m * c, d)  # [3, M*C, d]
+        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
+        out = self.linear(z) + torch.matmul(back, receive).sum(0).view(m, c, d)  # [M, C, d]
+        return self.norm(z + self.dropout(F.gelu(out)))
 
 
 def per_config(x: torch.Tensor) -> torch.Tensor:
@@ -2367,7 +2446,7 @@ class MSE(RankingLoss):
 
 # ---------------------------------------- solution.models.rankers
 SOURCES['solution.models.rankers'] = '''\
-"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly.
+"""Config rankers: encode the graph once, join each config to its configurable nodes, compare configs jointly.
 
 Each ranker is chosen in the YAML as `model.ranker` (`class_path` + `init_args`) and owns its arguments;
 `node_feat_dim` and `config_width` come from the data module.
@@ -2381,7 +2460,8 @@ from torch.nn import functional as F
 
 from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
 from ..data.batch import Batch
-from .layers import CrossConfigAttention, GraphEncoder, Readout, SAGEBlock, mlp, per_config, pool, valid_configs
+from .layers import (ConfigLinks, CrossConfigAttention, GraphEncoder, LinkBlock, Readout, SAGEBlock, mlp, per_config,
+                     pool, valid_configs)
 from .segments import SegmentTraining
 from .spec import Remembered
 
@@ -2403,10 +2483,12 @@ class Ranker(Remembered):
 
 
 class LayoutRanker(Ranker):
-    """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
-    (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
-    on [N, C, d]; a per-graph pool and a readout score each config. Batches over the data's segment budget
-    train and predict segment by segment (`segment_*`, see models/segments.py)."""
+    """Layout configs: the graph is encoded once, [N, d]; each config's layouts join the states of the configurable
+    nodes only, [M, C, d]; link blocks pass config-aware messages through the nodes those touch, with
+    cross-config attention after each; the per-graph pool of the configurable nodes (per config) and of the
+    encoding (shared) feed a readout that scores each config. The config-dependent work scales with the
+    configurable nodes, not the graph. Batches over the data's segment budget train and predict segment by
+    segment (`segment_*`, see models/segments.py)."""
 
     def __init__(
         self,
@@ -2421,7 +2503,6 @@ class LayoutRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "forward",
         dropout: float = 0.0,
-        encode_once: bool = True,
         head_epochs: int = 0,
         segment_sampled: int = 0,
         segment_keep_stale: float = 0.5,
@@ -2429,39 +2510,36 @@ class LayoutRanker(Ranker):
         segment_halo: int = 0,
     ) -> None:
         super().__init__()
-        self.encode_once = encode_once  # False recomputes the encoder per config (benchmarks)
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         self.config_embed = mlp(config_width, hidden, dropout)
-        self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
-        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
+        self.blocks = nn.ModuleList(LinkBlock(hidden, dropout) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
         self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
         self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
-    def broadcast(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
-        config_node, config_feat = batch.config_node, batch.config_feat
-        graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
-        nodes = config_node[graph, slot]  # [M]
-        values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
-        onehot = F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(h.dtype)  # [M, C, 126]
-        configured = per_config(h.index_select(0, nodes)) + self.config_embed(onehot)  # [M, C, d]
-        shape = (h.size(0), config_feat.size(1), h.size(-1))
-        return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
+    def configure(self, h: torch.Tensor, batch: Batch, links: ConfigLinks) -> torch.Tensor:
+        """z [M, C, d]: each configurable node's encoding plus the embedding of its layouts in each config."""
+        values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        first = self.config_embed[0]  # Linear(126, d) on the one-hot layouts, computed as a sum of 18 of its columns
+        symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
+        embedded = F.embedding_bag(symbols.flatten(0, 1), first.weight.t().contiguous(), mode="sum") + first.bias
+        layouts = self.config_embed[1:](embedded).view(*values.shape[:2], -1)  # [M, C, d]
+        return per_config(h.index_select(0, links.nodes)) + layouts  # [M, C, d]
 
-    def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
-        mask = valid_configs(batch)  # [G, C]
-        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
-        z = self.broadcast(h, batch)  # [N, C, d]
-        node_mask = mask[batch.node_graph]  # [N, C]
+    def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
+        """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, d], and their links."""
+        links = ConfigLinks.of(batch)
+        h = self.encoder(batch)  # [N, d]
+        z = self.configure(h, batch, links)  # [M, C, d]
+        h_touched = h.index_select(0, links.touched)  # [T, d]
+        node_mask = valid_configs(batch)[links.graph]  # [M, C]
         for i, block in enumerate(self.blocks):
-            z = block(z, batch.edge_index)
+            z = block(z, h_touched, links)
             if self.cross is not None:
                 z = self.cross[i](z, node_mask)
-        return h, z
+        return h, z, links
 
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
@@ -2469,9 +2547,9 @@ class LayoutRanker(Ranker):
             return self.segments(self, batch, mode, self.epoch)
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
-        h, z = self.embed(batch)
+        h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, batch.node_graph, graphs), graph_part], -1), mask)  # [G, C]
+        return self.readout(torch.cat([pool(z, links.graph, graphs), graph_part], -1), mask)  # [G, C]
 
 
 class TileRanker(Ranker):
@@ -2669,8 +2747,9 @@ SOURCES['solution.models.segments'] = '''\
 """Graph segment training: a large layout graph cut into segments, so that training memory is one segment's.
 
 After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
-pruning and config broadcasting. The readout pools every node's state by mean and max, and both decompose
-exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
+pruning and config broadcasting. The readout pools the configurable nodes' config-aware states and every node's
+encoding, by mean and max, and both decompose exactly over a partition of the nodes: a graph's pool is
+assembled from per-segment sums, maxima and counts.
 A training step computes one segment at a time:
 
 Segment training wraps the layout ranker: `LayoutRanker` hands a segmented batch to its `SegmentTraining`,
@@ -2683,14 +2762,15 @@ it continues.
   (on the segmented graph) for one segment's memory, at the price of a second forward;
 - with `sampled` = k > 0 (GST), k segments per graph get gradients and the others contribute without: a
   segment with a configurable node (or one within its halo) is computed afresh under no_grad, its states
-  depend on the step's configs; a config-free segment's states are the same for every config and come from a
+  depend on the step's configs; a config-free segment pools its encoding alone, the same for every config, which comes from a
   historical table, computed when first needed and again once `refresh_every` epochs old, each table entry
   dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
 - a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
 - evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
 
 A `halo` of k hops gives each segment the nodes within k edges of it as context (not pooled); with k at least
-the model's total number of message-passing layers the segments reproduce the whole-graph scores exactly.
+the hops the model's messages span (graph_layers + 2 x config_layers: a link block goes out to the touched
+nodes and back) the segments reproduce the whole-graph scores exactly.
 """
 
 from __future__ import annotations
@@ -2761,40 +2841,47 @@ def split(batch: Batch, halo: int = 0) -> list[Segment]:
 
 @dataclass
 class Pool:
-    """Sums, maxima and count of one segment's pooled node states: z (config-aware) and h (the encoder's)."""
+    """Sums, maxima and counts of one segment's pooled states: z of its configurable nodes (per config) and h of
+    all its nodes (the encoder's). A config-free segment pools no z: sum 0, max -inf, count 0."""
 
-    z_sum: torch.Tensor  # [C, d], or [1, d] when the same for every config
+    z_sum: torch.Tensor  # [C, d], or [1, d] for a config-free segment
     z_max: torch.Tensor
-    h_sum: torch.Tensor  # [d], or [C, d] under early fusion
+    h_sum: torch.Tensor  # [d]
     h_max: torch.Tensor
-    count: int
+    count: int  # nodes pooled into h
+    z_count: int  # configurable nodes pooled into z
 
     @classmethod
     def of(cls, model: torch.nn.Module, batch: Batch, segment: Segment, configs: int | None = None,
            grad: bool = False) -> Pool:
         """A segment's pool under `model`; with `grad`, checkpointed: its activations are recomputed in the
         backward pass instead of kept."""
+        owned_configurable = segment.owned[segment.config_node]  # [k] in slot order, as the ranker's links
+
         def pooled() -> tuple[torch.Tensor, ...]:
-            h, z = model.embed(segment.batch(batch, configs))  # [n, (C,) d], [n, C, d]
-            h, z = h[segment.owned], z[segment.owned]
+            h, z, _ = model.embed(segment.batch(batch, configs))  # [n, d], [k, C, d]
+            h, z = h[segment.owned], z[owned_configurable]
+            if z.size(0) == 0:  # no configurable node of its own: nothing pooled into z
+                empty = h.new_zeros(1, h.size(-1))  # [1, d]
+                return empty, empty - float("inf"), h.sum(0), h.amax(0)
             return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
 
-        count = int(segment.owned.sum())
+        count, z_count = int(segment.owned.sum()), int(owned_configurable.sum())
         if grad and torch.is_grad_enabled():
             # re-entrant: one autograd node per segment (its forward runs without a graph); the anchor input makes
             # the outputs require gradients, which then reach the parameters when the backward recomputes
             anchor = torch.zeros((), requires_grad=True)
-            return cls(*checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count)
+            return cls(*checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count, z_count)
         with torch.no_grad():
-            return cls(*pooled(), count)
+            return cls(*pooled(), count, z_count)
 
     @staticmethod
     def features(pools: list[Pool], configs: int) -> torch.Tensor:
         """[C, 4d] mean and max of z, then of h, over the union of the segments: what the whole-graph readout
         pools, assembled from parts."""
-        count = sum(p.count for p in pools)
-        parts = [sum(p.z_sum for p in pools) / count, reduce(torch.maximum, [p.z_max for p in pools]),
-                 sum(p.h_sum for p in pools) / count, reduce(torch.maximum, [p.h_max for p in pools])]
+        z_count = max(sum(p.z_count for p in pools), 1)
+        parts = [sum(p.z_sum for p in pools) / z_count, reduce(torch.maximum, [p.z_max for p in pools]),
+                 sum(p.h_sum for p in pools) / sum(p.count for p in pools), reduce(torch.maximum, [p.h_max for p in pools])]
         return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
 
 
@@ -2818,7 +2905,7 @@ class SegmentTraining(torch.nn.Module):
     def get_extra_state(self) -> dict:
         """The historical table as plain tensors and numbers (checkpoints load it without pickled code)."""
         return {"keys": [list(key) for key in self.table],
-                "entries": [(epoch, pool.z_sum, pool.z_max, pool.h_sum, pool.h_max, pool.count)
+                "entries": [(epoch, pool.z_sum, pool.z_max, pool.h_sum, pool.h_max, pool.count, pool.z_count)
                             for epoch, pool in self.table.values()]}
 
     def set_extra_state(self, state: dict) -> None:
@@ -2863,7 +2950,7 @@ class SegmentTraining(torch.nn.Module):
     def _store(self, key: tuple[int, int], epoch: int, pool: Pool) -> tuple[int, Pool]:
         first = slice(None, 1)  # the rows are the same for every config: keep one
         self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
-                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count))
+                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count, pool.z_count))
         return self.table[key]
 '''
 

@@ -51,7 +51,7 @@ VARIANTS = {
     "full model": Variant(()),
     "no cross-attention": Variant((f"{RANKER}.init_args.cross_attention", "false")),
     "config-only baseline": Variant((RANKER, "solution.models.baselines.ConfigOnlyRanker")),
-    "early fusion": Variant((f"{RANKER}.init_args.encode_once", "false"), layout_only=True),
+    "early fusion": Variant((RANKER, "solution.models.rankers.EarlyFusionRanker"), layout_only=True),
     "0 padding": Variant(("--data.sentinel", "false")),
     "no pruning": Variant(("--data.prune", "none"), layout_only=True),
     "2-hop pruning": Variant(("--data.hops", "2"), layout_only=True),

@@ -13,10 +13,11 @@ cross-config attention on, edges both ways, PairwiseHinge loss, AdamW. Graphs ar
 realistic xla graphs (`solution.data.synth.build_layout_graph`, 125 configurable nodes as in its realistic size)
 at about 5k, 15k and 40k nodes.
 
-Every cell (ranker, graph, C, mode) runs in a fresh interpreter with MALLOC_MMAP_THRESHOLD_=65536, so that freed
-large buffers go back to the OS; its memory is the peak RSS (getrusage ru_maxrss) minus the RSS after loading the
-batch and building the model and optimizer. Speed is the median of the timed repeats after one warm-up, with
-their min-max; training = zero_grad, forward, PairwiseHinge, backward, AdamW step; ranking = forward under no_grad
+Every cell (ranker, graph, C, mode) runs in two fresh interpreters. Its speed comes from one with the default
+allocator, as a user runs it: the median of the timed repeats after one warm-up, with their min-max. Its memory
+comes from one with MALLOC_MMAP_THRESHOLD_=65536, so that freed large buffers go back to the OS (that setting
+slows allocation-heavy code about 2x, so it is not timed): the peak RSS (getrusage ru_maxrss) over a warm-up and
+one repeat, minus the RSS after loading the batch and building the model and optimizer; training = zero_grad, forward, PairwiseHinge, backward, AdamW step; ranking = forward under no_grad
 in eval mode. The two rankers run one after the other at each C, so that they see the same load. A cell whose
 memory or seconds per step, extrapolated linearly in C from the measured smaller C of the same ranker, graph and
 mode, is over the limit, or that would end past the run's time budget, is reported as not run with the estimate.
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from solution.atomic import atomic_write
 from solution.data import synth
@@ -55,7 +57,8 @@ SIZES = (5000, 15000, 40000)
 CONFIGS = (16, 32, 64, 128, 256, 512, 1024)
 RANKERS = {"once": "encode once (LayoutRanker)", "fusion": "early fusion (EarlyFusionRanker)"}
 MODES = {"train": "Training step (forward + backward + AdamW step)", "rank": "Ranking (forward, no_grad, eval mode)"}
-CHILD_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+MEMORY_KEYS = ("peak_mib", "base_mib", "loading_over_base_mib")
+MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}  # the memory child's allocator: freed large buffers go back
 
 
 # ---------------------------------------------------------------- data: what training feeds the rankers
@@ -93,23 +96,6 @@ def build(ranker: str, node_feat_dim: int, seed: int = 0) -> torch.nn.Module:
     if ranker == "once":
         return LayoutRanker(node_feat_dim, LAYOUT.config_width, graph_layers=2, config_layers=2, **common)
     return EarlyFusionRanker(node_feat_dim, LAYOUT.config_width, layers=4, **common)
-
-
-def same_predictions(device: str = "cpu") -> float:
-    """Largest |difference| between LayoutRanker with encode_once on and off (the same function, the graph encoded
-    per config), same weights, on a small synthetic graph (kept for tests/test_benchmarks.py)."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = write_graph(Path(folder), 300, 40)
-        graph = load_graph(path, "train", Preprocessing(), None)
-    batch = Collate(LAYOUT)([(graph, Item(0, np.arange(16)))])
-    batch = Batch(**{k: v.to(device) if v is not None else None for k, v in vars(batch).items()})
-    dim = graph.node_feat.shape[1]
-    torch.manual_seed(0)
-    once = LayoutRanker(dim, LAYOUT.config_width, hidden=HIDDEN).to(device).eval()
-    torch.manual_seed(0)
-    fused = LayoutRanker(dim, LAYOUT.config_width, hidden=HIDDEN, encode_once=False).to(device).eval()
-    with torch.no_grad():
-        return float((once(batch) - fused(batch)).abs().max())
 
 
 # ---------------------------------------------------------------- one cell, in a fresh interpreter
@@ -152,16 +138,38 @@ def measure(job: dict) -> dict:
         start = time.perf_counter()
         step()
         seconds.append(time.perf_counter() - start)
-    return {"warmup_s": seconds[0], "seconds": seconds[1:], "configs": configs,
-            "peak_mib": max(max_resident_bytes() - base, 0) / 2**20, "base_mib": base / 2**20,
-            "loading_over_base_mib": (loading_peak - base) / 2**20}
+    result = {"warmup_s": seconds[0], "seconds": seconds[1:], "configs": configs,
+              "peak_mib": max(max_resident_bytes() - base, 0) / 2**20, "base_mib": base / 2**20,
+              "loading_over_base_mib": (loading_peak - base) / 2**20}
+    if not job.get("count_flops", True):
+        return result
+    with FlopCounterMode(display=False) as counter:  # one more step, counted: dense matmul FLOPs (mm, bmm, addmm)
+        step()
+    return {**result, "flops": counter.get_total_flops()}
 
 
-def in_child(job: dict, timeout: float) -> dict:
-    """`measure(job)` in a fresh interpreter with CHILD_ENV; a failure (killed, time-out) is reported, not raised."""
+def matmul_peak(threads: int, size: int = 2048, repeats: int = 5) -> float:
+    """FLOP/s of this machine's best float32 matmul of two size x size matrices on `threads` threads."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = min(timed_once(lambda: a @ b) for _ in range(repeats))
+    torch.set_num_threads(previous)
+    return 2 * size**3 / best
+
+
+def timed_once(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def in_child(job: dict, timeout: float, env: dict[str, str] | None = None) -> dict:
+    """`measure(job)` in a fresh interpreter, `env` added; a failure (killed, time-out) is reported, not raised."""
     try:
         done = subprocess.run([sys.executable, __file__, "--child", json.dumps(job)], capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, **CHILD_ENV})
+                              timeout=timeout, env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         return {"error": f"not run: over the {timeout:.0f} s time-out"}
     if done.returncode != 0:
@@ -222,7 +230,7 @@ class Runner:
                     step_s = extrapolate(speed[key], configs)
                     if step_s * (1 + repeats) > args.cell_s:
                         repeats = max(args.min_repeats, int(args.cell_s / max(step_s, 1e-9)) - 1)
-                    why = self.skip(extrapolate(memory[key], configs) / 1024, step_s, step_s * (1 + repeats) + 3,
+                    why = self.skip(extrapolate(memory[key], configs) / 1024, step_s, step_s * (5 + repeats) + 6,  # + memory child
                                     max_step_s)
                     if why:
                         results[key][configs] = {"error": why}
@@ -236,6 +244,9 @@ class Runner:
                     torch.set_num_threads(threads)
                 else:
                     result = in_child(job, timeout=max(120.0, 3 * step_s * (1 + repeats) + 60))
+                    if "error" not in result:
+                        held = in_child({**job, "repeats": 1, "count_flops": False}, timeout=max(120.0, 6 * step_s + 60), env=MEMORY_ENV)
+                        result = {**result, **{k: held[k] for k in MEMORY_KEYS}} if "error" not in held else held
                     self.children += 1
                 results[key][configs] = result
                 if "error" in result:
@@ -251,6 +262,10 @@ class Runner:
 
 
 # ---------------------------------------------------------------- report
+
+
+def flops_per_s(result: dict) -> float:
+    return result["flops"] / statistics.median(result["seconds"])
 
 
 def rates(result: dict) -> list[float]:
@@ -400,6 +415,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"ranking {speed_ratio(ra, rb)} the configs/s, peak memory {memory_ratio(ta, tb)} in training "
                   f"and {memory_ratio(ra, rb)} in ranking.** Ratios of medians; in brackets the range from the "
                   "repeats' min-max (the worst of one over the best of the other, and back).", ""]
+        peak = matmul_peak(args.threads)
+        use = [f"{name} {flops_per_s(cell) / 1e9:.1f} GFLOP/s = {flops_per_s(cell) / peak:.0%}"
+               for name, cell in (("encode once", ta), ("early fusion", tb)) if "error" not in cell]
+        lines += [f"Training model FLOP/s at the headline cell (dense matmul FLOPs of one step, counted by "
+                  f"`torch.utils.flop_counter`, over its median time), as a fraction of this machine's float32 matmul "
+                  f"peak ({peak / 1e9:.1f} GFLOP/s: 2048 x 2048 matmul, {args.threads} thread(s)): {'; '.join(use)}. "
+                  f"FLOPs per training step: encode once {ta.get('flops', 0) / 1e9:.1f} G, early fusion "
+                  f"{tb.get('flops', 0) / 1e9:.1f} G.", ""]
     spans = []
     for mode in MODES:
         pairs = [(grid[n, "once", mode][c], grid[n, "fusion", mode][c]) for n in args.sizes for c in args.configs]

@@ -1,4 +1,4 @@
-"""Rankers: shapes, masking, config-order invariance, coupling, encode-once equivalence, graph independence.
+"""Rankers: shapes, masking, config-order invariance, coupling, config links, graph independence.
 
 The batches are the ones training feeds a ranker: small files written with npz_factory, preprocessed by the
 package (`load_graph`), batched by its `Collate` (with targets), standardized as `RankingModule.forward` does.
@@ -24,7 +24,7 @@ from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
 from solution.models import scatter
 from solution.models.baselines import ConfigOnlyRanker
-from solution.models.layers import SAGEBlock
+from solution.models.layers import ConfigLinks, SAGEBlock
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import EarlyFusionRanker, LayoutRanker, TileRanker
 from solution.models.spec import build
@@ -221,13 +221,60 @@ def test_cross_attention_couples_configs_only_when_on(task: Task, cross_attentio
     torch.testing.assert_close(after[[0, 2]], before[[0, 2]])  # other graphs never move
 
 
-@pytest.mark.parametrize("cross_attention", [True, False])
-def test_encode_once_matches_per_config_encoding(cross_attention: bool) -> None:
+def test_config_links_are_the_edges_that_touch_configurable_nodes() -> None:
+    """ConfigLinks against a plain reading of the batch's edge list: the touched nodes and each route's pairs."""
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
-    once = make_model(LAYOUT, cross_attention=cross_attention, edge_direction="both")
-    per_config = make_model(LAYOUT, cross_attention=cross_attention, edge_direction="both", encode_once=False)
-    per_config.load_state_dict(once.state_dict())
-    torch.testing.assert_close(score(per_config, batch), score(once, batch), atol=1e-5, rtol=1e-5)
+    links = ConfigLinks.of(batch)
+    configurable = batch.config_node[batch.config_node != PAD].tolist()
+    assert links.nodes.tolist() == configurable
+    edges = batch.edge_index.t().tolist()  # (producer, consumer)
+    touched = sorted(set(configurable) | {c for p, c in edges if p in configurable}
+                     | {p for p, c in edges if c in configurable})
+    assert links.touched.tolist() == touched
+    expected = [sorted((p, c) for p, c in edges if p in configurable),  # k's output is read by the touched node
+                sorted((c, p) for p, c in edges if c in configurable),  # the touched node produces k's operand
+                sorted((k, k) for k in configurable)]
+    for (k, t), pairs in zip(links.routes, expected):
+        assert sorted(zip(links.nodes[k].tolist(), links.touched[t].tolist())) == pairs
+
+
+def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts() -> None:
+    """configure() sums embedding columns instead of multiplying a one-hot [M, C, 126]: the same numbers."""
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    model = make_model(LAYOUT)
+    links = ConfigLinks.of(batch)
+    h = torch.randn(batch.node_feat.size(0), SMALL["hidden"])
+    values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18]
+    onehot = torch.nn.functional.one_hot(values, 7).flatten(2).float()  # [M, C, 126]
+    expected = h[links.nodes][:, None] + model.config_embed(onehot)
+    torch.testing.assert_close(model.configure(h, batch, links), expected, atol=1e-5, rtol=1e-5)
+
+
+def chain_batch(nodes: int = 7, configurable: tuple[int, ...] = (0, 2, 4)) -> Batch:
+    """A one-graph batch of the chain 0 -> 1 -> ... -> nodes-1 whose configurable nodes are `configurable`."""
+    arrays = layout_arrays(n=nodes, c=4, nc=len(configurable), computations=1, seed=4)
+    arrays["node_opcode"][arrays["node_config_ids"]] = 1  # the factory's own picks: no longer configurable
+    arrays["node_opcode"][list(configurable)] = 26  # convolution
+    arrays["node_config_ids"] = np.array(configurable)
+    arrays["edge_index"] = np.stack([np.arange(1, nodes), np.arange(nodes - 1)], axis=1)  # [consumer, producer]
+    return batch_of(LAYOUT, [preprocess(arrays, Preprocessing(prune="none"))])
+
+
+@pytest.mark.parametrize("layers, reached", [(1, [True, True, False]), (2, [True, True, True])])
+def test_a_link_block_carries_a_config_two_hops_per_layer(layers: int, reached: list[bool]) -> None:
+    """Configurable nodes 0, 2, 4 on a chain: a change of node 0's layouts reaches node 2 (through node 1) in one
+    link block and node 4 (relayed by node 2) only in two; config-aware state lives on those three nodes only."""
+    batch = chain_batch()
+    model = make_model(LAYOUT, config_layers=layers, cross_attention=False)
+    changed = batch.config_feat.clone()
+    changed[0, 0, 0] = torch.where(changed[0, 0, 0] == 0, 1.0, 0.0)  # config 0, configurable slot 0 (node 0)
+    with torch.no_grad():
+        _, before, links = model.embed(batch)
+        _, after, _ = model.embed(batch.replace(config_feat=changed))
+    assert links.nodes.tolist() == [0, 2, 4] and before.shape[:2] == (3, batch.config_feat.size(1))
+    moved = (after - before).abs().amax(-1)  # [M, C]
+    assert [bool(m > 1e-6) for m in moved[:, 0]] == reached
+    torch.testing.assert_close(after[:, 1:], before[:, 1:])  # the other configs do not move (no cross-attention)
 
 
 @MODELS

@@ -26,7 +26,7 @@ from solution.models.segments import SegmentTraining, split
 from solution.models.spec import build
 from solution.training.module import RankingModule
 
-LAYERS = 4  # graph_layers + config_layers of the default LayoutRanker
+LAYERS = 6  # hops of the default LayoutRanker: graph_layers 2 + 2 per link block x config_layers 2
 WHOLE = Preprocessing(prune="none")  # graphs kept whole, so that they are larger than the segment budgets
 
 
@@ -119,7 +119,7 @@ def test_batches_are_cut_along_the_records_computations():
         assert np.array_equal(mine - mine.min(), expected)
 
 
-@pytest.mark.parametrize("settings", [{}, {"encode_once": False}, {"edge_direction": "both"},
+@pytest.mark.parametrize("settings", [{}, {"config_layers": 1}, {"edge_direction": "both"},
                                       {"cross_attention": False}])
 def test_a_halo_of_every_layer_reproduces_the_whole_graph_scores(settings):
     model, batch = make_model(LAYOUT, **settings), segmented(layout_graphs(), budget=9)
@@ -167,9 +167,9 @@ def test_training_backpropagates_through_the_sampled_segments_only():
     original = model.embed
 
     def spy(sub):
-        h, z = original(sub)
+        h, z, links = original(sub)
         used.append(z.requires_grad)
-        return h, z
+        return h, z, links
 
     model.embed = spy
     scores = training(model, batch, "train")
@@ -179,7 +179,7 @@ def test_training_backpropagates_through_the_sampled_segments_only():
     assert all(p.grad is not None for p in model.encoder.parameters())
 
 
-@pytest.mark.parametrize("settings", [{}, {"encode_once": False}])
+@pytest.mark.parametrize("settings", [{}, {"cross_attention": False}])
 def test_every_segment_with_gradients_gives_the_whole_graph_gradient(settings):
     batch = segmented(layout_graphs(), budget=9)
     whole_model, parts = make_model(LAYOUT, **settings), make_model(LAYOUT, **settings)

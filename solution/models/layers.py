@@ -1,12 +1,15 @@
-"""Building blocks of the rankers: SAGE message passing, cross-config attention, the graph encoder, pooling, readout."""
+"""Building blocks of the rankers: SAGE message passing, cross-config attention, the graph encoder, the links of the
+configurable nodes and their message passing, pooling, readout."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import NUM_OPCODES
+from ..constants import NUM_OPCODES, PAD
 from ..data.batch import Batch
 from .scatter import scatter_max, scatter_mean
 
@@ -78,7 +81,7 @@ class CrossConfigAttention(nn.Module):
 
 
 class GraphEncoder(nn.Module):
-    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks; optionally repeated per config."""
+    """Opcode embedding + node features -> MLP -> `layers` SAGE blocks: the config-independent pass."""
 
     def __init__(self, node_feat_dim: int, hidden: int, opcode_dim: int, layers: int, edge_direction: str,
                  dropout: float) -> None:
@@ -87,15 +90,95 @@ class GraphEncoder(nn.Module):
         self.input = mlp(opcode_dim + node_feat_dim, hidden, dropout)
         self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
 
-    def forward(self, batch: Batch, copies: int | None = None) -> torch.Tensor:
-        """[N, d]; with `copies` = C the same encoding computed C times over, [N, C, d] (early fusion)."""
-        x = torch.cat([self.opcode(batch.node_opcode), batch.node_feat], -1)  # [N, opcode_dim + F]
-        if copies is not None:
-            x = x[:, None].expand(-1, copies, -1)  # [N, C, opcode_dim + F]
-        x = self.input(x)  # [N, (C,) d]
+    def forward(self, batch: Batch) -> torch.Tensor:
+        """[N, d] node states, the same for every config."""
+        x = self.input(torch.cat([self.opcode(batch.node_opcode), batch.node_feat], -1))  # [N, d]
         for block in self.blocks:
             x = block(x, batch.edge_index)
         return x
+
+
+@dataclass
+class ConfigLinks:
+    """Where a batch's config-aware state lives: its M configurable nodes, and the T nodes they touch (themselves,
+    their producers and their consumers) along three routes, with the routes' mean aggregations as sparse
+    matrices (one product moves every route's messages at once, without an [edges, C, d] copy)."""
+
+    ROUTES = 3
+
+    nodes: torch.Tensor  # [M] batch node ids of the configurable nodes, graph by graph in slot order
+    graph: torch.Tensor  # [M] each one's graph row
+    slot: torch.Tensor  # [M] each one's column in config_node / config_feat
+    touched: torch.Tensor  # [T] batch node ids of the touched nodes
+    routes: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # (configurable index [R], touched index [R]) per route
+    spread: torch.Tensor  # [T, 3M] sparse: per route, the mean over the configurable nodes reaching a touched node
+    collect: torch.Tensor  # [3M, T] sparse: per route, the mean over the touched nodes a configurable node reaches
+
+    @classmethod
+    def of(cls, batch: Batch) -> ConfigLinks:
+        graph, slot = (batch.config_node != PAD).nonzero(as_tuple=True)  # [M] each
+        nodes = batch.config_node[graph, slot]  # [M]
+        configurable = index_of(nodes, batch.node_opcode.size(0))  # [N], -1 elsewhere
+        producer, consumer = batch.edge_index
+        out = configurable[producer] >= 0  # [E] edges leaving a configurable node
+        into = configurable[consumer] >= 0  # [E] edges entering one
+        touched = torch.zeros_like(configurable, dtype=torch.bool)
+        touched[nodes] = True
+        touched[consumer[out]] = True
+        touched[producer[into]] = True
+        touched = touched.nonzero().flatten()  # [T]
+        position = index_of(touched, configurable.size(0))  # [N]
+        routes = ((configurable[producer[out]], position[consumer[out]]),  # the touched node reads k's output
+                  (configurable[consumer[into]], position[producer[into]]),  # it produces one of k's operands
+                  (torch.arange(nodes.numel(), device=nodes.device), position[nodes]))  # it is k
+        k = torch.cat([r * nodes.numel() + ks for r, (ks, _) in enumerate(routes)])  # [R] rows of the [3M] stack
+        t = torch.cat([ts for _, ts in routes])  # [R]
+        shape = (touched.numel(), cls.ROUTES * nodes.numel())
+        return cls(nodes, graph, slot, touched, routes, mean_matrix(t, k, shape), mean_matrix(k, t, shape[::-1]))
+
+
+def index_of(ids: torch.Tensor, size: int) -> torch.Tensor:
+    """[size] position of each id in `ids`, -1 for the others."""
+    position = torch.full((size,), PAD, dtype=torch.long, device=ids.device)
+    position[ids] = torch.arange(ids.numel(), device=ids.device)
+    return position
+
+
+def mean_matrix(rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """Sparse [rows, cols] matrix whose product with x [cols, ...] averages, for each row, the x of its columns."""
+    degree = torch.bincount(rows, minlength=shape[0]).clamp(min=1)  # [rows]
+    values = 1.0 / degree[rows].float()
+    return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False).coalesce()
+
+
+class LinkBlock(nn.Module):
+    """Config-aware message passing that keeps its d x d work on the configurable nodes: each configurable
+    node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
+    what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
+    mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
+    work is one sparse product each way and one GELU."""
+
+    def __init__(self, dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        routes = ConfigLinks.ROUTES
+        self.send = nn.Linear(dim, routes * dim, bias=False)
+        self.context = nn.Linear(dim, dim)
+        self.receive = nn.Linear(routes * dim, dim, bias=False)
+        self.linear = nn.Linear(dim, dim)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
+        """z [M, C, d] configurable-node states; h_touched [T, d] the encoder's states of the touched nodes."""
+        (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
+        send = self.send.weight.view(routes, d, d).transpose(1, 2)  # [3, d_in, d_out]
+        sent = torch.matmul(z.reshape(1, m * c, d), send)  # [3, M*C, d]: route-major, so the stack is a view
+        met = torch.sparse.mm(links.spread, sent.reshape(routes * m, c * d)).view(t, c, d)  # [T, C, d]
+        met = F.gelu(met + per_config(self.context(h_touched)))
+        back = torch.sparse.mm(links.collect, met.view(t, c * d)).view(routes, m * c, d)  # [3, M*C, d]
+        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
+        out = self.linear(z) + torch.matmul(back, receive).sum(0).view(m, c, d)  # [M, C, d]
+        return self.norm(z + self.dropout(F.gelu(out)))
 
 
 def per_config(x: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Config rankers: encode the graph once, broadcast each config onto it, compare configs jointly.
+"""Config rankers: encode the graph once, join each config to its configurable nodes, compare configs jointly.
 
 Each ranker is chosen in the YAML as `model.ranker` (`class_path` + `init_args`) and owns its arguments;
 `node_feat_dim` and `config_width` come from the data module.
@@ -12,7 +12,8 @@ from torch.nn import functional as F
 
 from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
 from ..data.batch import Batch
-from .layers import CrossConfigAttention, GraphEncoder, Readout, SAGEBlock, mlp, per_config, pool, valid_configs
+from .layers import (ConfigLinks, CrossConfigAttention, GraphEncoder, LinkBlock, Readout, SAGEBlock, mlp, per_config,
+                     pool, valid_configs)
 from .segments import SegmentTraining
 from .spec import Remembered
 
@@ -34,10 +35,12 @@ class Ranker(Remembered):
 
 
 class LayoutRanker(Ranker):
-    """Layout configs: the graph is encoded once; each config's layouts are added on its configurable nodes
-    (a learned "no config" vector on the others); config-aware SAGE blocks with cross-config attention run
-    on [N, C, d]; a per-graph pool and a readout score each config. Batches over the data's segment budget
-    train and predict segment by segment (`segment_*`, see models/segments.py)."""
+    """Layout configs: the graph is encoded once, [N, d]; each config's layouts join the states of the configurable
+    nodes only, [M, C, d]; link blocks pass config-aware messages through the nodes those touch, with
+    cross-config attention after each; the per-graph pool of the configurable nodes (per config) and of the
+    encoding (shared) feed a readout that scores each config. The config-dependent work scales with the
+    configurable nodes, not the graph. Batches over the data's segment budget train and predict segment by
+    segment (`segment_*`, see models/segments.py)."""
 
     def __init__(
         self,
@@ -52,7 +55,6 @@ class LayoutRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "forward",
         dropout: float = 0.0,
-        encode_once: bool = True,
         head_epochs: int = 0,
         segment_sampled: int = 0,
         segment_keep_stale: float = 0.5,
@@ -60,39 +62,36 @@ class LayoutRanker(Ranker):
         segment_halo: int = 0,
     ) -> None:
         super().__init__()
-        self.encode_once = encode_once  # False recomputes the encoder per config (benchmarks)
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         self.config_embed = mlp(config_width, hidden, dropout)
-        self.no_config = nn.Parameter(torch.randn(hidden) * 0.02)
-        self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(config_layers))
+        self.blocks = nn.ModuleList(LinkBlock(hidden, dropout) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
         self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
-    def broadcast(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """z [N, C, d]: h + config embedding on configurable nodes, h + no_config elsewhere."""
-        config_node, config_feat = batch.config_node, batch.config_feat
-        graph, slot = (config_node != PAD).nonzero(as_tuple=True)  # [M] each, M valid configurable nodes
-        nodes = config_node[graph, slot]  # [M]
-        values = (config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
-        onehot = F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(h.dtype)  # [M, C, 126]
-        configured = per_config(h.index_select(0, nodes)) + self.config_embed(onehot)  # [M, C, d]
-        shape = (h.size(0), config_feat.size(1), h.size(-1))
-        return (per_config(h) + self.no_config).expand(shape).index_copy(0, nodes, configured)  # [N, C, d]
+    def configure(self, h: torch.Tensor, batch: Batch, links: ConfigLinks) -> torch.Tensor:
+        """z [M, C, d]: each configurable node's encoding plus the embedding of its layouts in each config."""
+        values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        first = self.config_embed[0]  # Linear(126, d) on the one-hot layouts, computed as a sum of 18 of its columns
+        symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
+        embedded = F.embedding_bag(symbols.flatten(0, 1), first.weight.t().contiguous(), mode="sum") + first.bias
+        layouts = self.config_embed[1:](embedded).view(*values.shape[:2], h.size(-1))  # [M, C, d]
+        return per_config(h.index_select(0, links.nodes)) + layouts  # [M, C, d]
 
-    def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Node states: the encoder's h [N, d] ([N, C, d] under early fusion) and the config-aware z [N, C, d]."""
-        mask = valid_configs(batch)  # [G, C]
-        h = self.encoder(batch, None if self.encode_once else mask.size(1))  # [N, d] or [N, C, d]
-        z = self.broadcast(h, batch)  # [N, C, d]
-        node_mask = mask[batch.node_graph]  # [N, C]
+    def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
+        """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, d], and their links."""
+        links = ConfigLinks.of(batch)
+        h = self.encoder(batch)  # [N, d]
+        z = self.configure(h, batch, links)  # [M, C, d]
+        h_touched = h.index_select(0, links.touched)  # [T, d]
+        node_mask = valid_configs(batch)[links.graph]  # [M, C]
         for i, block in enumerate(self.blocks):
-            z = block(z, batch.edge_index)
+            z = block(z, h_touched, links)
             if self.cross is not None:
                 z = self.cross[i](z, node_mask)
-        return h, z
+        return h, z, links
 
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
@@ -100,9 +99,9 @@ class LayoutRanker(Ranker):
             return self.segments(self, batch, mode, self.epoch)
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
-        h, z = self.embed(batch)
+        h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, batch.node_graph, graphs), graph_part], -1), mask)  # [G, C]
+        return self.readout(torch.cat([pool(z, links.graph, graphs), graph_part], -1), mask)  # [G, C]
 
 
 class TileRanker(Ranker):

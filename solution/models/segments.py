@@ -1,8 +1,9 @@
 """Graph segment training: a large layout graph cut into segments, so that training memory is one segment's.
 
 After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
-pruning and config broadcasting. The readout pools every node's state by mean and max, and both decompose
-exactly over a partition of the nodes: a graph's pool is assembled from per-segment sums, maxima and counts.
+pruning and config broadcasting. The readout pools the configurable nodes' config-aware states and every node's
+encoding, by mean and max, and both decompose exactly over a partition of the nodes: a graph's pool is
+assembled from per-segment sums, maxima and counts.
 A training step computes one segment at a time:
 
 Segment training wraps the layout ranker: `LayoutRanker` hands a segmented batch to its `SegmentTraining`,
@@ -15,14 +16,15 @@ it continues.
   (on the segmented graph) for one segment's memory, at the price of a second forward;
 - with `sampled` = k > 0 (GST), k segments per graph get gradients and the others contribute without: a
   segment with a configurable node (or one within its halo) is computed afresh under no_grad, its states
-  depend on the step's configs; a config-free segment's states are the same for every config and come from a
+  depend on the step's configs; a config-free segment pools its encoding alone, the same for every config, which comes from a
   historical table, computed when first needed and again once `refresh_every` epochs old, each table entry
   dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
 - a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
 - evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
 
 A `halo` of k hops gives each segment the nodes within k edges of it as context (not pooled); with k at least
-the model's total number of message-passing layers the segments reproduce the whole-graph scores exactly.
+the hops the model's messages span (graph_layers + 2 x config_layers: a link block goes out to the touched
+nodes and back) the segments reproduce the whole-graph scores exactly.
 """
 
 from __future__ import annotations
@@ -93,40 +95,47 @@ def split(batch: Batch, halo: int = 0) -> list[Segment]:
 
 @dataclass
 class Pool:
-    """Sums, maxima and count of one segment's pooled node states: z (config-aware) and h (the encoder's)."""
+    """Sums, maxima and counts of one segment's pooled states: z of its configurable nodes (per config) and h of
+    all its nodes (the encoder's). A config-free segment pools no z: sum 0, max -inf, count 0."""
 
-    z_sum: torch.Tensor  # [C, d], or [1, d] when the same for every config
+    z_sum: torch.Tensor  # [C, d], or [1, d] for a config-free segment
     z_max: torch.Tensor
-    h_sum: torch.Tensor  # [d], or [C, d] under early fusion
+    h_sum: torch.Tensor  # [d]
     h_max: torch.Tensor
-    count: int
+    count: int  # nodes pooled into h
+    z_count: int  # configurable nodes pooled into z
 
     @classmethod
     def of(cls, model: torch.nn.Module, batch: Batch, segment: Segment, configs: int | None = None,
            grad: bool = False) -> Pool:
         """A segment's pool under `model`; with `grad`, checkpointed: its activations are recomputed in the
         backward pass instead of kept."""
+        owned_configurable = segment.owned[segment.config_node]  # [k] in slot order, as the ranker's links
+
         def pooled() -> tuple[torch.Tensor, ...]:
-            h, z = model.embed(segment.batch(batch, configs))  # [n, (C,) d], [n, C, d]
-            h, z = h[segment.owned], z[segment.owned]
+            h, z, _ = model.embed(segment.batch(batch, configs))  # [n, d], [k, C, d]
+            h, z = h[segment.owned], z[owned_configurable]
+            if z.size(0) == 0:  # no configurable node of its own: nothing pooled into z
+                empty = h.new_zeros(1, h.size(-1))  # [1, d]
+                return empty, empty - float("inf"), h.sum(0), h.amax(0)
             return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
 
-        count = int(segment.owned.sum())
+        count, z_count = int(segment.owned.sum()), int(owned_configurable.sum())
         if grad and torch.is_grad_enabled():
             # re-entrant: one autograd node per segment (its forward runs without a graph); the anchor input makes
             # the outputs require gradients, which then reach the parameters when the backward recomputes
             anchor = torch.zeros((), requires_grad=True)
-            return cls(*checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count)
+            return cls(*checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count, z_count)
         with torch.no_grad():
-            return cls(*pooled(), count)
+            return cls(*pooled(), count, z_count)
 
     @staticmethod
     def features(pools: list[Pool], configs: int) -> torch.Tensor:
         """[C, 4d] mean and max of z, then of h, over the union of the segments: what the whole-graph readout
         pools, assembled from parts."""
-        count = sum(p.count for p in pools)
-        parts = [sum(p.z_sum for p in pools) / count, reduce(torch.maximum, [p.z_max for p in pools]),
-                 sum(p.h_sum for p in pools) / count, reduce(torch.maximum, [p.h_max for p in pools])]
+        z_count = max(sum(p.z_count for p in pools), 1)
+        parts = [sum(p.z_sum for p in pools) / z_count, reduce(torch.maximum, [p.z_max for p in pools]),
+                 sum(p.h_sum for p in pools) / sum(p.count for p in pools), reduce(torch.maximum, [p.h_max for p in pools])]
         return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
 
 
@@ -150,7 +159,7 @@ class SegmentTraining(torch.nn.Module):
     def get_extra_state(self) -> dict:
         """The historical table as plain tensors and numbers (checkpoints load it without pickled code)."""
         return {"keys": [list(key) for key in self.table],
-                "entries": [(epoch, pool.z_sum, pool.z_max, pool.h_sum, pool.h_max, pool.count)
+                "entries": [(epoch, pool.z_sum, pool.z_max, pool.h_sum, pool.h_max, pool.count, pool.z_count)
                             for epoch, pool in self.table.values()]}
 
     def set_extra_state(self, state: dict) -> None:
@@ -195,5 +204,5 @@ class SegmentTraining(torch.nn.Module):
     def _store(self, key: tuple[int, int], epoch: int, pool: Pool) -> tuple[int, Pool]:
         first = slice(None, 1)  # the rows are the same for every config: keep one
         self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
-                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count))
+                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count, pool.z_count))
         return self.table[key]
