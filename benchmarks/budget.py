@@ -52,9 +52,11 @@ class Marks(pl.Callback):
             mark = self.minutes.pop(0)
             trainer.save_checkpoint(self.folder / f"{mark:g}.ckpt")
             self.epochs[f"{mark:g}"] = {"epoch": trainer.current_epoch, "steps": trainer.global_step}
-            (self.folder / "marks.json").write_text(json.dumps(self.epochs))
         if not self.minutes:
             trainer.should_stop = True
+
+    def on_fit_end(self, trainer, module) -> None:  # a fit that ends before a mark leaves it out
+        (self.folder / "marks.json").write_text(json.dumps(self.epochs))
 
 
 def subsampled(root: Path, out: Path, collection: str, configs: int, seed: int = 0) -> Path:
@@ -83,6 +85,13 @@ def child(tree: Path, code: str, log: Path) -> subprocess.Popen:
                             stderr=subprocess.STDOUT)
 
 
+def finish(process: subprocess.Popen) -> tuple[int, float]:
+    """Wait for a child: its exit code and its peak RSS in MiB."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, usage.ru_maxrss / 1024  # KiB on Linux
+
+
 def fit_code(collection: str, root: Path, folder: Path, minutes: list[float], extra: list[str]) -> str:
     args = ["fit", "--config", f"configs/{collection_file_stem(collection)}.yaml", "--data.root", str(root),
             "--trainer.limit_val_batches", "0", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder),
@@ -107,18 +116,22 @@ def run_pair(trees: dict[str, Path], collection: str, train_root: Path, eval_roo
     for name, tree in trees.items():
         folders[name].mkdir(parents=True, exist_ok=True)
         fits[name] = child(tree, fit_code(collection, train_root, folders[name], minutes, extra), folders[name] / "fit.log")
+    peaks = {}
     for name, process in fits.items():
-        if process.wait() != 0:
+        code, peaks[name] = finish(process)
+        if code != 0:
             raise RuntimeError(f"{name} fit of {collection} failed: see {folders[name] / 'fit.log'}")
     results = {}
     for name, tree in trees.items():
         marks = json.loads((folders[name] / "marks.json").read_text())
         for mark in marks:
             log = folders[name] / f"validate_{mark}.log"
-            if child(tree, validate_code(collection, eval_root, folders[name] / f"{mark}.ckpt", extra), log).wait():
+            code, rss = finish(child(tree, validate_code(collection, eval_root, folders[name] / f"{mark}.ckpt", extra),
+                                     log))
+            if code != 0:
                 raise RuntimeError(f"{name} validate of {collection} at {mark} min failed: see {log}")
             line = next(x for x in log.read_text().splitlines() if x.startswith("SCORE "))
-            marks[mark]["score"] = json.loads(line.split(" ", 1)[1])
+            marks[mark].update(score=json.loads(line.split(" ", 1)[1]), validate_rss_mib=rss, fit_rss_mib=peaks[name])
         results[name] = marks
         print(collection, name, json.dumps(marks), flush=True)
     return results
@@ -162,6 +175,13 @@ def report(results: dict[str, dict[str, dict]], minutes: list[float], command: s
             text = [f"{c['score']:.4f} ({c['epoch']} ep, {c['steps']} steps)" if c else "–" for c in cells]
             delta = f"{cells[1]['score'] - cells[0]['score']:+.4f}" if all(cells) else "–"
             lines.append(f"| {collection} | {t:g} | {text[0]} | {text[1]} | {delta} |")
+    lines += ["", "Peak RSS (MiB) of each whole `fit` process (to the last mark) and of the largest `validate`:", "",
+              "| collection | before fit | after fit | before validate | after validate |", "|---|---|---|---|---|"]
+    for collection, trees in results.items():
+        cells = []
+        for key in ("fit_rss_mib", "validate_rss_mib"):
+            cells += [f"{max((m[key] for m in trees[name].values()), default=0):,.0f}" for name in ("before", "after")]
+        lines.append(f"| {collection} | " + " | ".join(cells) + " |")
     return lines + ["", "![score against training minutes](budget.svg)"]
 
 
@@ -182,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         args.collections, args.minutes, args.eval_configs = args.collections[:1], [0.05, 0.1], 20
         args.data, args.before = work / "data", args.before or AFTER
         generate(args.data, "tiny", 0, collections=args.collections)
-        extra = ["--config", "configs/demo.yaml"]
+        extra = ["--config", "configs/demo.yaml", "--trainer.max_epochs", "100000"]  # the marks end the fits
     elif not (args.data / "npz_all").is_dir():
         generate(args.data, "realistic", 0, collections=args.collections)
     if args.before is None:

@@ -51,8 +51,8 @@ def test_ablation_variants_parse_and_layout_only_ones_never_reach_tile():
                     ablations.fit(collection, 0, variant, [])
                 continue
             cli = lightning_main([*configs, "--trainer.logger", "false", *variant.args], run=False)
-            expected = "ConfigOnlyRanker" if name == "config-only baseline" else \
-                ("LayoutRanker" if collection.startswith("layout") else "TileRanker")
+            expected = {"config-only baseline": "ConfigOnlyRanker", "early fusion": "EarlyFusionRanker"}.get(
+                name, "LayoutRanker" if collection.startswith("layout") else "TileRanker")
             assert type(cli.model.ranker).__name__ == expected, name
 
 

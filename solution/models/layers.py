@@ -151,6 +151,11 @@ def mean_matrix(rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) 
     return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False).coalesce()
 
 
+def sparse_mean(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """matrix @ x with the sparse matrix in x's dtype (bfloat16 under autocast)."""
+    return torch.sparse.mm(matrix.to(x.dtype), x)
+
+
 class LinkBlock(nn.Module):
     """Config-aware message passing that keeps its d x d work on the configurable nodes: each configurable
     node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
@@ -173,9 +178,9 @@ class LinkBlock(nn.Module):
         (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
         send = self.send.weight.view(routes, d, d).transpose(1, 2)  # [3, d_in, d_out]
         sent = torch.matmul(z.reshape(1, m * c, d), send)  # [3, M*C, d]: route-major, so the stack is a view
-        met = torch.sparse.mm(links.spread, sent.reshape(routes * m, c * d)).view(t, c, d)  # [T, C, d]
+        met = sparse_mean(links.spread, sent.reshape(routes * m, c * d)).view(t, c, d)  # [T, C, d]
         met = F.gelu(met + per_config(self.context(h_touched)))
-        back = torch.sparse.mm(links.collect, met.view(t, c * d)).view(routes, m * c, d)  # [3, M*C, d]
+        back = sparse_mean(links.collect, met.view(t, c * d)).view(routes, m * c, d)  # [3, M*C, d]
         receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
         out = self.linear(z) + torch.matmul(back, receive).sum(0).view(m, c, d)  # [M, C, d]
         return self.norm(z + self.dropout(F.gelu(out)))
