@@ -296,7 +296,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'num_workers': 4,
                                  'collection': 'layout:nlp:default'}}}
 
-LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io')
+LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
 PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.submission', 'solution.tools', 'solution.training')
 
@@ -4150,6 +4150,7 @@ from __future__ import annotations
 import math
 
 import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_info
 import numpy as np
 import torch
 
@@ -4157,6 +4158,7 @@ from ..data.batch import Batch
 from ..data.features import Standardizer
 from ..data.tasks import TASKS
 from ..metrics import mean_over_graphs
+from ..models import scatter
 from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
@@ -4232,6 +4234,9 @@ class RankingModule(pl.LightningModule):
             self.ranker.compile(dynamic=True)
 
     def setup(self, stage: str) -> None:
+        if not scatter.AVAILABLE:
+            rank_zero_info("torch_scatter is not installed: scatter reductions run in plain torch (the same numbers, "
+                           "a little slower; `make scatter` builds it)")
         datamodule = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
             sums = datamodule.feature_sums()

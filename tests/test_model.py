@@ -371,6 +371,25 @@ def test_scatter_backends_give_the_same_scores(task: Task) -> None:
     torch.testing.assert_close(fused, fallback, atol=1e-5, rtol=1e-5)
 
 
+def test_a_missing_torch_scatter_is_said_when_a_module_is_set_up(monkeypatch, caplog) -> None:
+    """Without torch_scatter every command says which scatter path it runs (a fit, a validation, a prediction)."""
+    import logging
+
+    import lightning.pytorch as pl
+
+    from solution.training.module import RankingModule
+
+    module = RankingModule(make_model(LAYOUT), PairwiseHinge(), task="layout")
+    module.trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_checkpointing=False)
+    lightning_log = logging.getLogger("lightning.pytorch")  # Lightning's own handler; it does not propagate
+    monkeypatch.setattr(lightning_log, "handlers", [*lightning_log.handlers, caplog.handler])
+    for available, said in ((True, False), (False, True)):
+        monkeypatch.setattr(scatter, "AVAILABLE", available)
+        caplog.clear()
+        module.setup("predict")
+        assert ("torch_scatter is not installed" in caplog.text) == said
+
+
 @MODELS
 def test_a_ranker_is_rebuilt_from_its_spec(task: Task, ranker: type) -> None:
     settings = {} if ranker is ConfigOnlyRanker else {"edge_direction": "both", "head_epochs": 2}
