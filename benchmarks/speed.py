@@ -329,9 +329,8 @@ def machine(threads: int) -> str:
         pass
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (f"{cpu}, {os.cpu_count()} cores, {memory_gib:.0f} GiB RAM; {threads} torch thread(s); torch "
-            f"{torch.__version__}, Python {platform.python_version()}; torch_scatter "
-            f"{'used' if scatter.AVAILABLE and scatter.BACKEND == 'torch_scatter' else 'not used'} "
-            f"(`solution.models.scatter.AVAILABLE` = {scatter.AVAILABLE}, backend {scatter.BACKEND})")
+            f"{torch.__version__}, Python {platform.python_version()}; scatter backend {scatter.BACKEND} "
+            f"(torch_scatter installed: {scatter.AVAILABLE}; \"auto\" runs plain torch on CPU tensors)")
 
 
 def cells(results: dict) -> list[dict]:

@@ -372,7 +372,8 @@ def test_scatter_backends_give_the_same_scores(task: Task) -> None:
 
 
 def test_a_missing_torch_scatter_is_said_when_a_module_is_set_up(monkeypatch, caplog) -> None:
-    """Without torch_scatter every command says which scatter path it runs (a fit, a validation, a prediction)."""
+    """Without torch_scatter, a module set up on a GPU says that its scatters run in plain torch (on CPU plain torch
+    is the fast path, so nothing is said)."""
     import logging
 
     import lightning.pytorch as pl
@@ -383,11 +384,13 @@ def test_a_missing_torch_scatter_is_said_when_a_module_is_set_up(monkeypatch, ca
     module.trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_checkpointing=False)
     lightning_log = logging.getLogger("lightning.pytorch")  # Lightning's own handler; it does not propagate
     monkeypatch.setattr(lightning_log, "handlers", [*lightning_log.handlers, caplog.handler])
-    for available, said in ((True, False), (False, True)):
+    strategy = type(module.trainer.strategy)
+    for available, device, said in ((True, "cuda", False), (False, "cuda", True), (False, "cpu", False)):
         monkeypatch.setattr(scatter, "AVAILABLE", available)
+        monkeypatch.setattr(strategy, "root_device", property(lambda self, device=device: torch.device(device)))
         caplog.clear()
         module.setup("predict")
-        assert ("torch_scatter is not installed" in caplog.text) == said
+        assert ("torch_scatter is not installed" in caplog.text) == said, (available, device)
 
 
 @MODELS

@@ -101,3 +101,18 @@ def test_environment_forces_fallback() -> None:
     code = "from solution.models import scatter; print(scatter.BACKEND)"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "torch"
+
+
+@needs_torch_scatter
+def test_auto_takes_plain_torch_on_cpu(monkeypatch) -> None:
+    """"auto" leaves CPU tensors to plain torch (the faster path there) and gives CUDA tensors to torch_scatter."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("torch_scatter called for a CPU tensor")
+    for name in ("scatter_sum", "scatter_mean", "scatter_max"):
+        monkeypatch.setattr(scatter.torch_scatter, name, refuse)
+    with scatter.use_backend("auto"):
+        for reduce in REDUCTIONS.values():
+            reduce(torch.ones(3, 2), torch.tensor([0, 1, 1]), 0, 2)
+        assert not scatter._fused(torch.ones(1))
+    with scatter.use_backend("torch_scatter"):
+        assert scatter._fused(torch.ones(1))

@@ -8,15 +8,17 @@ from collections.abc import Iterator
 
 import torch
 
-# Two paths for one behaviour. torch_scatter has fused kernels that are faster on GPU, so it is used when it
-# is installed; it has no PyPI wheel and is missing on a Kaggle notebook, so plain torch (index_add_ and
-# scatter_reduce) is the fallback and must give the same numbers. SOLUTION_SCATTER=torch forces the fallback.
+# Two paths for one behaviour. torch_scatter's fused kernels are the GPU's fast path; on CPU plain torch
+# (index_add_ and scatter_reduce) is as fast or faster (whole steps 0-7 % faster, its max 20x in a forward pass;
+# docs/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA tensors when it is installed and
+# plain torch otherwise; torch_scatter has no PyPI wheel and is missing on a Kaggle notebook, and both paths
+# give the same numbers (tested). SOLUTION_SCATTER=torch_scatter or =torch forces one path everywhere.
 try:
     import torch_scatter
 except ImportError:
     torch_scatter = None
 
-BACKENDS = ("torch_scatter", "torch")
+BACKENDS = ("auto", "torch_scatter", "torch")
 AVAILABLE = torch_scatter is not None
 
 
@@ -28,11 +30,11 @@ def _check(name: str) -> str:
     return name
 
 
-BACKEND = _check(os.environ.get("SOLUTION_SCATTER", "torch_scatter" if AVAILABLE else "torch"))
+BACKEND = _check(os.environ.get("SOLUTION_SCATTER", "auto"))
 
 
 def set_backend(name: str) -> None:
-    """Use `name` ("torch_scatter" or "torch") for every later call."""
+    """Use `name` ("auto", "torch_scatter" or "torch") for every later call."""
     global BACKEND
     BACKEND = _check(name)
 
@@ -61,10 +63,11 @@ def _out_shape(src: torch.Tensor, dim: int, dim_size: int) -> list[int]:
     return shape
 
 
-def _fused() -> bool:
-    """torch_scatter's kernels, unless a torch.compile trace is running (it cannot trace them; inductor fuses
-    the plain-torch ops itself)."""
-    return BACKEND == "torch_scatter" and not torch.compiler.is_compiling()
+def _fused(src: torch.Tensor) -> bool:
+    """torch_scatter's kernels for `src` (forced, or "auto" on a CUDA tensor), unless a torch.compile trace is
+    running (it cannot trace them; inductor fuses the plain-torch ops itself)."""
+    chosen = BACKEND == "torch_scatter" or (BACKEND == "auto" and AVAILABLE and src.is_cuda)
+    return chosen and not torch.compiler.is_compiling()
 
 
 def _validate(src: torch.Tensor, index: torch.Tensor, dim: int) -> int:
@@ -77,7 +80,7 @@ def _validate(src: torch.Tensor, index: torch.Tensor, dim: int) -> int:
 def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """out[..., i, ...] = sum of src[..., j, ...] over j with index[j] == i (slot i along `dim`)."""
     dim = _validate(src, index, dim)
-    if _fused():
+    if _fused(src):
         return torch_scatter.scatter_sum(src, index, dim, dim_size=dim_size)
     return src.new_zeros(_out_shape(src, dim, dim_size)).index_add_(dim, index, src)
 
@@ -85,7 +88,7 @@ def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int)
 def scatter_mean(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """Mean over the entries of each slot; 0 for empty slots."""
     dim = _validate(src, index, dim)
-    if _fused():
+    if _fused(src):
         return torch_scatter.scatter_mean(src, index, dim, dim_size=dim_size)
     count = torch.bincount(index, minlength=dim_size).clamp_min(1).to(src.dtype)  # [dim_size]
     shape = [1] * src.dim()
@@ -96,7 +99,7 @@ def scatter_mean(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int
 def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: int) -> torch.Tensor:
     """Maximum over the entries of each slot (values only); 0 for empty slots."""
     dim = _validate(src, index, dim)
-    if _fused():
+    if _fused(src):
         return torch_scatter.scatter_max(src, _along(index, src, dim), dim, dim_size=dim_size)[0]
     out = src.new_zeros(_out_shape(src, dim, dim_size))
     return out.scatter_reduce(dim, _along(index, src, dim), src, "amax", include_self=False)

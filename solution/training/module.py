@@ -90,9 +90,9 @@ class RankingModule(pl.LightningModule):
             self.ranker.compile(dynamic=True)
 
     def setup(self, stage: str) -> None:
-        if not scatter.AVAILABLE:
-            rank_zero_info("torch_scatter is not installed: scatter reductions run in plain torch (the same numbers, "
-                           "a little slower; `make scatter` builds it)")
+        if not scatter.AVAILABLE and self.trainer.strategy.root_device.type == "cuda":
+            rank_zero_info("torch_scatter is not installed: scatter reductions on the GPU run in plain torch (the "
+                           "same numbers, slower; `make scatter` builds it)")
         datamodule = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
             sums = datamodule.feature_sums()
