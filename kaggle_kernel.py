@@ -2654,10 +2654,11 @@ from collections.abc import Iterator
 import torch
 
 # Two paths for one behaviour. torch_scatter's fused kernels are the GPU's fast path; on CPU plain torch
-# (index_add_ and scatter_reduce) is as fast or faster (whole steps 0-7 % faster, its max 20x in a forward pass;
-# docs/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA tensors when it is installed and
-# plain torch otherwise; torch_scatter has no PyPI wheel and is missing on a Kaggle notebook, and both paths
-# give the same numbers (tested). SOLUTION_SCATTER=torch_scatter or =torch forces one path everywhere.
+# (index_add_ and scatter_reduce) is as fast or faster (whole steps 0-7 % faster, its max 20x in a forward
+# pass; docs/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA
+# tensors when it is installed and plain torch otherwise; torch_scatter has no PyPI wheel and is missing on a
+# Kaggle notebook, and both paths give the same numbers (tested). SOLUTION_SCATTER=torch_scatter or =torch
+# forces one path everywhere.
 try:
     import torch_scatter
 except ImportError:
@@ -2770,9 +2771,9 @@ it continues.
   (on the segmented graph) for one segment's memory, at the price of a second forward;
 - with `sampled` = k > 0 (GST), k segments per graph get gradients and the others contribute without: a
   segment with a configurable node (or one within its halo) is computed afresh under no_grad, its states
-  depend on the step's configs; a config-free segment pools its encoding alone, the same for every config, which comes from a
-  historical table, computed when first needed and again once `refresh_every` epochs old, each table entry
-  dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
+  depend on the step's configs; a config-free segment pools its encoding alone, the same for every config,
+  which comes from a historical table, computed when first needed and again once `refresh_every` epochs old,
+  each table entry dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
 - a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
 - evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
 

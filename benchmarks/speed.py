@@ -1,6 +1,7 @@
-"""Speed and memory, like for like: the package's LayoutRanker (graph encoded once, [N, d]; configs broadcast onto it
-as config-aware states of the configurable nodes only, [M, C, d]) against EarlyFusionRanker (the public top solutions' design: each config
-joined to its configurable nodes' input features before the first layer, [N, C, d] through every layer).
+"""Speed and memory, like for like: the package's LayoutRanker (graph encoded once, [N, d]; configs broadcast onto
+it as config-aware states of the configurable nodes only, [M, C, d]) against EarlyFusionRanker (the public top
+solutions' design: each config joined to its configurable nodes' input features before the first layer,
+[N, C, d] through every layer).
 
     python benchmarks/speed.py                     # the full grid (about 25 minutes on 2 CPU cores); docs/speed.md
     python benchmarks/speed.py --sizes 15000 --configs 64 128 --out /tmp/speed.md
@@ -17,8 +18,8 @@ Every cell (ranker, graph, C, mode) runs in two fresh interpreters. Its speed co
 allocator, as a user runs it: the median of the timed repeats after one warm-up, with their min-max. Its memory
 comes from one with MALLOC_MMAP_THRESHOLD_=65536, so that freed large buffers go back to the OS (that setting
 slows allocation-heavy code about 2x, so it is not timed): the peak RSS (getrusage ru_maxrss) over a warm-up and
-one repeat, minus the RSS after loading the batch and building the model and optimizer; training = zero_grad, forward, PairwiseHinge, backward, AdamW step; ranking = forward under no_grad
-in eval mode. The two rankers run one after the other at each C, so that they see the same load. A cell whose
+one repeat, minus the RSS after loading the batch and building the model and optimizer; training = zero_grad,
+forward, PairwiseHinge, backward, AdamW step; ranking = forward under no_grad in eval mode. The two rankers run one after the other at each C, so that they see the same load. A cell whose
 memory or seconds per step, extrapolated linearly in C from the measured smaller C of the same ranker, graph and
 mode, is over the limit, or that would end past the run's time budget, is reported as not run with the estimate.
 """

@@ -16,9 +16,9 @@ it continues.
   (on the segmented graph) for one segment's memory, at the price of a second forward;
 - with `sampled` = k > 0 (GST), k segments per graph get gradients and the others contribute without: a
   segment with a configurable node (or one within its halo) is computed afresh under no_grad, its states
-  depend on the step's configs; a config-free segment pools its encoding alone, the same for every config, which comes from a
-  historical table, computed when first needed and again once `refresh_every` epochs old, each table entry
-  dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
+  depend on the step's configs; a config-free segment pools its encoding alone, the same for every config,
+  which comes from a historical table, computed when first needed and again once `refresh_every` epochs old,
+  each table entry dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
 - a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
 - evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
 
