@@ -134,8 +134,9 @@ class Pool:
         """[C, 4d] mean and max of z, then of h, over the union of the segments: what the whole-graph readout
         pools, assembled from parts."""
         z_count = max(sum(p.z_count for p in pools), 1)
+        count = sum(p.count for p in pools)
         parts = [sum(p.z_sum for p in pools) / z_count, reduce(torch.maximum, [p.z_max for p in pools]),
-                 sum(p.h_sum for p in pools) / sum(p.count for p in pools), reduce(torch.maximum, [p.h_max for p in pools])]
+                 sum(p.h_sum for p in pools) / count, reduce(torch.maximum, [p.h_max for p in pools])]
         return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
 
 
