@@ -128,6 +128,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'graph_layers': 2,
                                                           'config_layers': 2,
                                                           'cross_attention': True,
+                                                          'readout_attention': True,
                                                           'heads': 4,
                                                           'temperature': 0.5,
                                                           'edge_direction': 'both',
@@ -173,6 +174,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'graph_layers': 2,
                                                            'config_layers': 2,
                                                            'cross_attention': True,
+                                                           'readout_attention': True,
                                                            'heads': 4,
                                                            'temperature': 0.5,
                                                            'edge_direction': 'both',
@@ -218,6 +220,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'graph_layers': 2,
                                                           'config_layers': 2,
                                                           'cross_attention': True,
+                                                          'readout_attention': True,
                                                           'heads': 4,
                                                           'temperature': 0.5,
                                                           'edge_direction': 'both',
@@ -263,6 +266,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'graph_layers': 2,
                                                            'config_layers': 2,
                                                            'cross_attention': True,
+                                                           'readout_attention': True,
                                                            'heads': 4,
                                                            'temperature': 0.5,
                                                            'edge_direction': 'both',
@@ -2280,11 +2284,11 @@ def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor
 class Readout(nn.Module):
     """Per-config features [G, C, in] -> MLP -> masked self-attention over the graph's configs -> score."""
 
-    def __init__(self, in_dim: int, hidden: int, cross_attention: bool, heads: int, dropout: float) -> None:
+    def __init__(self, in_dim: int, hidden: int, attention: bool, heads: int, dropout: float) -> None:
         super().__init__()
         self.mlp = mlp(in_dim, hidden, dropout)
         self.attention = nn.MultiheadAttention(hidden, heads, dropout=dropout, batch_first=True) \\
-            if cross_attention else None
+            if attention else None
         self.norm = nn.LayerNorm(hidden)
         self.head = nn.Linear(hidden, 1)
 
@@ -2490,8 +2494,9 @@ class Ranker(Remembered):
 class LayoutRanker(Ranker):
     """Layout configs: the graph is encoded once, [N, d]; each config's layouts join the states of the configurable
     nodes only, [M, C, d]; link blocks pass config-aware messages through the nodes those touch, with
-    cross-config attention after each; the per-graph pool of the configurable nodes (per config) and of the
-    encoding (shared) feed a readout that scores each config. The config-dependent work scales with the
+    cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
+    nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
+    attending to each other (`readout_attention`). The config-dependent work scales with the
     configurable nodes, not the graph. Batches over the data's segment budget train and predict segment by
     segment (`segment_*`, see models/segments.py)."""
 
@@ -2504,6 +2509,7 @@ class LayoutRanker(Ranker):
         graph_layers: int = 2,
         config_layers: int = 2,
         cross_attention: bool = True,
+        readout_attention: bool = True,
         heads: int = 4,
         temperature: float = 0.5,
         edge_direction: str = "forward",
@@ -2521,7 +2527,7 @@ class LayoutRanker(Ranker):
         self.blocks = nn.ModuleList(LinkBlock(hidden, dropout) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
-        self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
+        self.readout = Readout(4 * hidden, hidden, readout_attention, heads, dropout)
         self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
     def configure(self, h: torch.Tensor, batch: Batch, links: ConfigLinks) -> torch.Tensor:
@@ -2604,6 +2610,7 @@ class EarlyFusionRanker(Ranker):
         opcode_dim: int = 32,
         layers: int = 4,
         cross_attention: bool = True,
+        readout_attention: bool = True,
         heads: int = 4,
         temperature: float = 0.5,
         edge_direction: str = "forward",
@@ -2617,7 +2624,7 @@ class EarlyFusionRanker(Ranker):
         self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(layers)) \\
             if cross_attention else None
-        self.readout = Readout(2 * hidden, hidden, cross_attention, heads, dropout)
+        self.readout = Readout(2 * hidden, hidden, readout_attention, heads, dropout)
 
     def fused_input(self, batch: Batch) -> torch.Tensor:
         """[N, C, opcode_dim + F + config_width]: every node's features with its config's one-hot layouts."""

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -25,7 +26,8 @@ def test_benchmark_smoke(name, capsys, tmp_path):
     assert load(name).main(["--smoke", *out_file]) == 0
     out = capsys.readouterr().out
     expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS"],
-                "ablations": ["tile:xla", "layout:xla:default", "early fusion", "no pruning", "nodes kept", "±"],
+                "ablations": ["tile:xla", "layout:xla:default", "early fusion", "no pruning", "nodes kept", "±",
+                              "no readout attention", "Δ against the full model per collection"],
                 "speed": ["Headline", "Training step", "Ranking", "What pruning buys", "| train | 16 |",
                           "torch_scatter", "GFLOP/s"],
                 "scatter": ["| pool of the configurable nodes [M=", "max, forward + backward", "LayoutRanker, ranking pass",
@@ -41,7 +43,8 @@ def test_benchmark_smoke(name, capsys, tmp_path):
 
 def test_ablation_variants_parse_and_layout_only_ones_never_reach_tile():
     """Every variant's flags are accepted by the CLI for layout (base, collection and demo configs, as a fit layers
-    them); on tile the shared ones are, and a layout-only one is refused by `fit` before any parsing."""
+    them); on tile the shared ones are (in TileRanker's terms where they differ), and a layout-only one is refused
+    by `fit` before any parsing."""
     from solution.tools.cli import lightning_main
 
     ablations = load("ablations")
@@ -52,7 +55,7 @@ def test_ablation_variants_parse_and_layout_only_ones_never_reach_tile():
                 with pytest.raises(ValueError, match="layout-only"):
                     ablations.fit(collection, 0, variant, [])
                 continue
-            cli = lightning_main([*configs, "--trainer.logger", "false", *variant.args], run=False)
+            cli = lightning_main([*configs, "--trainer.logger", "false", *variant.flags(collection)], run=False)
             expected = {"config-only baseline": "ConfigOnlyRanker", "early fusion": "EarlyFusionRanker"}.get(
                 name, "LayoutRanker" if collection.startswith("layout") else "TileRanker")
             assert type(cli.model.ranker).__name__ == expected, name
@@ -62,13 +65,25 @@ def test_ablation_fits_of_other_code_are_not_reused(tmp_path):
     ablations = load("ablations")
     digest = ablations.code_digest()
     assert digest == ablations.code_digest()
-    path, row = tmp_path / "results.jsonl", {"variant": "full model", "collection": "tile:xla", "seed": 0, "best": 0.5}
-    ablations.Results(path, {"data": "d", "epochs": 1, "code": "older"}).add(row)
-    current = ablations.Results(path, {"data": "d", "epochs": 1, "code": digest})
+    row = {"variant": "full model", "collection": "tile:xla", "seed": 0, "select": 0.6, "report": 0.5}
+    ablations.Results(tmp_path, {"data": "d", "epochs": 1, "code": "older"}).add(row)
+    current = ablations.Results(tmp_path, {"data": "d", "epochs": 1, "code": digest})
     assert current.get(variant="full model", collection="tile:xla", seed=0) is None
-    assert current.values("full model", "tile:xla") == []
-    older = ablations.Results(path, {"data": "d", "epochs": 1, "code": "older"})
-    assert older.values("full model", "tile:xla") == [0.5]
+    assert current.by_seed("full model", "tile:xla") == {}
+    older = ablations.Results(tmp_path, {"data": "d", "epochs": 1, "code": "older"})
+    assert older.by_seed("full model", "tile:xla") == {0: 0.5}
+
+
+def test_ablation_deltas_are_paired_by_seed_with_a_t_interval():
+    """Δ = variant − reference over the seeds both have, its interval the 95 % t interval of the differences."""
+    from scipy import stats
+
+    ablations = load("ablations")
+    reference, variant = {0: 0.5, 1: 0.6, 2: 0.7, 3: 0.9}, {0: 0.45, 1: 0.58, 2: 0.66}  # seed 3 not fitted
+    gaps = np.array([-0.05, -0.02, -0.04])
+    low, high = stats.t.interval(0.95, 2, loc=gaps.mean(), scale=stats.sem(gaps))
+    assert ablations.delta(variant, reference) == f"{gaps.mean():+.3f} [{low:+.3f}, {high:+.3f}]"
+    assert ablations.delta({0: 0.4}, reference) == "-0.100" and ablations.delta({7: 0.4}, reference) == "–"
 
 
 def test_fusion_smoke(capsys, tmp_path):

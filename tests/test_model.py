@@ -179,10 +179,11 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
 
 @pytest.mark.parametrize("task, ranker, settings", [
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
+    (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
-], ids=["layout-cross", "layout", "tile-cross", "tile", "config_only-layout", "config_only-tile",
+], ids=["layout-cross", "layout-readout_only", "layout-none", "tile-cross", "tile", "config_only-layout", "config_only-tile",
         "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -204,11 +205,20 @@ def test_collated_config_order_is_the_shuffled_batch() -> None:
         torch.testing.assert_close(permuted[i, :len(order)], plain[i, torch.from_numpy(order)], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize(**TASK_IDS)
-@pytest.mark.parametrize("cross_attention", [True, False])
-def test_cross_attention_couples_configs_only_when_on(task: Task, cross_attention: bool) -> None:
+ATTENTION = [(LAYOUT, {"cross_attention": per_node, "readout_attention": readout})
+             for per_node in (True, False) for readout in (True, False)] + [
+    (TILE, {"cross_attention": on}) for on in (True, False)]  # TileRanker's one attention is its readout's
+
+
+@pytest.mark.parametrize("task, settings", ATTENTION, ids=["layout-both", "layout-per_node_only",
+                                                           "layout-readout_only", "layout-neither", "tile",
+                                                           "tile-none"])
+def test_cross_attention_couples_configs_only_when_on(task: Task, settings: dict) -> None:
+    """Changing one config moves every other config's score of its graph iff some attention compares configs
+    (LayoutRanker: per node or in the readout, each enough alone; TileRanker: its readout's)."""
     batch = batch_of(task, graphs_of(task))
-    model = make_model(task, cross_attention=cross_attention)
+    model = make_model(task, **settings)
+    cross_attention = any(settings.values())
     changed = batch.config_feat.clone()
     changed[1, 0] = torch.randint(-1, 6, changed[1, 0].shape).float()  # config 0 of graph 1
     before, after = score(model, batch), score(model, batch.replace(config_feat=changed))

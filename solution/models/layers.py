@@ -199,11 +199,11 @@ def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor
 class Readout(nn.Module):
     """Per-config features [G, C, in] -> MLP -> masked self-attention over the graph's configs -> score."""
 
-    def __init__(self, in_dim: int, hidden: int, cross_attention: bool, heads: int, dropout: float) -> None:
+    def __init__(self, in_dim: int, hidden: int, attention: bool, heads: int, dropout: float) -> None:
         super().__init__()
         self.mlp = mlp(in_dim, hidden, dropout)
         self.attention = nn.MultiheadAttention(hidden, heads, dropout=dropout, batch_first=True) \
-            if cross_attention else None
+            if attention else None
         self.norm = nn.LayerNorm(hidden)
         self.head = nn.Linear(hidden, 1)
 

@@ -37,8 +37,9 @@ class Ranker(Remembered):
 class LayoutRanker(Ranker):
     """Layout configs: the graph is encoded once, [N, d]; each config's layouts join the states of the configurable
     nodes only, [M, C, d]; link blocks pass config-aware messages through the nodes those touch, with
-    cross-config attention after each; the per-graph pool of the configurable nodes (per config) and of the
-    encoding (shared) feed a readout that scores each config. The config-dependent work scales with the
+    cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
+    nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
+    attending to each other (`readout_attention`). The config-dependent work scales with the
     configurable nodes, not the graph. Batches over the data's segment budget train and predict segment by
     segment (`segment_*`, see models/segments.py)."""
 
@@ -51,6 +52,7 @@ class LayoutRanker(Ranker):
         graph_layers: int = 2,
         config_layers: int = 2,
         cross_attention: bool = True,
+        readout_attention: bool = True,
         heads: int = 4,
         temperature: float = 0.5,
         edge_direction: str = "forward",
@@ -68,7 +70,7 @@ class LayoutRanker(Ranker):
         self.blocks = nn.ModuleList(LinkBlock(hidden, dropout) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
-        self.readout = Readout(4 * hidden, hidden, cross_attention, heads, dropout)
+        self.readout = Readout(4 * hidden, hidden, readout_attention, heads, dropout)
         self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
     def configure(self, h: torch.Tensor, batch: Batch, links: ConfigLinks) -> torch.Tensor:
@@ -151,6 +153,7 @@ class EarlyFusionRanker(Ranker):
         opcode_dim: int = 32,
         layers: int = 4,
         cross_attention: bool = True,
+        readout_attention: bool = True,
         heads: int = 4,
         temperature: float = 0.5,
         edge_direction: str = "forward",
@@ -164,7 +167,7 @@ class EarlyFusionRanker(Ranker):
         self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(layers)) \
             if cross_attention else None
-        self.readout = Readout(2 * hidden, hidden, cross_attention, heads, dropout)
+        self.readout = Readout(2 * hidden, hidden, readout_attention, heads, dropout)
 
     def fused_input(self, batch: Batch) -> torch.Tensor:
         """[N, C, opcode_dim + F + config_width]: every node's features with its config's one-hot layouts."""
