@@ -294,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
               "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", str(runs)]
     results = Results(runs / "results", {"data": str(root.resolve()), "settings": args.settings,
                                          "epochs": args.max_epochs, "every": args.every, "code": code_digest()})
-    todo = [(name, collection, seed) for name in args.variants for seed in args.seeds for collection in
-            args.collections  # variants outermost: an interrupted run has whole variants
+    todo = [(name, collection, seed) for seed in args.seeds for collection in args.collections
+            for name in args.variants  # seeds outermost: an interrupted run has every variant at the same seeds
             if not (VARIANTS[name].layout_only and not task_of(collection).has_config_nodes)
             and results.get(variant=name, collection=collection, seed=seed) is None]
     start = time.perf_counter()

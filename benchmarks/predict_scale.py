@@ -1,0 +1,153 @@
+"""Ranking one real-size file end to end: `solution predict` on the layout file with the most configs in a data
+root (in the realistic synthetic data, a 14k-node BERT-like graph with 100,040 configs), run as a user runs it:
+wall time, configs/s and the peak memory of the whole process tree (each data-loader worker is a process).
+
+    python benchmarks/predict_scale.py --data data/synthetic-realistic --workers 0 4 --out docs/predict-scale.md
+    python benchmarks/predict_scale.py --smoke   # tiny data: checks that the script runs
+
+The file is linked as the only test file of a scratch root, the collection's other files beside it as train and
+valid. A checkpoint of the collection's shipped settings, trained for one step, ranks it: ranking speed does not
+depend on the weights. Each worker setting runs twice with its own preprocessing cache: the first read of the
+file builds the cache (cold), the second reads it (warm). Memory: RssAnon (the process's own pages, not the
+mapped files) summed over the process and its descendants, sampled every 0.2 s from /proc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from solution.atomic import atomic_write
+from solution.data.reader import list_files
+from solution.data.synth import generate
+from solution.submission.files import collection_file_stem
+
+REPO = Path(__file__).resolve().parent.parent
+SPLITS = ("train", "valid", "test")
+
+
+def configs_in(path: Path) -> int:
+    """The number of configs of a layout file, read from its config_runtime alone."""
+    with np.load(path) as npz:
+        return len(npz["config_runtime"])
+
+
+def scratch_root(root: Path, collection: str, out: Path) -> tuple[Path, Path]:
+    """A root whose test split is `collection`'s file with the most configs and whose train and valid splits are
+    its other files (symbolic links); that file."""
+    files = [path for split in SPLITS for path in list_files(root, collection, split)]
+    biggest = max(files, key=configs_in)
+    folder = out.joinpath("npz_all", "npz", *collection.split(":"))
+    for split in SPLITS:
+        (folder / split).mkdir(parents=True, exist_ok=True)
+    for path in files:
+        split = "test" if path == biggest else ("valid" if path.parent.name == "valid" else "train")
+        (folder / split / path.name).symlink_to(path.resolve())
+    return out, biggest
+
+
+def tree_rss_mib(pid: int) -> float:
+    """RssAnon of `pid` and every descendant, in MiB (processes that end while read count as 0)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier and child not in tree]
+        tree.update(frontier)
+    total = 0
+    for member in tree:
+        try:
+            line = next(x for x in Path(f"/proc/{member}/status").read_text().splitlines() if x.startswith("RssAnon"))
+            total += int(line.split()[1])
+        except (OSError, StopIteration):
+            continue
+    return total / 1024
+
+
+def timed(command: list[str], log: Path) -> tuple[float, float]:
+    """Run `command`; its wall seconds and the peak RssAnon (MiB) of its process tree. A failure raises with the
+    log's tail."""
+    peak, done = [0.0], threading.Event()
+    start = time.perf_counter()
+    with open(log, "w") as handle:
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO)
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], tree_rss_mib(process.pid))
+                done.wait(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        code = process.wait()
+        done.set()
+        sampler.join()
+    seconds = time.perf_counter() - start
+    if code != 0:
+        raise RuntimeError(f"{' '.join(command)} exited with {code}:\n{log.read_text()[-3000:]}")
+    return seconds, peak[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path("data/synthetic-realistic"),
+                        help="a data root (the realistic synthetic data is generated there when absent)")
+    parser.add_argument("--collection", default="layout:nlp:random")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 4], help="data.num_workers settings")
+    parser.add_argument("--out", type=Path, default=Path("docs/predict-scale.md"))
+    parser.add_argument("--smoke", action="store_true", help="tiny data, 0 workers")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="solution-predict-scale-"))
+    if args.smoke:
+        args.data, args.workers = work / "data", [0]
+    if not (args.data / "npz_all").is_dir():
+        generate(args.data, "tiny" if args.smoke else "realistic", 0, [args.collection])
+    root, biggest = scratch_root(args.data, args.collection, work / "root")
+    configs = configs_in(biggest)
+    solution = [sys.executable, "-m", "solution"]
+    config = ["--config", str(REPO / "configs" / f"{collection_file_stem(args.collection)}.yaml"),
+              "--data.root", str(root), "--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
+    env_note = f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
+    checkpoints = work / "checkpoints"
+    timed([*solution, "fit", *config, "--data.cache_dir", str(work / "fit-cache"), "--trainer.max_steps", "1",
+           "--trainer.limit_val_batches", "0", "--checkpoint.dirpath", str(checkpoints)], work / "fit.log")
+    checkpoint = checkpoints / "last.ckpt"
+    rows = []
+    for workers in args.workers:
+        cache = work / f"cache-{workers}"
+        for state in ("cold", "warm"):
+            seconds, peak = timed([*solution, "predict", *config, "--ckpt_path", str(checkpoint),
+                                   "--data.cache_dir", str(cache), "--data.num_workers", str(workers)],
+                                  work / f"predict-{workers}-{state}.log")
+            rows.append(f"| {workers} | {state} | {seconds:,.0f} | {configs / seconds:,.0f} | {peak:,.0f} |")
+            print(rows[-1], flush=True)
+    given = " ".join(["python benchmarks/predict_scale.py", *(argv if argv is not None else sys.argv[1:])])
+    lines = [f"# Ranking one real-size file end to end ({args.collection})", "", f"Command: `{given}`", "",
+             f"The file: `{biggest.name}`, {configs:,} configs. Machine: {os.cpu_count()} cores; {env_note}. "
+             "Wall time of the whole `solution predict` command (imports, reading the file, ranking, writing the "
+             "submission part); configs/s = configs / that time; peak = RssAnon of the command's process tree "
+             "(MiB), sampled every 0.2 s. Cold: the first read, which builds the preprocessing cache; warm: the "
+             "same command again.", "",
+             "| data.num_workers | cache | seconds | configs/s | peak RssAnon MiB |", "|---|---|---|---|---|", *rows]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(args.out) as handle:
+        handle.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
