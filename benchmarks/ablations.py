@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         fit_all(todo, common, results, args.jobs)
     minutes = (time.perf_counter() - start) / 60
     given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report_only"]
-    command = " ".join(["python benchmarks/ablations.py", *given])
+    command = shlex.join(["python", "benchmarks/ablations.py", *given])
     how = f"report written with `--report_only` from the fits recorded in {runs / 'results'}" if args.report_only \
         else f"{minutes:.0f} min of fitting on this machine; fits already recorded for the same code are reused"
     out = Path(args.out or "docs/ablations.md")
