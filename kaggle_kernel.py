@@ -4023,20 +4023,25 @@ def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tupl
     return model, TpuGraphsDataModule(**data)
 
 
-def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, predict: bool = True
-             ) -> dict[str, float]:
-    """Validate a checkpoint and (with `predict`) write its test predictions to <output>/parts/<collection>.csv;
-    returns its validation metrics (`score`, ...) and the number of validation files."""
-    say(f"[{collection}] validating{' and predicting' if predict else ''} with {checkpoint}")
+def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, predict: bool = True,
+             validate: bool = True) -> dict[str, float]:
+    """Validate a checkpoint (with `validate`) and write its test predictions to <output>/parts/<collection>.csv
+    (with `predict`); returns its validation metrics (`score`, ...) and the number of validation files, or
+    nothing when it does not validate."""
+    doing = " and ".join(word for word, wanted in (("validating", validate), ("predicting", predict)) if wanted)
+    say(f"[{collection}] {doing} with {checkpoint}")
     model, datamodule = load(checkpoint, collection, settings, job)
     trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
                          devices=settings["trainer"].get("devices", 1), **QUIET,
                          callbacks=[SubmissionWriter(str(job.parts))])
-    metrics = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
+    metrics = {}
+    if validate:
+        found = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
+        metrics = {**{name.removeprefix("val/"): float(value) for name, value in found.items()},
+                   "files": len(datamodule.graphs("valid"))}
     if predict:
         trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    return {**{name.removeprefix("val/"): float(value) for name, value in metrics.items()},
-            "files": len(datamodule.graphs("valid"))}
+    return metrics
 
 
 # ---------------------------------------------------------------- the five collections

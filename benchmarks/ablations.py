@@ -57,14 +57,18 @@ class Variant:
     tile_args: tuple[str, ...] | None = None  # the same change in TileRanker's terms, where they differ
     layout_only: bool = False  # tile kernels are never pruned nor segmented and have no per-node configs
 
+    def fitted_on(self, collection: str) -> bool:
+        """Whether this variant has fits of its own on `collection` (a layout-only one reuses the full model's on
+        tile)."""
+        return task_of(collection).has_config_nodes or not self.layout_only
+
     def flags(self, collection: str) -> tuple[str, ...]:
-        """The overrides for `collection`; a layout-only variant has none on tile (its tile runs are the full
-        model's)."""
-        if task_of(collection).has_config_nodes:
-            return self.args
-        if self.layout_only:
+        """The overrides for `collection`."""
+        if not self.fitted_on(collection):
             raise ValueError(f"a layout-only variant {self.args} on {collection}: tile reuses the full model's fits")
-        return self.args if self.tile_args is None else self.tile_args
+        if task_of(collection).has_config_nodes or self.tile_args is None:
+            return self.args
+        return self.tile_args
 
 
 VARIANTS = {
@@ -109,7 +113,7 @@ def code_digest() -> str:
 def test_score(collection: str, checkpoint: Path, root: Path, out: Path) -> float:
     """The checkpoint's score on the test split, against root/answers.csv."""
     job = pipeline.Job(root, out)
-    pipeline.evaluate(collection, checkpoint, pipeline.read_settings(CONFIGS)[collection], job)
+    pipeline.evaluate(collection, checkpoint, pipeline.read_settings(CONFIGS)[collection], job, validate=False)
     part = job.parts / f"{collection_file_stem(collection)}.csv"
     return float(score(part, read_answers(root / "answers.csv"))[collection]["score"])
 
@@ -150,9 +154,7 @@ class Results:
             handle.write(json.dumps(row))
 
     def by_seed(self, variant: str, collection: str, key: str = "report") -> dict[int, float]:
-        # tile is never pruned nor fused: a layout-only variant's tile runs are the full model's
-        name = "full model" if VARIANTS[variant].layout_only and not task_of(collection).has_config_nodes \
-            else variant
+        name = variant if VARIANTS[variant].fitted_on(collection) else "full model"
         return {r["seed"]: r[key] for r in self.rows if r["variant"] == name and r["collection"] == collection
                 and all(r.get(k) == v for k, v in self.context.items())}
 
@@ -197,8 +199,9 @@ def section(title: str, variants: list[str], results: Results, collections: list
         row = [cell(list(results.by_seed(variant, c).values()), seeds) for c in collections]
         row += [cell(list(final.values()), seeds), delta(final, reference) if variant != "full model" else "–"]
         if pruning:
-            row += [f"{100 * np.mean([x for c in layout for x in results.by_seed(variant, c, 'kept').values()]):.1f} %",
-                    f"{np.mean([x for c in layout for x in results.by_seed(variant, c, 'configs_per_s').values()]):.0f}"]
+            kept, speed = ([x for c in layout for x in results.by_seed(variant, c, key).values()]
+                           for key in ("kept", "configs_per_s"))
+            row += [f"{100 * np.mean(kept):.1f} %", f"{np.mean(speed):.0f}"]
         lines.append(f"| {variant} | " + " | ".join(row) + " |")
     lines += ["", "Δ against the full model per collection (paired by seed, 95 % t interval):", "",
               "| variant | " + " | ".join(collections) + " |", "|---" * (len(collections) + 1) + "|"]
@@ -297,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "epochs": args.max_epochs, "every": args.every, "code": code_digest()})
     todo = [(name, collection, seed) for seed in args.seeds for collection in args.collections
             for name in args.variants  # seeds outermost: an interrupted run has every variant at the same seeds
-            if not (VARIANTS[name].layout_only and not task_of(collection).has_config_nodes)
+            if VARIANTS[name].fitted_on(collection)
             and results.get(variant=name, collection=collection, seed=seed) is None]
     start = time.perf_counter()
     if not args.report_only:
