@@ -137,7 +137,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'segment_sampled': 0,
                                                           'segment_keep_stale': 0.5,
                                                           'segment_refresh_every': 1,
-                                                          'segment_halo': 0}},
+                                                          'segment_halo': 0,
+                                                          'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
                                  'lr': 0.001,
@@ -183,7 +184,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'segment_sampled': 0,
                                                            'segment_keep_stale': 0.5,
                                                            'segment_refresh_every': 1,
-                                                           'segment_halo': 0}},
+                                                           'segment_halo': 0,
+                                                           'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
                                   'lr': 0.001,
@@ -229,7 +231,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'segment_sampled': 0,
                                                           'segment_keep_stale': 0.5,
                                                           'segment_refresh_every': 1,
-                                                          'segment_halo': 0}},
+                                                          'segment_halo': 0,
+                                                          'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
                                  'lr': 0.001,
@@ -275,7 +278,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'segment_sampled': 0,
                                                            'segment_keep_stale': 0.5,
                                                            'segment_refresh_every': 1,
-                                                           'segment_halo': 0}},
+                                                           'segment_halo': 0,
+                                                           'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
                                   'lr': 0.001,
@@ -674,6 +678,7 @@ SOURCES['solution.data.datamodule'] = '''\
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -940,8 +945,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return sums
 
     def _loader(self, dataset: Dataset, batch_size: int, train: bool) -> DataLoader:
-        """Batches of this process's shard: the rank and world size come from the trainer (one process without)."""
-        trainer, workers = self.trainer, self.hparams.num_workers
+        """Batches of this process's shard: the rank and world size come from the trainer (one process without);
+        num_workers loader workers at most, and no more than the CPUs this process may use can feed."""
+        trainer, workers = self.trainer, usable_workers(self.hparams.num_workers)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         seed = torch.initial_seed() % 2**62  # set by seed_everything
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
@@ -965,6 +971,13 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)
         return self._loader(chunks, self.hparams.eval_graphs_per_batch, train=False)
+
+
+def usable_workers(asked: int) -> int:
+    """`asked` loader workers, but at most one fewer than the CPUs this process may run on (the main process
+    trains or ranks on the last): extra workers on a small machine only take cores from the model."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(asked, max(cpus - 1, 0))
 '''
 
 # ---------------------------------------- solution.data.features
@@ -2260,15 +2273,37 @@ class LinkBlock(nn.Module):
 
     def forward(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
         """z [M, C, d] configurable-node states; h_touched [T, d] the encoder's states of the touched nodes."""
+        (m, c, d), routes = z.shape, ConfigLinks.ROUTES
+        met = self.meet(z, h_touched, links)  # [T, C, d]
+        back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]
+        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
+        out = self.linear(z).view(m * c, d)
+        for route in range(routes):  # accumulated route by route: no [3, M*C, d] product beside `back`
+            out = torch.addmm(out, back[route], receive[route])
+        return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
+
+    def meet(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
+        """[T, C, d]: at each touched node, the means of what its configurable nodes send along each route, joined
+        with its own config-independent state."""
         (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
         send = self.send.weight.view(routes, d, d).transpose(1, 2)  # [3, d_in, d_out]
-        sent = torch.matmul(z.reshape(1, m * c, d), send)  # [3, M*C, d]: route-major, so the stack is a view
-        met = sparse_mean(links.spread, sent.reshape(routes * m, c * d)).view(t, c, d)  # [T, C, d]
-        met = F.gelu(met + per_config(self.context(h_touched)))
-        back = sparse_mean(links.collect, met.view(t, c * d)).view(routes, m * c, d)  # [3, M*C, d]
-        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
-        out = self.linear(z) + torch.matmul(back, receive).sum(0).view(m, c, d)  # [M, C, d]
-        return self.norm(z + self.dropout(F.gelu(out)))
+        # [3, M*C, d] sent, route-major so that the [3M, C*d] stack is a view; a temporary (no backward needs it)
+        met = sparse_mean(links.spread, torch.matmul(z.reshape(1, m * c, d), send).view(routes * m, c * d))
+        return F.gelu(met.view(t, c, d).add_(per_config(self.context(h_touched))))  # [T, C, d]
+
+
+def in_chunks(fn, size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:
+    """fn(*xs), computed `size` slices of `dim` at a time when no gradient is taken (fn must act on each slice
+    alone): the same result, with its intermediates bounded by the slice. With gradients (or size 0), one call."""
+    if size <= 0 or torch.is_grad_enabled() or xs[0].size(dim) <= size:
+        return fn(*xs)
+    out = None
+    for start in range(0, xs[0].size(dim), size):
+        part = fn(*(x.narrow(dim, start, min(size, x.size(dim) - start)) for x in xs))
+        if out is None:  # written slice by slice: no list of parts beside the result
+            out = part.new_empty(part.shape[:dim] + (xs[0].size(dim),) + part.shape[dim + 1:])
+        out.narrow(dim, start, part.size(dim)).copy_(part)
+    return out
 
 
 def per_config(x: torch.Tensor) -> torch.Tensor:
@@ -2469,8 +2504,8 @@ from torch.nn import functional as F
 
 from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
 from ..data.batch import Batch
-from .layers import (ConfigLinks, CrossConfigAttention, GraphEncoder, LinkBlock, Readout, SAGEBlock, mlp, per_config,
-                     pool, valid_configs)
+from .layers import (ConfigLinks, CrossConfigAttention, GraphEncoder, LinkBlock, Readout, SAGEBlock, in_chunks, mlp,
+                     per_config, pool, valid_configs)
 from .segments import SegmentTraining
 from .spec import Remembered
 
@@ -2497,8 +2532,10 @@ class LayoutRanker(Ranker):
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`). The config-dependent work scales with the
-    configurable nodes, not the graph. Batches over the data's segment budget train and predict segment by
-    segment (`segment_*`, see models/segments.py)."""
+    configurable nodes, not the graph. Without gradients (validation, ranking) the config-aware layers run
+    `inference_rows` (node, config) rows at a time: link blocks a slice of the configs, attention a slice of the
+    nodes; the same scores, in bounded memory. Batches over the data's segment budget train and predict segment
+    by segment (`segment_*`, see models/segments.py)."""
 
     def __init__(
         self,
@@ -2519,9 +2556,11 @@ class LayoutRanker(Ranker):
         segment_keep_stale: float = 0.5,
         segment_refresh_every: int = 1,
         segment_halo: int = 0,
+        inference_rows: int = 2048,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
+        self.inference_rows = inference_rows
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         self.config_embed = mlp(config_width, hidden, dropout)
         self.blocks = nn.ModuleList(LinkBlock(hidden, dropout) for _ in range(config_layers))
@@ -2530,26 +2569,29 @@ class LayoutRanker(Ranker):
         self.readout = Readout(4 * hidden, hidden, readout_attention, heads, dropout)
         self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
-    def configure(self, h: torch.Tensor, batch: Batch, links: ConfigLinks) -> torch.Tensor:
-        """z [M, C, d]: each configurable node's encoding plus the embedding of its layouts in each config."""
-        values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
+    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """z [M, C, d]: each configurable node's encoding h_nodes [M, d] plus the embedding of its layouts in each
+        config, values [M, C, 18] (layout symbols 0..6)."""
         first = self.config_embed[0]  # Linear(126, d) on the one-hot layouts, computed as a sum of 18 of its columns
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         embedded = F.embedding_bag(symbols.flatten(0, 1), first.weight.t().contiguous(), mode="sum") + first.bias
-        layouts = self.config_embed[1:](embedded).view(*values.shape[:2], h.size(-1))  # [M, C, d]
-        return per_config(h.index_select(0, links.nodes)) + layouts  # [M, C, d]
+        layouts = self.config_embed[1:](embedded).view(*values.shape[:2], h_nodes.size(-1))  # [M, C, d]
+        return per_config(h_nodes) + layouts  # [M, C, d]
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
         """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, d], and their links."""
         links = ConfigLinks.of(batch)
         h = self.encoder(batch)  # [N, d]
-        z = self.configure(h, batch, links)  # [M, C, d]
-        h_touched = h.index_select(0, links.touched)  # [T, d]
         node_mask = valid_configs(batch)[links.graph]  # [M, C]
+        configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
+        values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        h_nodes = h.index_select(0, links.nodes)  # [M, d]
+        z = in_chunks(lambda part: self.configure(h_nodes, part), configs_per_pass, 1, values)  # [M, C, d]
+        h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
-            z = block(z, h_touched, links)
+            z = in_chunks(lambda part: block(part, h_touched, links), configs_per_pass, 1, z)
             if self.cross is not None:
-                z = self.cross[i](z, node_mask)
+                z = in_chunks(self.cross[i], nodes_per_pass, 0, z, node_mask)
         return h, z, links
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -2561,6 +2603,11 @@ class LayoutRanker(Ranker):
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         return self.readout(torch.cat([pool(z, links.graph, graphs), graph_part], -1), mask)  # [G, C]
+
+
+def rows_per_slice(rows: int, across: int) -> int:
+    """How many slices of `across` rows each fit in a budget of `rows` (at least one; 0: no budget)."""
+    return max(rows // max(across, 1), 1) if rows > 0 else 0
 
 
 class TileRanker(Ranker):
@@ -3853,7 +3900,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -3940,11 +3986,10 @@ class Job:
 
 def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
     """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
-    job's paths, every test file, and no more workers than the machine has cores to spare."""
-    workers = min(settings["data"].get("num_workers", 0), max((os.cpu_count() or 1) - 1, 0))
+    job's paths, every test file and this run's loader workers (the data module caps them by the CPUs)."""
     return {**settings["data"], **(saved or {}), "root": str(job.root),
-            "cache_dir": str(job.cache) if job.cache else None, "num_workers": workers, "predict_split": "test",
-            "limit_graphs": None}
+            "cache_dir": str(job.cache) if job.cache else None, "num_workers": settings["data"].get("num_workers", 0),
+            "predict_split": "test", "limit_graphs": None}
 
 
 def build_module(model: Mapping, datamodule: TpuGraphsDataModule) -> RankingModule:

@@ -17,9 +17,11 @@ at about 5k, 15k and 40k nodes.
 Every cell (ranker, graph, C, mode) runs in two fresh interpreters. Its speed comes from one with the default
 allocator, as a user runs it: the median of the timed repeats after one warm-up, with their min-max. Its memory
 comes from one with MALLOC_MMAP_THRESHOLD_=65536, so that freed large buffers go back to the OS (that setting
-slows allocation-heavy code about 2x, so it is not timed): the peak RSS (getrusage ru_maxrss) over a warm-up and
-one repeat, minus the RSS after loading the batch and building the model and optimizer; training = zero_grad,
-forward, PairwiseHinge, backward, AdamW step; ranking = forward under no_grad in eval mode. The two rankers run one after the other at each C, so that they see the same load. A cell whose
+slows allocation-heavy code about 2x, so it is not timed): the peak RSS (VmHWM, reset after the warm-up) of one
+step after a warm-up, minus the RSS before it, so one-time costs (first-touched library pages, allocator arenas)
+are not counted as the step's; training = zero_grad, forward, PairwiseHinge, backward, AdamW step; ranking =
+forward under no_grad in eval mode (LayoutRanker at its shipped inference_rows). The two rankers run one after
+the other at each C, so that they see the same load. A cell whose
 memory or seconds per step, extrapolated linearly in C from the measured smaller C of the same ranker, graph and
 mode, is over the limit, or that would end past the run's time budget, is reported as not run with the estimate.
 """
@@ -31,7 +33,6 @@ import gc
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -59,7 +60,7 @@ SIZES = (5000, 15000, 40000)
 CONFIGS = (16, 32, 64, 128, 256, 512, 1024)
 RANKERS = {"once": "encode once (LayoutRanker)", "fusion": "early fusion (EarlyFusionRanker)"}
 MODES = {"train": "Training step (forward + backward + AdamW step)", "rank": "Ranking (forward, no_grad, eval mode)"}
-MEMORY_KEYS = ("peak_mib", "base_mib", "loading_over_base_mib")
+MEMORY_KEYS = ("peak_mib", "base_mib", "first_call_mib")
 MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}  # the memory child's allocator: freed large buffers go back
 
 
@@ -108,12 +109,22 @@ def resident_bytes() -> int:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def max_resident_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+def peak_resident_bytes() -> int:
+    """The process's peak RSS (VmHWM) since it started or since the last reset_peak()."""
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmHWM"))
+
+
+def reset_peak() -> None:
+    """Restart the peak RSS from the current RSS (Linux: /proc/<pid>/clear_refs)."""
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
 
 
 def measure(job: dict) -> dict:
-    """One cell (run in a child): seconds of each call after a warm-up, and peak RSS above the loaded state."""
+    """One cell (run in a child): seconds of each call after a warm-up; the peak RSS of the calls after the warm-up
+    above the RSS before them (the step's own memory), and that of the warm-up above the loaded state (one-time
+    allocations and first-touched library pages included)."""
     torch.set_num_threads(job["threads"])
     batch = Batch(**torch.load(job["batch"], weights_only=True))
     net = build(job["ranker"], batch.node_feat.size(1))
@@ -134,15 +145,17 @@ def measure(job: dict) -> dict:
             with torch.no_grad():
                 net(batch)
     gc.collect()
-    base, loading_peak = resident_bytes(), max_resident_bytes()
-    seconds = []
-    for _ in range(1 + job["repeats"]):
-        start = time.perf_counter()
-        step()
-        seconds.append(time.perf_counter() - start)
-    result = {"warmup_s": seconds[0], "seconds": seconds[1:], "configs": configs,
-              "peak_mib": max(max_resident_bytes() - base, 0) / 2**20, "base_mib": base / 2**20,
-              "loading_over_base_mib": (loading_peak - base) / 2**20}
+    loaded = resident_bytes()
+    reset_peak()
+    warmup_s = timed_once(step)
+    first_call = peak_resident_bytes() - loaded
+    gc.collect()
+    base = resident_bytes()
+    reset_peak()
+    seconds = [timed_once(step) for _ in range(job["repeats"])]
+    result = {"warmup_s": warmup_s, "seconds": seconds, "configs": configs,
+              "peak_mib": max(peak_resident_bytes() - base, 0) / 2**20, "base_mib": base / 2**20,
+              "first_call_mib": first_call / 2**20}
     if not job.get("count_flops", True):
         return result
     count = layers.sparse_mean
@@ -268,8 +281,8 @@ class Runner:
                 result.update(repeats=repeats, load=os.getloadavg()[0])
                 memory[key].append((configs, max(result["peak_mib"], 1.0)))
                 speed[key].append((configs, statistics.median(result["seconds"])))
-                print(f"{label} {rate(result):>22} configs/s {result['peak_mib']:8,.0f} MiB (loading "
-                      f"{result['loading_over_base_mib']:,.0f})  x{repeats}  load {result['load']:.1f}  "
+                print(f"{label} {rate(result):>22} configs/s {result['peak_mib']:8,.0f} MiB (first call "
+                      f"{result['first_call_mib']:,.0f})  x{repeats}  load {result['load']:.1f}  "
                       f"[{time.time() - self.started:5.0f} s]", flush=True)
         return results
 
@@ -295,11 +308,8 @@ def rate(result: dict) -> str:
 
 
 def memory(result: dict) -> str:
-    """Peak MiB; "<= x" where loading had already reached that peak (the step's own peak is at most x)."""
-    if "error" in result:
-        return "–"
-    bound = "<= " if result.get("loading_over_base_mib", 0) >= result["peak_mib"] - 0.5 else ""
-    return f"{bound}{result['peak_mib']:,.0f}"
+    """The step's peak MiB."""
+    return "–" if "error" in result else f"{result['peak_mib']:,.0f}"
 
 
 def speed_ratio(a: dict, b: dict) -> str:
@@ -311,7 +321,7 @@ def speed_ratio(a: dict, b: dict) -> str:
 
 
 def memory_ratio(a: dict, b: dict) -> str:
-    if "error" in a or "error" in b or b["peak_mib"] < 1 or "<=" in memory(a) + memory(b):
+    if "error" in a or "error" in b or b["peak_mib"] < 1:
         return "–"
     return f"{a['peak_mib'] / b['peak_mib']:.2f}x"
 
@@ -461,9 +471,9 @@ def main(argv: list[str] | None = None) -> int:
               f"number of configurable nodes ({CONFIGURABLE} at most here), not the raw size.", ""]
     for mode, title in MODES.items():
         lines += [f"## {title}", "",
-                  "configs/s: median (min-max) of the timed repeats after one warm-up. MiB: peak RSS above the RSS "
-                  "after loading the batch and building the model and optimizer, one fresh process per cell (one "
-                  "figure: the peak over the warm-up and every repeat). Ratios: encode once / early fusion.", ""]
+                  "configs/s: median (min-max) of the timed repeats after one warm-up. MiB: peak RSS of one step "
+                  "after the warm-up above the RSS before it, one fresh process per cell. Ratios: encode once / "
+                  "early fusion.", ""]
         rows = [(f"{sizes[n]['raw']:,} ({sizes[n]['nodes']}) | {c}", grid[n, "once", mode][c],
                  grid[n, "fusion", mode][c]) for n in sorted(args.sizes) for c in args.configs]
         lines += table(rows, "graph (pruned nodes) | C", "encode once", "early fusion")

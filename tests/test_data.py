@@ -8,7 +8,7 @@ import torch
 
 from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
 from solution.data.batch import Batch, Collate
-from solution.data.datamodule import ChunkSet, TpuGraphsDataModule, assign_folds, model_group, sample_rows
+from solution.data.datamodule import ChunkSet, TpuGraphsDataModule, assign_folds, model_group, sample_rows, usable_workers
 from solution.data.packing import unpack
 from solution.data.reader import read_graph
 from solution.data.tasks import LAYOUT, TILE, task_of
@@ -67,6 +67,15 @@ def test_eval_chunks_cover_every_config_once(datamodule):
     for index in range(len(graphs)):
         raw = read_graph(graphs.paths[index])
         assert sorted(seen[index]) == list(range(raw.num_configs))  # valid split keeps duplicates
+
+
+@pytest.mark.parametrize("cpus, asked, used", [(1, 4, 0), (2, 4, 1), (8, 4, 4), (8, 0, 0)])
+def test_loader_workers_follow_the_cpus(monkeypatch, tiny_root, cpus: int, asked: int, used: int):
+    """data.num_workers is a ceiling: a loader never starts more workers than the CPUs it may use, less one."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
+    assert usable_workers(asked) == used
+    dm = TpuGraphsDataModule(root=str(tiny_root), collection="layout:xla:random", num_workers=asked)
+    assert dm.predict_dataloader().num_workers == used
 
 
 def test_layout_batch_matches_file(tiny_root, tmp_path):

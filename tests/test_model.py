@@ -24,7 +24,7 @@ from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
 from solution.models import scatter
 from solution.models.baselines import ConfigOnlyRanker
-from solution.models.layers import ConfigLinks, SAGEBlock
+from solution.models.layers import ConfigLinks, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import EarlyFusionRanker, LayoutRanker, TileRanker
 from solution.models.spec import build
@@ -194,6 +194,34 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [1, 13, 20, 30])
+def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int) -> None:
+    """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
+    batch of 10 configurable nodes and 8 config slots, uneven last slices): the scores of one whole pass."""
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    assert ConfigLinks.of(batch).nodes.numel() == 10 and batch.config_mask.shape[1] == 8
+    whole, sliced = make_model(LAYOUT, inference_rows=0), make_model(LAYOUT, inference_rows=rows)
+    torch.testing.assert_close(score(sliced, batch), score(whole, batch), atol=1e-6, rtol=1e-5)
+
+
+def test_slices_are_for_inference_only() -> None:
+    """With gradients in_chunks makes one call (a training step's graph is the whole pass); without, one call per
+    slice, written into one result."""
+    calls = []
+
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        calls.append(x.shape[1])
+        return 2 * x
+
+    x = torch.arange(14.0).view(2, 7)
+    with torch.no_grad():
+        torch.testing.assert_close(in_chunks(twice, 3, 1, x), 2 * x)
+    assert calls == [3, 3, 1]
+    calls.clear()
+    in_chunks(twice, 3, 1, x.requires_grad_())
+    assert calls == [7]
+
+
 def test_collated_config_order_is_the_shuffled_batch() -> None:
     """Collating the rows in another order gives the same scores, permuted (Collate, not just the ranker)."""
     graphs = graphs_of(LAYOUT)
@@ -257,7 +285,7 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts() -> None:
     values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18]
     onehot = torch.nn.functional.one_hot(values, 7).flatten(2).float()  # [M, C, 126]
     expected = h[links.nodes][:, None] + model.config_embed(onehot)
-    torch.testing.assert_close(model.configure(h, batch, links), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model.configure(h[links.nodes], values), expected, atol=1e-5, rtol=1e-5)
 
 
 def chain_batch(nodes: int = 7, configurable: tuple[int, ...] = (0, 2, 4)) -> Batch:

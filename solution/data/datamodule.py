@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -269,8 +270,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return sums
 
     def _loader(self, dataset: Dataset, batch_size: int, train: bool) -> DataLoader:
-        """Batches of this process's shard: the rank and world size come from the trainer (one process without)."""
-        trainer, workers = self.trainer, self.hparams.num_workers
+        """Batches of this process's shard: the rank and world size come from the trainer (one process without);
+        num_workers loader workers at most, and no more than the CPUs this process may use can feed."""
+        trainer, workers = self.trainer, usable_workers(self.hparams.num_workers)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         seed = torch.initial_seed() % 2**62  # set by seed_everything
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
@@ -294,3 +296,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)
         return self._loader(chunks, self.hparams.eval_graphs_per_batch, train=False)
+
+
+def usable_workers(asked: int) -> int:
+    """`asked` loader workers, but at most one fewer than the CPUs this process may run on (the main process
+    trains or ranks on the last): extra workers on a small machine only take cores from the model."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(asked, max(cpus - 1, 0))

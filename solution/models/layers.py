@@ -175,15 +175,37 @@ class LinkBlock(nn.Module):
 
     def forward(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
         """z [M, C, d] configurable-node states; h_touched [T, d] the encoder's states of the touched nodes."""
+        (m, c, d), routes = z.shape, ConfigLinks.ROUTES
+        met = self.meet(z, h_touched, links)  # [T, C, d]
+        back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]
+        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
+        out = self.linear(z).view(m * c, d)
+        for route in range(routes):  # accumulated route by route: no [3, M*C, d] product beside `back`
+            out = torch.addmm(out, back[route], receive[route])
+        return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
+
+    def meet(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
+        """[T, C, d]: at each touched node, the means of what its configurable nodes send along each route, joined
+        with its own config-independent state."""
         (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
         send = self.send.weight.view(routes, d, d).transpose(1, 2)  # [3, d_in, d_out]
-        sent = torch.matmul(z.reshape(1, m * c, d), send)  # [3, M*C, d]: route-major, so the stack is a view
-        met = sparse_mean(links.spread, sent.reshape(routes * m, c * d)).view(t, c, d)  # [T, C, d]
-        met = F.gelu(met + per_config(self.context(h_touched)))
-        back = sparse_mean(links.collect, met.view(t, c * d)).view(routes, m * c, d)  # [3, M*C, d]
-        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
-        out = self.linear(z) + torch.matmul(back, receive).sum(0).view(m, c, d)  # [M, C, d]
-        return self.norm(z + self.dropout(F.gelu(out)))
+        # [3, M*C, d] sent, route-major so that the [3M, C*d] stack is a view; a temporary (no backward needs it)
+        met = sparse_mean(links.spread, torch.matmul(z.reshape(1, m * c, d), send).view(routes * m, c * d))
+        return F.gelu(met.view(t, c, d).add_(per_config(self.context(h_touched))))  # [T, C, d]
+
+
+def in_chunks(fn, size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:
+    """fn(*xs), computed `size` slices of `dim` at a time when no gradient is taken (fn must act on each slice
+    alone): the same result, with its intermediates bounded by the slice. With gradients (or size 0), one call."""
+    if size <= 0 or torch.is_grad_enabled() or xs[0].size(dim) <= size:
+        return fn(*xs)
+    out = None
+    for start in range(0, xs[0].size(dim), size):
+        part = fn(*(x.narrow(dim, start, min(size, x.size(dim) - start)) for x in xs))
+        if out is None:  # written slice by slice: no list of parts beside the result
+            out = part.new_empty(part.shape[:dim] + (xs[0].size(dim),) + part.shape[dim + 1:])
+        out.narrow(dim, start, part.size(dim)).copy_(part)
+    return out
 
 
 def per_config(x: torch.Tensor) -> torch.Tensor:

@@ -12,8 +12,8 @@ from torch.nn import functional as F
 
 from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
 from ..data.batch import Batch
-from .layers import (ConfigLinks, CrossConfigAttention, GraphEncoder, LinkBlock, Readout, SAGEBlock, mlp, per_config,
-                     pool, valid_configs)
+from .layers import (ConfigLinks, CrossConfigAttention, GraphEncoder, LinkBlock, Readout, SAGEBlock, in_chunks, mlp,
+                     per_config, pool, valid_configs)
 from .segments import SegmentTraining
 from .spec import Remembered
 
@@ -40,8 +40,10 @@ class LayoutRanker(Ranker):
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`). The config-dependent work scales with the
-    configurable nodes, not the graph. Batches over the data's segment budget train and predict segment by
-    segment (`segment_*`, see models/segments.py)."""
+    configurable nodes, not the graph. Without gradients (validation, ranking) the config-aware layers run
+    `inference_rows` (node, config) rows at a time: link blocks a slice of the configs, attention a slice of the
+    nodes; the same scores, in bounded memory. Batches over the data's segment budget train and predict segment
+    by segment (`segment_*`, see models/segments.py)."""
 
     def __init__(
         self,
@@ -62,9 +64,11 @@ class LayoutRanker(Ranker):
         segment_keep_stale: float = 0.5,
         segment_refresh_every: int = 1,
         segment_halo: int = 0,
+        inference_rows: int = 2048,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
+        self.inference_rows = inference_rows
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         self.config_embed = mlp(config_width, hidden, dropout)
         self.blocks = nn.ModuleList(LinkBlock(hidden, dropout) for _ in range(config_layers))
@@ -73,26 +77,29 @@ class LayoutRanker(Ranker):
         self.readout = Readout(4 * hidden, hidden, readout_attention, heads, dropout)
         self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
-    def configure(self, h: torch.Tensor, batch: Batch, links: ConfigLinks) -> torch.Tensor:
-        """z [M, C, d]: each configurable node's encoding plus the embedding of its layouts in each config."""
-        values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
+    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """z [M, C, d]: each configurable node's encoding h_nodes [M, d] plus the embedding of its layouts in each
+        config, values [M, C, 18] (layout symbols 0..6)."""
         first = self.config_embed[0]  # Linear(126, d) on the one-hot layouts, computed as a sum of 18 of its columns
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         embedded = F.embedding_bag(symbols.flatten(0, 1), first.weight.t().contiguous(), mode="sum") + first.bias
-        layouts = self.config_embed[1:](embedded).view(*values.shape[:2], h.size(-1))  # [M, C, d]
-        return per_config(h.index_select(0, links.nodes)) + layouts  # [M, C, d]
+        layouts = self.config_embed[1:](embedded).view(*values.shape[:2], h_nodes.size(-1))  # [M, C, d]
+        return per_config(h_nodes) + layouts  # [M, C, d]
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
         """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, d], and their links."""
         links = ConfigLinks.of(batch)
         h = self.encoder(batch)  # [N, d]
-        z = self.configure(h, batch, links)  # [M, C, d]
-        h_touched = h.index_select(0, links.touched)  # [T, d]
         node_mask = valid_configs(batch)[links.graph]  # [M, C]
+        configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
+        values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        h_nodes = h.index_select(0, links.nodes)  # [M, d]
+        z = in_chunks(lambda part: self.configure(h_nodes, part), configs_per_pass, 1, values)  # [M, C, d]
+        h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
-            z = block(z, h_touched, links)
+            z = in_chunks(lambda part: block(part, h_touched, links), configs_per_pass, 1, z)
             if self.cross is not None:
-                z = self.cross[i](z, node_mask)
+                z = in_chunks(self.cross[i], nodes_per_pass, 0, z, node_mask)
         return h, z, links
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -104,6 +111,11 @@ class LayoutRanker(Ranker):
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         return self.readout(torch.cat([pool(z, links.graph, graphs), graph_part], -1), mask)  # [G, C]
+
+
+def rows_per_slice(rows: int, across: int) -> int:
+    """How many slices of `across` rows each fit in a budget of `rows` (at least one; 0: no budget)."""
+    return max(rows // max(across, 1), 1) if rows > 0 else 0
 
 
 class TileRanker(Ranker):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -93,11 +92,10 @@ class Job:
 
 def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
     """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
-    job's paths, every test file, and no more workers than the machine has cores to spare."""
-    workers = min(settings["data"].get("num_workers", 0), max((os.cpu_count() or 1) - 1, 0))
+    job's paths, every test file and this run's loader workers (the data module caps them by the CPUs)."""
     return {**settings["data"], **(saved or {}), "root": str(job.root),
-            "cache_dir": str(job.cache) if job.cache else None, "num_workers": workers, "predict_split": "test",
-            "limit_graphs": None}
+            "cache_dir": str(job.cache) if job.cache else None, "num_workers": settings["data"].get("num_workers", 0),
+            "predict_split": "test", "limit_graphs": None}
 
 
 def build_module(model: Mapping, datamodule: TpuGraphsDataModule) -> RankingModule:
