@@ -138,6 +138,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'segment_keep_stale': 0.5,
                                                           'segment_refresh_every': 1,
                                                           'segment_halo': 0,
+                                                          'shared_link_maps': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -185,6 +186,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'segment_keep_stale': 0.5,
                                                            'segment_refresh_every': 1,
                                                            'segment_halo': 0,
+                                                           'shared_link_maps': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -232,6 +234,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'segment_keep_stale': 0.5,
                                                           'segment_refresh_every': 1,
                                                           'segment_halo': 0,
+                                                          'shared_link_maps': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -279,6 +282,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'segment_keep_stale': 0.5,
                                                            'segment_refresh_every': 1,
                                                            'segment_halo': 0,
+                                                           'shared_link_maps': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -2259,14 +2263,19 @@ class LinkBlock(nn.Module):
     node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
     what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
-    work is one sparse product each way and one GELU."""
+    work is one sparse product each way and one GELU. With `shared_maps`, one send and one receive map serve
+    the three routes, which a learned gain per route and channel tells apart: 3 d x d products per (node,
+    config) instead of 7."""
 
-    def __init__(self, dim: int, dropout: float = 0.0) -> None:
+    def __init__(self, dim: int, dropout: float = 0.0, shared_maps: bool = False) -> None:
         super().__init__()
         routes = ConfigLinks.ROUTES
-        self.send = nn.Linear(dim, routes * dim, bias=False)
+        maps = 1 if shared_maps else routes
+        self.send = nn.Linear(dim, maps * dim, bias=False)
         self.context = nn.Linear(dim, dim)
-        self.receive = nn.Linear(routes * dim, dim, bias=False)
+        self.receive = nn.Linear(maps * dim, dim, bias=False)
+        # [send / receive, route, d]; near 1, unequal so that the routes start apart
+        self.gains = nn.Parameter(1 + 0.1 * torch.randn(2, routes, dim)) if shared_maps else None
         self.linear = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
@@ -2276,9 +2285,12 @@ class LinkBlock(nn.Module):
         (m, c, d), routes = z.shape, ConfigLinks.ROUTES
         met = self.meet(z, h_touched, links)  # [T, C, d]
         back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]
-        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
+        if self.gains is not None:
+            back = (back * self.gains[1, :, None]).sum(0, keepdim=True)  # [1, M*C, d]
+        maps = back.size(0)
+        receive = self.receive.weight.view(d, maps, d).permute(1, 2, 0)  # [maps, d_in, d_out]
         out = self.linear(z).view(m * c, d)
-        for route in range(routes):  # accumulated route by route: no [3, M*C, d] product beside `back`
+        for route in range(maps):  # accumulated map by map: no [3, M*C, d] product beside `back`
             out = torch.addmm(out, back[route], receive[route])
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
 
@@ -2286,10 +2298,17 @@ class LinkBlock(nn.Module):
         """[T, C, d]: at each touched node, the means of what its configurable nodes send along each route, joined
         with its own config-independent state."""
         (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
-        send = self.send.weight.view(routes, d, d).transpose(1, 2)  # [3, d_in, d_out]
-        # [3, M*C, d] sent, route-major so that the [3M, C*d] stack is a view; a temporary (no backward needs it)
-        met = sparse_mean(links.spread, torch.matmul(z.reshape(1, m * c, d), send).view(routes * m, c * d))
-        return F.gelu(met.view(t, c, d).add_(per_config(self.context(h_touched))))  # [T, C, d]
+        # the sends are a temporary, gone before the [T, C, d] tensors: the sparse product's backward needs no copy
+        met = sparse_mean(links.spread, self.sent(z).view(routes * m, c * d)).view(t, c, d)  # [T, C, d]
+        return F.gelu(met.add_(per_config(self.context(h_touched))))
+
+    def sent(self, z: torch.Tensor) -> torch.Tensor:
+        """[3, M*C, d]: what each configurable node sends along each route; route-major, so that the [3M, C*d]
+        stack the sparse product takes is a view."""
+        m, c, d = z.shape
+        send = self.send.weight.view(-1, d, d).transpose(1, 2)  # [maps, d_in, d_out]
+        sent = torch.matmul(z.reshape(1, m * c, d), send)  # [maps, M*C, d]
+        return sent if self.gains is None else sent * self.gains[0, :, None]  # [3, M*C, d]
 
 
 def in_chunks(fn, size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:
@@ -2531,7 +2550,8 @@ class LayoutRanker(Ranker):
     nodes only, [M, C, d]; link blocks pass config-aware messages through the nodes those touch, with
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
-    attending to each other (`readout_attention`). The config-dependent work scales with the
+    attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
+    receive map for their three routes. The config-dependent work scales with the
     configurable nodes, not the graph. Without gradients (validation, ranking) the config-aware layers run
     `inference_rows` (node, config) rows at a time: link blocks a slice of the configs, attention a slice of the
     nodes; the same scores, in bounded memory. Batches over the data's segment budget train and predict segment
@@ -2557,13 +2577,14 @@ class LayoutRanker(Ranker):
         segment_refresh_every: int = 1,
         segment_halo: int = 0,
         inference_rows: int = 2048,
+        shared_link_maps: bool = False,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.inference_rows = inference_rows
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         self.config_embed = mlp(config_width, hidden, dropout)
-        self.blocks = nn.ModuleList(LinkBlock(hidden, dropout) for _ in range(config_layers))
+        self.blocks = nn.ModuleList(LinkBlock(hidden, dropout, shared_link_maps) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
         self.readout = Readout(4 * hidden, hidden, readout_attention, heads, dropout)

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils.flop_counter import FlopCounterMode
 from npz_factory import layout_arrays, tile_arrays, write_npz
 
 from solution.constants import PAD
@@ -24,7 +26,8 @@ from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
 from solution.models import scatter
 from solution.models.baselines import ConfigOnlyRanker
-from solution.models.layers import ConfigLinks, SAGEBlock, in_chunks
+from solution.models import layers
+from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import EarlyFusionRanker, LayoutRanker, TileRanker
 from solution.models.spec import build
@@ -180,10 +183,11 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
 @pytest.mark.parametrize("task, ranker, settings", [
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
+    (LAYOUT, LayoutRanker, {"shared_link_maps": True}),
     (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
-], ids=["layout-cross", "layout-readout_only", "layout-none", "tile-cross", "tile", "config_only-layout", "config_only-tile",
+], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "tile-cross", "tile", "config_only-layout", "config_only-tile",
         "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -194,14 +198,36 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["per_route", "shared_maps"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
-def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int) -> None:
+def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, shared: bool) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
     batch of 10 configurable nodes and 8 config slots, uneven last slices): the scores of one whole pass."""
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     assert ConfigLinks.of(batch).nodes.numel() == 10 and batch.config_mask.shape[1] == 8
-    whole, sliced = make_model(LAYOUT, inference_rows=0), make_model(LAYOUT, inference_rows=rows)
+    whole = make_model(LAYOUT, inference_rows=0, shared_link_maps=shared)
+    sliced = make_model(LAYOUT, inference_rows=rows, shared_link_maps=shared)
     torch.testing.assert_close(score(sliced, batch), score(whole, batch), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shared, products", [(False, 7), (True, 3)], ids=["per_route", "shared_maps"])
+def test_link_block_dense_products_per_node_and_config(monkeypatch, shared: bool, products: int) -> None:
+    """A link block's d x d products per (configurable node, config): 3 sends + 3 receives + its own linear with a
+    map per route; 1 + 1 + 1 with shared maps. Plus one context map per touched node, whatever the configs."""
+    links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
+    (m, t), c, d = (links.nodes.numel(), links.touched.numel()), 8, 16
+    block = LinkBlock(d, shared_maps=shared)
+    monkeypatch.setattr(layers, "sparse_mean", outside_modes(layers.sparse_mean))  # the sparse products uncounted
+    with FlopCounterMode(display=False) as counter:
+        block(torch.randn(m, c, d), torch.randn(t, d), links)
+    assert counter.get_total_flops() == 2 * d * d * (products * m * c + t)
+
+
+def outside_modes(fn):
+    def call(*args):
+        with _disable_current_modes():
+            return fn(*args)
+    return call
 
 
 def test_slices_are_for_inference_only() -> None:

@@ -161,14 +161,19 @@ class LinkBlock(nn.Module):
     node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
     what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
-    work is one sparse product each way and one GELU."""
+    work is one sparse product each way and one GELU. With `shared_maps`, one send and one receive map serve
+    the three routes, which a learned gain per route and channel tells apart: 3 d x d products per (node,
+    config) instead of 7."""
 
-    def __init__(self, dim: int, dropout: float = 0.0) -> None:
+    def __init__(self, dim: int, dropout: float = 0.0, shared_maps: bool = False) -> None:
         super().__init__()
         routes = ConfigLinks.ROUTES
-        self.send = nn.Linear(dim, routes * dim, bias=False)
+        maps = 1 if shared_maps else routes
+        self.send = nn.Linear(dim, maps * dim, bias=False)
         self.context = nn.Linear(dim, dim)
-        self.receive = nn.Linear(routes * dim, dim, bias=False)
+        self.receive = nn.Linear(maps * dim, dim, bias=False)
+        # [send / receive, route, d]; near 1, unequal so that the routes start apart
+        self.gains = nn.Parameter(1 + 0.1 * torch.randn(2, routes, dim)) if shared_maps else None
         self.linear = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
@@ -178,9 +183,12 @@ class LinkBlock(nn.Module):
         (m, c, d), routes = z.shape, ConfigLinks.ROUTES
         met = self.meet(z, h_touched, links)  # [T, C, d]
         back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]
-        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
+        if self.gains is not None:
+            back = (back * self.gains[1, :, None]).sum(0, keepdim=True)  # [1, M*C, d]
+        maps = back.size(0)
+        receive = self.receive.weight.view(d, maps, d).permute(1, 2, 0)  # [maps, d_in, d_out]
         out = self.linear(z).view(m * c, d)
-        for route in range(routes):  # accumulated route by route: no [3, M*C, d] product beside `back`
+        for route in range(maps):  # accumulated map by map: no [3, M*C, d] product beside `back`
             out = torch.addmm(out, back[route], receive[route])
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
 
@@ -188,10 +196,17 @@ class LinkBlock(nn.Module):
         """[T, C, d]: at each touched node, the means of what its configurable nodes send along each route, joined
         with its own config-independent state."""
         (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
-        send = self.send.weight.view(routes, d, d).transpose(1, 2)  # [3, d_in, d_out]
-        # [3, M*C, d] sent, route-major so that the [3M, C*d] stack is a view; a temporary (no backward needs it)
-        met = sparse_mean(links.spread, torch.matmul(z.reshape(1, m * c, d), send).view(routes * m, c * d))
-        return F.gelu(met.view(t, c, d).add_(per_config(self.context(h_touched))))  # [T, C, d]
+        # the sends are a temporary, gone before the [T, C, d] tensors: the sparse product's backward needs no copy
+        met = sparse_mean(links.spread, self.sent(z).view(routes * m, c * d)).view(t, c, d)  # [T, C, d]
+        return F.gelu(met.add_(per_config(self.context(h_touched))))
+
+    def sent(self, z: torch.Tensor) -> torch.Tensor:
+        """[3, M*C, d]: what each configurable node sends along each route; route-major, so that the [3M, C*d]
+        stack the sparse product takes is a view."""
+        m, c, d = z.shape
+        send = self.send.weight.view(-1, d, d).transpose(1, 2)  # [maps, d_in, d_out]
+        sent = torch.matmul(z.reshape(1, m * c, d), send)  # [maps, M*C, d]
+        return sent if self.gains is None else sent * self.gains[0, :, None]  # [3, M*C, d]
 
 
 def in_chunks(fn, size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:

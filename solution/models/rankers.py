@@ -39,7 +39,8 @@ class LayoutRanker(Ranker):
     nodes only, [M, C, d]; link blocks pass config-aware messages through the nodes those touch, with
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
-    attending to each other (`readout_attention`). The config-dependent work scales with the
+    attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
+    receive map for their three routes. The config-dependent work scales with the
     configurable nodes, not the graph. Without gradients (validation, ranking) the config-aware layers run
     `inference_rows` (node, config) rows at a time: link blocks a slice of the configs, attention a slice of the
     nodes; the same scores, in bounded memory. Batches over the data's segment budget train and predict segment
@@ -65,13 +66,14 @@ class LayoutRanker(Ranker):
         segment_refresh_every: int = 1,
         segment_halo: int = 0,
         inference_rows: int = 2048,
+        shared_link_maps: bool = False,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.inference_rows = inference_rows
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         self.config_embed = mlp(config_width, hidden, dropout)
-        self.blocks = nn.ModuleList(LinkBlock(hidden, dropout) for _ in range(config_layers))
+        self.blocks = nn.ModuleList(LinkBlock(hidden, dropout, shared_link_maps) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(4 * hidden, hidden, readout_attention, heads, dropout)
