@@ -92,12 +92,13 @@ def prepare(path: Path, prune: str, configs: int, folder: Path) -> tuple[Path, d
     return out, sizes
 
 
-def build(ranker: str, node_feat_dim: int, seed: int = 0) -> torch.nn.Module:
-    """The two rankers at the shipped settings, seeded."""
+def build(ranker: str, node_feat_dim: int, seed: int = 0, once_args: dict | None = None) -> torch.nn.Module:
+    """The two rankers at the shipped settings (LayoutRanker's changed by `once_args`), seeded."""
     torch.manual_seed(seed)
     common = {"hidden": HIDDEN, "cross_attention": True, "edge_direction": "both"}
     if ranker == "once":
-        return LayoutRanker(node_feat_dim, LAYOUT.config_width, graph_layers=2, config_layers=2, **common)
+        return LayoutRanker(node_feat_dim, LAYOUT.config_width, graph_layers=2, config_layers=2,
+                            **{**common, **(once_args or {})})
     return EarlyFusionRanker(node_feat_dim, LAYOUT.config_width, layers=4, **common)
 
 
@@ -127,7 +128,7 @@ def measure(job: dict) -> dict:
     allocations and first-touched library pages included)."""
     torch.set_num_threads(job["threads"])
     batch = Batch(**torch.load(job["batch"], weights_only=True))
-    net = build(job["ranker"], batch.node_feat.size(1))
+    net = build(job["ranker"], batch.node_feat.size(1), once_args=job.get("once_args"))
     loss_fn = PairwiseHinge()
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=1e-4)  # configs/base.yaml
     configs = batch.config_feat.size(1)
@@ -263,7 +264,7 @@ class Runner:
                         print(f"{label} {why}", flush=True)
                         continue
                 job = {"ranker": ranker, "mode": mode, "batch": str(batches[configs]), "repeats": repeats,
-                       "threads": args.threads}
+                       "threads": args.threads, "once_args": args.once_args}
                 if self.in_process and self.children:
                     threads = torch.get_num_threads()
                     result = measure(job)
@@ -362,6 +363,20 @@ def table(rows: list[tuple[str, dict, dict]], first: str, a: str, b: str) -> lis
     return lines
 
 
+def setting(text: str) -> tuple[str, object]:
+    """KEY=VALUE, the value read as JSON where it parses (true, 4, 0.5), else kept as text."""
+    key, _, value = text.partition("=")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+class Settings(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, dict(values))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="graph node counts before pruning")
@@ -381,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
                         "half of the machine's memory)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per cell (default 1: on a shared "
                         "2-core machine two threads stall each other whenever another process runs)")
+    parser.add_argument("--once_args", nargs="*", default={}, type=setting, action=Settings, metavar="KEY=VALUE",
+                        help="LayoutRanker arguments other than the shipped ones, e.g. shared_link_maps=true")
     parser.add_argument("--out", default="docs/speed.md")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -420,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.time() - runner.started
     loads = [c["load"] for c in cells({str(k): v for k, v in {**grid, **pruning}.items()})]
 
-    lines = ["# Speed and memory: encode once (LayoutRanker) vs early fusion (EarlyFusionRanker)", "",
+    changed = "".join(f", {k}={v!r}" for k, v in args.once_args.items())
+    lines = [f"# Speed and memory: encode once (LayoutRanker{changed}) vs early fusion (EarlyFusionRanker)", "",
              f"Command: `{command}` ({elapsed / 60:.0f} minutes)", "",
              f"Machine: {machine(args.threads)}. The machine was shared with other work: 1-minute load average "
              f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f} over the cells (on {os.cpu_count()} cores).",
