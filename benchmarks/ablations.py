@@ -95,6 +95,8 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
     "only the readout's)": ["full model", "no per-node attention", "no readout attention", "no cross-attention"],
     "Model: the graph, and encoding it once": ["full model", "config-only baseline", "early fusion"],
     "Padding: -1 (0 is a valid feature value) vs 0": ["full model", "0 padding"],
+    "Link maps: one send and one receive map per route (full model) vs one of each for all three routes, with a "
+    "gain per route": ["full model", "shared link maps"],
     "Pruning (layout; the full model keeps configurable nodes and their 1-hop neighbours)":
         ["full model", "no pruning", "2-hop pruning", "output-path pruning"],
     "Loss (the full model uses the pairwise hinge)": ["full model", "logistic loss", "ListMLE loss", "MSE loss"],
