@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from solution.atomic import atomic_write
+from solution.data.datamodule import usable_workers
 from solution.data.reader import list_files
 from solution.data.synth import generate
 from solution.submission.files import collection_file_stem
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds, peak = timed([*solution, "predict", *config, "--ckpt_path", str(checkpoint),
                                    "--data.cache_dir", str(cache), "--data.num_workers", str(workers)],
                                   work / f"predict-{workers}-{state}.log")
-            rows.append(f"| {workers} | {state} | {seconds:,.0f} | {configs / seconds:,.0f} | {peak:,.0f} |")
+            rows.append(f"| {workers} ({usable_workers(workers)} started) | {state} | {seconds:,.0f} | {configs / seconds:,.0f} | {peak:,.0f} |")
             print(rows[-1], flush=True)
     given = " ".join(["python benchmarks/predict_scale.py", *(argv if argv is not None else sys.argv[1:])])
     lines = [f"# Ranking one real-size file end to end ({args.collection})", "", f"Command: `{given}`", "",
