@@ -2105,6 +2105,7 @@ configurable nodes and their message passing, pooling, readout."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -2290,15 +2291,16 @@ class LinkBlock(nn.Module):
         maps = back.size(0)
         receive = self.receive.weight.view(d, maps, d).permute(1, 2, 0)  # [maps, d_in, d_out]
         out = self.linear(z).view(m * c, d)
-        for route in range(maps):  # accumulated map by map: no [3, M*C, d] product beside `back`
-            out = torch.addmm(out, back[route], receive[route])
+        for i in range(maps):  # accumulated map by map: no [3, M*C, d] product beside `back`
+            out = torch.addmm(out, back[i], receive[i])
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
 
     def meet(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
         """[T, C, d]: at each touched node, the means of what its configurable nodes send along each route, joined
         with its own config-independent state."""
         (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
-        # the sends are a temporary, gone before the [T, C, d] tensors: the sparse product's backward needs no copy
+        # the sends are a temporary, freed before the [T, C, d] tensors exist (the sparse product's backward does
+        # not keep them)
         met = sparse_mean(links.spread, self.sent(z).view(routes * m, c * d)).view(t, c, d)  # [T, C, d]
         return F.gelu(met.add_(per_config(self.context(h_touched))))
 
@@ -2311,7 +2313,7 @@ class LinkBlock(nn.Module):
         return sent if self.gains is None else sent * self.gains[0, :, None]  # [3, M*C, d]
 
 
-def in_chunks(fn, size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:
+def in_chunks(fn: Callable[..., torch.Tensor], size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:
     """fn(*xs), computed `size` slices of `dim` at a time when no gradient is taken (fn must act on each slice
     alone): the same result, with its intermediates bounded by the slice. With gradients (or size 0), one call."""
     if size <= 0 or torch.is_grad_enabled() or xs[0].size(dim) <= size:
@@ -2551,11 +2553,11 @@ class LayoutRanker(Ranker):
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
-    receive map for their three routes. The config-dependent work scales with the
-    configurable nodes, not the graph. Without gradients (validation, ranking) the config-aware layers run
-    `inference_rows` (node, config) rows at a time: link blocks a slice of the configs, attention a slice of the
-    nodes; the same scores, in bounded memory. Batches over the data's segment budget train and predict segment
-    by segment (`segment_*`, see models/segments.py)."""
+    receive map for their three routes. The config-dependent work scales with the configurable nodes, not the
+    graph. Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
+    rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
+    bounded memory. Batches over the data's segment budget train and predict segment by segment (`segment_*`,
+    see models/segments.py)."""
 
     def __init__(
         self,

@@ -40,11 +40,11 @@ class LayoutRanker(Ranker):
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
-    receive map for their three routes. The config-dependent work scales with the
-    configurable nodes, not the graph. Without gradients (validation, ranking) the config-aware layers run
-    `inference_rows` (node, config) rows at a time: link blocks a slice of the configs, attention a slice of the
-    nodes; the same scores, in bounded memory. Batches over the data's segment budget train and predict segment
-    by segment (`segment_*`, see models/segments.py)."""
+    receive map for their three routes. The config-dependent work scales with the configurable nodes, not the
+    graph. Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
+    rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
+    bounded memory. Batches over the data's segment budget train and predict segment by segment (`segment_*`,
+    see models/segments.py)."""
 
     def __init__(
         self,
