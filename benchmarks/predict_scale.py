@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             seconds, peak = timed([*solution, "predict", *config, "--ckpt_path", str(checkpoint),
                                    "--data.cache_dir", str(cache), "--data.num_workers", str(workers)],
                                   work / f"predict-{workers}-{state}.log")
-            rows.append(f"| {workers} ({usable_workers(workers)} started) | {state} | {seconds:,.0f} | {configs / seconds:,.0f} | {peak:,.0f} |")
+            rows.append(f"| {workers} ({usable_workers(workers)} started) | {state} | {seconds:,.0f} | "
+                        f"{configs / seconds:,.0f} | {peak:,.0f} |")
             print(rows[-1], flush=True)
     given = " ".join(["python benchmarks/predict_scale.py", *(argv if argv is not None else sys.argv[1:])])
     lines = [f"# Ranking one real-size file end to end ({args.collection})", "", f"Command: `{given}`", "",
