@@ -33,7 +33,7 @@ def test_benchmark_smoke(name, capsys, tmp_path):
                           "torch_scatter", "GFLOP/s"],
                 "scatter": ["| pool of the configurable nodes [M=", "max, forward + backward", "LayoutRanker, ranking pass",
                             "torch_scatter / torch"] if importlib.util.find_spec("torch_scatter") else ["nothing to compare"],
-                "predict_scale": ["| 0 | cold |", "| 0 | warm |", "configs/s", "bert_like"],
+                "predict_scale": ["| 0 (0 started) | cold |", "| 0 (0 started) | warm |", "configs/s", "bert_like"],
                 "budget": ["| layout:xla:random | 0.05 |", "after − before", "budget.svg"],
                 "segments": ["| 800 | 4 |", "every segment (default): peak memory of the largest graph / the smallest",
                              "| layout:nlp:random |", "GST, 1 segment sampled"],
