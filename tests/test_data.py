@@ -8,7 +8,8 @@ import torch
 
 from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
 from solution.data.batch import Batch, Collate
-from solution.data.datamodule import ChunkSet, TpuGraphsDataModule, assign_folds, model_group, sample_rows, usable_workers
+from solution.data.datamodule import (ChunkSet, TpuGraphsDataModule, assign_folds, model_group, sample_rows,
+                                      usable_workers)
 from solution.data.packing import unpack
 from solution.data.reader import read_graph
 from solution.data.tasks import LAYOUT, TILE, task_of

@@ -187,8 +187,8 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
-], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "tile-cross", "tile", "config_only-layout", "config_only-tile",
-        "early_fusion-cross", "early_fusion"])
+], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "tile-cross", "tile",
+        "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
     model = make_model(task, ranker=ranker, **settings)
