@@ -80,6 +80,8 @@ VARIANTS = {
     "early fusion": Variant((RANKER, "solution.models.rankers.EarlyFusionRanker"), layout_only=True),
     "0 padding": Variant(("--data.sentinel", "false")),
     "shared link maps": Variant((f"{RANKER}.init_args.shared_link_maps", "true"), layout_only=True),
+    "config width 96": Variant((f"{RANKER}.init_args.config_hidden", "96"), layout_only=True),
+    "config width 64": Variant((f"{RANKER}.init_args.config_hidden", "64"), layout_only=True),
     "no pruning": Variant(("--data.prune", "none"), layout_only=True),
     "2-hop pruning": Variant(("--data.hops", "2"), layout_only=True),
     "output-path pruning": Variant(("--data.prune", "output_path"), layout_only=True),

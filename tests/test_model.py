@@ -183,12 +183,12 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
 @pytest.mark.parametrize("task, ranker, settings", [
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
-    (LAYOUT, LayoutRanker, {"shared_link_maps": True}),
+    (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
     (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
-], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "tile-cross", "tile",
-        "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
+], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "tile-cross",
+        "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
     model = make_model(task, ranker=ranker, **settings)
@@ -198,29 +198,32 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["per_route", "shared_maps"])
+@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}],
+                         ids=["per_route", "shared_maps", "narrow"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
-def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, shared: bool) -> None:
+def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
     batch of 10 configurable nodes and 8 config slots, uneven last slices): the scores of one whole pass."""
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     assert ConfigLinks.of(batch).nodes.numel() == 10 and batch.config_mask.shape[1] == 8
-    whole = make_model(LAYOUT, inference_rows=0, shared_link_maps=shared)
-    sliced = make_model(LAYOUT, inference_rows=rows, shared_link_maps=shared)
+    whole = make_model(LAYOUT, inference_rows=0, **settings)
+    sliced = make_model(LAYOUT, inference_rows=rows, **settings)
     torch.testing.assert_close(score(sliced, batch), score(whole, batch), atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("shared, products", [(False, 7), (True, 3)], ids=["per_route", "shared_maps"])
-def test_link_block_dense_products_per_node_and_config(monkeypatch, shared: bool, products: int) -> None:
-    """A link block's d x d products per (configurable node, config): 3 sends + 3 receives + its own linear with a
-    map per route; 1 + 1 + 1 with shared maps. Plus one context map per touched node, whatever the configs."""
+@pytest.mark.parametrize("w", [16, 8])
+def test_link_block_dense_products_per_node_and_config(monkeypatch, shared: bool, products: int, w: int) -> None:
+    """A link block's w x w products per (configurable node, config): 3 sends + 3 receives + its own linear with a
+    map per route; 1 + 1 + 1 with shared maps. Plus one d x w context map per touched node, whatever the configs
+    (the encoder's d = 16, the config-aware width w)."""
     links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
     (m, t), c, d = (links.nodes.numel(), links.touched.numel()), 8, 16
-    block = LinkBlock(d, shared_maps=shared)
+    block = LinkBlock(w, shared_maps=shared, context_dim=d)
     monkeypatch.setattr(layers, "sparse_mean", outside_modes(layers.sparse_mean))  # the sparse products uncounted
     with FlopCounterMode(display=False) as counter:
-        block(torch.randn(m, c, d), torch.randn(t, d), links)
-    assert counter.get_total_flops() == 2 * d * d * (products * m * c + t)
+        block(torch.randn(m, c, w), torch.randn(t, d), links)
+    assert counter.get_total_flops() == 2 * w * (w * products * m * c + d * t)
 
 
 def outside_modes(fn):
@@ -377,10 +380,16 @@ def test_edge_direction_is_checked(task: Task) -> None:
         make_model(task, edge_direction="sideways")
 
 
+def _settings_of(ranker: type) -> dict:
+    """Every optional layer of `ranker` switched on."""
+    return {ConfigOnlyRanker: {}, LayoutRanker: {"edge_direction": "both", "config_hidden": 8}}.get(
+        ranker, {"edge_direction": "both"})
+
+
 @MODELS
 def test_gradients_reach_every_parameter(task: Task, ranker: type) -> None:
     batch = batch_of(task, graphs_of(task))
-    model = make_model(task, ranker=ranker, **({} if ranker is ConfigOnlyRanker else {"edge_direction": "both"}))
+    model = make_model(task, ranker=ranker, **_settings_of(ranker))
     scores = model.train()(batch)
     weights = torch.randn(scores.shape, generator=torch.Generator().manual_seed(0))
     (scores * weights)[batch.config_mask].sum().backward()

@@ -120,7 +120,7 @@ def test_batches_are_cut_along_the_records_computations():
 
 
 @pytest.mark.parametrize("settings", [{}, {"config_layers": 1}, {"edge_direction": "both"},
-                                      {"cross_attention": False}])
+                                      {"cross_attention": False}, {"config_hidden": 8}])
 def test_a_halo_of_every_layer_reproduces_the_whole_graph_scores(settings):
     model, batch = make_model(LAYOUT, **settings), segmented(layout_graphs(), budget=9)
     assert len(split(batch)) > 4
@@ -179,7 +179,7 @@ def test_training_backpropagates_through_the_sampled_segments_only():
     assert all(p.grad is not None for p in model.encoder.parameters())
 
 
-@pytest.mark.parametrize("settings", [{}, {"cross_attention": False}])
+@pytest.mark.parametrize("settings", [{}, {"cross_attention": False}, {"config_hidden": 8}])
 def test_every_segment_with_gradients_gives_the_whole_graph_gradient(settings):
     batch = segmented(layout_graphs(), budget=9)
     whole_model, parts = make_model(LAYOUT, **settings), make_model(LAYOUT, **settings)

@@ -164,14 +164,15 @@ class LinkBlock(nn.Module):
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
     work is one sparse product each way and one GELU. With `shared_maps`, one send and one receive map serve
     the three routes, which a learned gain per route and channel tells apart: 3 d x d products per (node,
-    config) instead of 7."""
+    config) instead of 7. The encoder's states may be wider (`context_dim`) than the config-aware ones."""
 
-    def __init__(self, dim: int, dropout: float = 0.0, shared_maps: bool = False) -> None:
+    def __init__(self, dim: int, dropout: float = 0.0, shared_maps: bool = False,
+                 context_dim: int | None = None) -> None:
         super().__init__()
         routes = ConfigLinks.ROUTES
         maps = 1 if shared_maps else routes
         self.send = nn.Linear(dim, maps * dim, bias=False)
-        self.context = nn.Linear(dim, dim)
+        self.context = nn.Linear(context_dim or dim, dim)
         self.receive = nn.Linear(maps * dim, dim, bias=False)
         # [send / receive, route, d]; near 1, unequal so that the routes start apart
         self.gains = nn.Parameter(1 + 0.1 * torch.randn(2, routes, dim)) if shared_maps else None
@@ -180,7 +181,8 @@ class LinkBlock(nn.Module):
         self.norm = nn.LayerNorm(dim)
 
     def forward(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
-        """z [M, C, d] configurable-node states; h_touched [T, d] the encoder's states of the touched nodes."""
+        """z [M, C, d] configurable-node states; h_touched [T, context_dim] the encoder's states of the touched
+        nodes."""
         (m, c, d), routes = z.shape, ConfigLinks.ROUTES
         met = self.meet(z, h_touched, links)  # [T, C, d]
         back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]

@@ -36,12 +36,13 @@ class Ranker(Remembered):
 
 class LayoutRanker(Ranker):
     """Layout configs: the graph is encoded once, [N, d]; each config's layouts join the states of the configurable
-    nodes only, [M, C, d]; link blocks pass config-aware messages through the nodes those touch, with
+    nodes only, [M, C, w]; link blocks pass config-aware messages through the nodes those touch, with
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
-    receive map for their three routes. The config-dependent work scales with the configurable nodes, not the
-    graph. Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
+    receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
+    `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
+    Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (`segment_*`,
     see models/segments.py)."""
@@ -67,36 +68,40 @@ class LayoutRanker(Ranker):
         segment_halo: int = 0,
         inference_rows: int = 2048,
         shared_link_maps: bool = False,
+        config_hidden: int | None = None,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.inference_rows = inference_rows
+        width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_embed = mlp(config_width, hidden, dropout)
-        self.blocks = nn.ModuleList(LinkBlock(hidden, dropout, shared_link_maps) for _ in range(config_layers))
-        self.cross = nn.ModuleList(CrossConfigAttention(hidden, temperature, dropout) for _ in range(config_layers)) \
+        # the configurable nodes' encodings enter the config-aware width
+        self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
+        self.config_embed = mlp(config_width, width, dropout)
+        self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
+        self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
-        self.readout = Readout(4 * hidden, hidden, readout_attention, heads, dropout)
+        self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
         self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """z [M, C, d]: each configurable node's encoding h_nodes [M, d] plus the embedding of its layouts in each
+        """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
         config, values [M, C, 18] (layout symbols 0..6)."""
-        first = self.config_embed[0]  # Linear(126, d) on the one-hot layouts, computed as a sum of 18 of its columns
+        first = self.config_embed[0]  # Linear(126, w) on the one-hot layouts, computed as a sum of 18 of its columns
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         embedded = F.embedding_bag(symbols.flatten(0, 1), first.weight.t().contiguous(), mode="sum") + first.bias
-        layouts = self.config_embed[1:](embedded).view(*values.shape[:2], h_nodes.size(-1))  # [M, C, d]
-        return per_config(h_nodes) + layouts  # [M, C, d]
+        layouts = self.config_embed[1:](embedded).view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
+        return per_config(h_nodes) + layouts  # [M, C, w]
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
-        """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, d], and their links."""
+        """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, w], and their links."""
         links = ConfigLinks.of(batch)
         h = self.encoder(batch)  # [N, d]
         node_mask = valid_configs(batch)[links.graph]  # [M, C]
         configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
         values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
-        h_nodes = h.index_select(0, links.nodes)  # [M, d]
-        z = in_chunks(lambda part: self.configure(h_nodes, part), configs_per_pass, 1, values)  # [M, C, d]
+        h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
+        z = in_chunks(lambda part: self.configure(h_nodes, part), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             z = in_chunks(lambda part: block(part, h_touched, links), configs_per_pass, 1, z)
@@ -112,7 +117,8 @@ class LayoutRanker(Ranker):
         graphs, configs = mask.shape
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.readout(torch.cat([pool(z, links.graph, graphs), graph_part], -1), mask)  # [G, C]
+        features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
+        return self.readout(features, mask)  # [G, C]
 
 
 def rows_per_slice(rows: int, across: int) -> int:

@@ -113,10 +113,10 @@ class Pool:
         owned_configurable = segment.owned[segment.config_node]  # [k] in slot order, as the ranker's links
 
         def pooled() -> tuple[torch.Tensor, ...]:
-            h, z, _ = model.embed(segment.batch(batch, configs))  # [n, d], [k, C, d]
+            h, z, _ = model.embed(segment.batch(batch, configs))  # [n, d], [k, C, w]
             h, z = h[segment.owned], z[owned_configurable]
             if z.size(0) == 0:  # no configurable node of its own: nothing pooled into z
-                empty = h.new_zeros(1, h.size(-1))  # [1, d]
+                empty = z.new_zeros(1, z.size(-1))  # [1, w]
                 return empty, empty - float("inf"), h.sum(0), h.amax(0)
             return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
 
