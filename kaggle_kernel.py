@@ -91,7 +91,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                  'heads': 4,
                                                  'edge_direction': 'both',
                                                  'dropout': 0.0,
-                                                 'head_epochs': 0}},
+                                                 'head_epochs': 0,
+                                                 'config_hidden': None}},
                         'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                  'init_args': {'margin': 1.0}},
                         'lr': 0.001,
@@ -139,6 +140,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'segment_refresh_every': 1,
                                                           'segment_halo': 0,
                                                           'shared_link_maps': False,
+                                                          'config_hidden': 96,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -187,6 +189,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'segment_refresh_every': 1,
                                                            'segment_halo': 0,
                                                            'shared_link_maps': False,
+                                                           'config_hidden': 96,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -235,6 +238,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'segment_refresh_every': 1,
                                                           'segment_halo': 0,
                                                           'shared_link_maps': False,
+                                                          'config_hidden': 96,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -283,6 +287,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'segment_refresh_every': 1,
                                                            'segment_halo': 0,
                                                            'shared_link_maps': False,
+                                                           'config_hidden': 96,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -319,6 +324,37 @@ SOURCES['solution'] = '''\
 """TpuGraphs runtime ranking: encode the graph once, broadcast configurations, compare them jointly."""
 
 __version__ = "0.1.0"
+'''
+
+# ---------------------------------------- solution.allocator
+SOURCES['solution.allocator'] = '''\
+"""The C allocator's settings for tensor-heavy CPU work: freed step-sized buffers are kept for the next step."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+MAP_FROM = 32 << 20  # bytes: allocations this large are mapped and unmapped (a big file's arrays go back at once)
+KEEP = 256 << 20  # bytes of freed heap kept at its top before the rest is returned to the OS
+
+
+def keep_freed_buffers() -> bool:
+    """With glibc, keep the tensors that a training or ranking step frees for the next step's allocations instead
+    of returning them to the OS and faulting their pages in again (by default glibc maps most buffers of a few MB
+    and unmaps them when freed). Peak memory is unchanged; between steps the process holds on to what it freed.
+    Left as it is where the user set any MALLOC_* variable, with SOLUTION_ALLOCATOR=default, or without glibc.
+    Returns whether the settings were applied."""
+    if os.environ.get("SOLUTION_ALLOCATOR", "keep") == "default" or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):  # no C library by that name, or one without mallopt (musl, macOS)
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, MAP_FROM)) and bool(mallopt(M_TRIM_THRESHOLD, KEEP))
 '''
 
 # ---------------------------------------- solution.atomic
@@ -2642,8 +2678,8 @@ def rows_per_slice(rows: int, across: int) -> int:
 
 
 class TileRanker(Ranker):
-    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
-    a readout compares the configs of a kernel."""
+    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config, embedded at
+    `config_hidden` (default `hidden`), joins it late; a readout compares the configs of a kernel."""
 
     def __init__(
         self,
@@ -2657,19 +2693,21 @@ class TileRanker(Ranker):
         edge_direction: str = "forward",
         dropout: float = 0.0,
         head_epochs: int = 0,
+        config_hidden: int | None = None,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
+        width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_mlp = mlp(config_width, hidden, dropout)
-        self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
+        self.config_mlp = mlp(config_width, width, dropout)
+        self.readout = Readout(2 * hidden + width, hidden, cross_attention, heads, dropout)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
         kernel = pool(self.encoder(batch), batch.node_graph, graphs)  # [G, 2d]
-        config = self.config_mlp(batch.config_feat)  # [G, C, d]
-        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
+        config = self.config_mlp(batch.config_feat)  # [G, C, w]
+        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 2d + w]
         return self.readout(joined, mask)  # [G, C]
 
 
@@ -3942,6 +3980,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
+from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import find_collections
@@ -4142,6 +4181,7 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
     warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
     warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
+    keep_freed_buffers()
     present = [c for c in COLLECTIONS if c in find_collections(job.root)]
     missing = [c for c in COLLECTIONS if c not in present]
     if not present:

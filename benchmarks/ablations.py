@@ -99,6 +99,8 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
     "Padding: -1 (0 is a valid feature value) vs 0": ["full model", "0 padding"],
     "Link maps: one send and one receive map per route (full model) vs one of each for all three routes, with a "
     "gain per route": ["full model", "shared link maps"],
+    "Config-aware width: the configurable nodes' per-config states as wide as the encoder's (128) or narrower":
+        ["full model", "config width 96", "config width 64"],
     "Pruning (layout; the full model keeps configurable nodes and their 1-hop neighbours)":
         ["full model", "no pruning", "2-hop pruning", "output-path pruning"],
     "Loss (the full model uses the pairwise hinge)": ["full model", "logistic loss", "ListMLE loss", "MSE loss"],

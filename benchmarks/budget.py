@@ -55,7 +55,14 @@ class Marks(pl.Callback):
         if not self.minutes:
             trainer.should_stop = True
 
-    def on_fit_end(self, trainer, module) -> None:  # a fit that ends before a mark leaves it out
+    def on_train_end(self, trainer, module) -> None:
+        """A fit whose schedule ends (max_epochs) before a mark: its final weights are what every later mark gets."""
+        for mark in self.minutes:
+            trainer.save_checkpoint(self.folder / f"{mark:g}.ckpt")
+            self.epochs[f"{mark:g}"] = {"epoch": trainer.current_epoch, "steps": trainer.global_step, "ended": True}
+        self.minutes = []
+
+    def on_fit_end(self, trainer, module) -> None:
         (self.folder / "marks.json").write_text(json.dumps(self.epochs))
 
 
@@ -164,15 +171,18 @@ def svg(results: dict[str, dict[str, dict]], minutes: list[float]) -> str:
             + "".join(panels) + label + "</svg>\n")
 
 
-def report(results: dict[str, dict[str, dict]], minutes: list[float], command: str, before: str) -> list[str]:
+def report(results: dict[str, dict[str, dict]], minutes: list[float], command: str, before: str,
+           chart: str) -> list[str]:
     lines = ["# Quality at a budget: validation score after minutes of CPU training", "", f"    {command}", "",
              f"`before` is the tree at `{before}`; `after` this one. Kendall tau on the validation files (a fixed "
-             "random subset of configs each); epochs and optimizer steps reached at each mark in brackets.", "",
+             "random subset of configs each); epochs and optimizer steps reached at each mark in brackets, "
+             "\"ended\" where the fit's schedule (max_epochs) ended before the mark: its final weights.", "",
              "| collection | minutes | before | after | after − before |", "|---|---|---|---|---|"]
     for collection, trees in results.items():
         for t in minutes:
             cells = [trees[name].get(f"{t:g}") for name in ("before", "after")]
-            text = [f"{c['score']:.4f} ({c['epoch']} ep, {c['steps']} steps)" if c else "–" for c in cells]
+            text = [f"{c['score']:.4f} ({c['epoch']} ep, {c['steps']} steps{', ended' * c.get('ended', False)})"
+                    if c else "–" for c in cells]
             delta = f"{cells[1]['score'] - cells[0]['score']:+.4f}" if all(cells) else "–"
             lines.append(f"| {collection} | {t:g} | {text[0]} | {text[1]} | {delta} |")
     lines += ["", "Peak RSS (MiB) of each whole `fit` process (to the last mark) and of the largest `validate`:", "",
@@ -182,7 +192,7 @@ def report(results: dict[str, dict[str, dict]], minutes: list[float], command: s
         for key in ("fit_rss_mib", "validate_rss_mib"):
             cells += [f"{max((m[key] for m in trees[name].values()), default=0):,.0f}" for name in ("before", "after")]
         lines.append(f"| {collection} | " + " | ".join(cells) + " |")
-    return lines + ["", "![score against training minutes](budget.svg)"]
+    return lines + ["", f"![score against training minutes]({chart})"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         results[collection] = run_pair(trees, collection, args.data.resolve(), eval_root, args.minutes, work, extra)
     before = subprocess.run(["git", "-C", str(trees["before"]), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or str(trees["before"])
-    lines = report(results, args.minutes, command, before)
+    lines = report(results, args.minutes, command, before, args.out.with_suffix(".svg").name)
     with atomic_write(args.out) as handle:
         handle.write("\n".join(lines) + "\n")
     with atomic_write(args.out.with_suffix(".svg")) as handle:

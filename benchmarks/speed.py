@@ -8,22 +8,25 @@ solutions' design: each config joined to its configurable nodes' input features 
     python benchmarks/speed.py --smoke             # seconds: checks that the script runs
 
 Like for like: the same pruned graphs (the package's own preprocessing, `Preprocessing()`: k_hop pruning, 1 hop),
-batched by the training collate (`Collate(LAYOUT)`, one graph per batch, whole graph, no segments), hidden 128,
-four message-passing layers in all (LayoutRanker graph_layers 2 + config_layers 2; EarlyFusionRanker layers 4),
-cross-config attention on, edges both ways, PairwiseHinge loss, AdamW. Graphs are the synthetic generator's
+batched by the training collate (`Collate(LAYOUT)`, one graph per batch, whole graph, no segments), the ranker
+settings of configs/base.yaml: hidden 128, four message-passing layers in all (LayoutRanker graph_layers 2 +
+config_layers 2; EarlyFusionRanker layers 4), cross-config attention on, edges both ways; PairwiseHinge loss,
+AdamW. Early fusion's every layer is config-aware, at the hidden width; LayoutRanker's config-aware layers run
+at its `config_hidden` (the shipped value is in the title). Graphs are the synthetic generator's
 realistic xla graphs (`solution.data.synth.build_layout_graph`, 125 configurable nodes as in its realistic size)
 at about 5k, 15k and 40k nodes.
 
-Every cell (ranker, graph, C, mode) runs in two fresh interpreters. Its speed comes from one with the default
-allocator, as a user runs it: the median of the timed repeats after one warm-up, with their min-max. Its memory
-comes from one with MALLOC_MMAP_THRESHOLD_=65536, so that freed large buffers go back to the OS (that setting
-slows allocation-heavy code about 2x, so it is not timed): the peak RSS (VmHWM, reset after the warm-up) of one
-step after a warm-up, minus the RSS before it, so one-time costs (first-touched library pages, allocator arenas)
-are not counted as the step's; training = zero_grad, forward, PairwiseHinge, backward, AdamW step; ranking =
-forward under no_grad in eval mode (LayoutRanker at its shipped inference_rows). The two rankers run one after
-the other at each C, so that they see the same load. A cell whose
-memory or seconds per step, extrapolated linearly in C from the measured smaller C of the same ranker, graph and
-mode, is over the limit, or that would end past the run's time budget, is reported as not run with the estimate.
+Every cell (ranker, graph, C, mode) runs in two fresh interpreters. Its speed comes from one with the allocator
+settings that the package's commands apply (`solution.allocator`; SOLUTION_ALLOCATOR=default leaves glibc's), as
+a user runs it: the median of the timed repeats after one warm-up, with their min-max. Its memory comes from one
+with MALLOC_MMAP_THRESHOLD_=65536, so that freed large buffers go back to the OS (that setting slows
+allocation-heavy code about 2x, so it is not timed): the peak RSS (VmHWM, reset after the warm-up) of one step
+after a warm-up, minus the RSS before it, so one-time costs (first-touched library pages, allocator arenas) are
+not counted as the step's; training = zero_grad, forward, PairwiseHinge, backward, AdamW step; ranking = forward
+under no_grad in eval mode (LayoutRanker at its shipped inference_rows). The two rankers run one after the other
+at each C, so that they see the same load. A cell whose memory or seconds per step, extrapolated linearly in C
+from the measured smaller C of the same ranker, graph and mode, is over the limit, or that would end past the
+run's time budget, is reported as not run with the estimate.
 """
 
 from __future__ import annotations
@@ -42,9 +45,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.flop_counter import FlopCounterMode
 
+from solution.allocator import keep_freed_buffers
 from solution.atomic import atomic_write
 from solution.data import synth
 from solution.data.batch import Batch, Collate, Item
@@ -54,7 +59,8 @@ from solution.models import layers, scatter
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import EarlyFusionRanker, LayoutRanker
 
-HIDDEN = 128  # configs/base.yaml
+SHIPPED = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "base.yaml").read_text())[
+    "model"]["ranker"]["init_args"]  # LayoutRanker's settings
 CONFIGURABLE = 125  # the middle of the synthetic realistic size's 100-150 configurable nodes
 SIZES = (5000, 15000, 40000)
 CONFIGS = (16, 32, 64, 128, 256, 512, 1024)
@@ -93,13 +99,15 @@ def prepare(path: Path, prune: str, configs: int, folder: Path) -> tuple[Path, d
 
 
 def build(ranker: str, node_feat_dim: int, seed: int = 0, once_args: dict | None = None) -> torch.nn.Module:
-    """The two rankers at the shipped settings (LayoutRanker's changed by `once_args`), seeded."""
+    """The two rankers at the shipped settings (LayoutRanker's changed by `once_args`), seeded; early fusion with as
+    many message-passing layers as LayoutRanker has in all."""
     torch.manual_seed(seed)
-    common = {"hidden": HIDDEN, "cross_attention": True, "edge_direction": "both"}
     if ranker == "once":
-        return LayoutRanker(node_feat_dim, LAYOUT.config_width, graph_layers=2, config_layers=2,
-                            **{**common, **(once_args or {})})
-    return EarlyFusionRanker(node_feat_dim, LAYOUT.config_width, layers=4, **common)
+        return LayoutRanker(node_feat_dim, LAYOUT.config_width, **{**SHIPPED, **(once_args or {})})
+    common = ("hidden", "opcode_dim", "cross_attention", "readout_attention", "heads", "temperature",
+              "edge_direction", "dropout")
+    return EarlyFusionRanker(node_feat_dim, LAYOUT.config_width, layers=SHIPPED["graph_layers"] +
+                             SHIPPED["config_layers"], **{key: SHIPPED[key] for key in common})
 
 
 # ---------------------------------------------------------------- one cell, in a fresh interpreter
@@ -126,6 +134,7 @@ def measure(job: dict) -> dict:
     """One cell (run in a child): seconds of each call after a warm-up; the peak RSS of the calls after the warm-up
     above the RSS before them (the step's own memory), and that of the warm-up above the loaded state (one-time
     allocations and first-touched library pages included)."""
+    keep_freed_buffers()  # as the package's commands do; not in the memory child, whose MALLOC_* setting stays
     torch.set_num_threads(job["threads"])
     batch = Batch(**torch.load(job["batch"], weights_only=True))
     net = build(job["ranker"], batch.node_feat.size(1), once_args=job.get("once_args"))
@@ -437,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.time() - runner.started
     loads = [c["load"] for c in cells({str(k): v for k, v in {**grid, **pruning}.items()})]
 
-    changed = "".join(f", {k}={v!r}" for k, v in args.once_args.items())
+    changed = "".join(f", {k}={v!r}" for k, v in {"config_hidden": SHIPPED.get("config_hidden"),
+                                                   **args.once_args}.items())
     lines = [f"# Speed and memory: encode once (LayoutRanker{changed}) vs early fusion (EarlyFusionRanker)", "",
              f"Command: `{command}` ({elapsed / 60:.0f} minutes)", "",
              f"Machine: {machine(args.threads)}. The machine was shared with other work: 1-minute load average "

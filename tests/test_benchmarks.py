@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +96,22 @@ def test_fusion_smoke(capsys, tmp_path):
     for text in ("| layout:xla:random |", "encode once − early fusion", "Training seconds per fit"):
         assert text in out
     assert (tmp_path / "fusion.md").read_text().startswith("# Encode once vs early fusion")
+
+
+def test_budget_marks_after_a_fit_ends_get_its_final_weights(tmp_path, monkeypatch):
+    """A mark passed in training saves the weights then; marks still ahead when the schedule ends (max_epochs) get
+    the final weights, flagged as ended."""
+    budget = load("budget")
+    saved, clock = [], iter([0.0, 150.0])  # seconds: the first batch, then 2.5 minutes in
+    monkeypatch.setattr(budget.time, "monotonic", lambda: next(clock))
+    trainer = types.SimpleNamespace(current_epoch=3, global_step=12, should_stop=False, save_checkpoint=saved.append)
+    marks = budget.Marks(str(tmp_path), [4, 2, 8])
+    marks.on_train_batch_start(trainer, None, None, 0)
+    marks.on_train_batch_end(trainer, None, None, None, 0)
+    trainer.current_epoch, trainer.global_step = 5, 20
+    marks.on_train_end(trainer, None)
+    marks.on_fit_end(trainer, None)
+    assert saved == [tmp_path / "2.ckpt", tmp_path / "4.ckpt", tmp_path / "8.ckpt"]
+    assert json.loads((tmp_path / "marks.json").read_text()) == {
+        "2": {"epoch": 3, "steps": 12}, "4": {"epoch": 5, "steps": 20, "ended": True},
+        "8": {"epoch": 5, "steps": 20, "ended": True}}

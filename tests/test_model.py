@@ -184,7 +184,7 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False}),
+    (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
 ], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "tile-cross",
@@ -382,8 +382,8 @@ def test_edge_direction_is_checked(task: Task) -> None:
 
 def _settings_of(ranker: type) -> dict:
     """Every optional layer of `ranker` switched on."""
-    return {ConfigOnlyRanker: {}, LayoutRanker: {"edge_direction": "both", "config_hidden": 8}}.get(
-        ranker, {"edge_direction": "both"})
+    return {ConfigOnlyRanker: {}, EarlyFusionRanker: {"edge_direction": "both"}}.get(
+        ranker, {"edge_direction": "both", "config_hidden": 8})
 
 
 @MODELS

@@ -127,8 +127,8 @@ def rows_per_slice(rows: int, across: int) -> int:
 
 
 class TileRanker(Ranker):
-    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config joins it late;
-    a readout compares the configs of a kernel."""
+    """Tile configs: the small kernel graph is encoded once and pooled; each global tile config, embedded at
+    `config_hidden` (default `hidden`), joins it late; a readout compares the configs of a kernel."""
 
     def __init__(
         self,
@@ -142,19 +142,21 @@ class TileRanker(Ranker):
         edge_direction: str = "forward",
         dropout: float = 0.0,
         head_epochs: int = 0,
+        config_hidden: int | None = None,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
+        width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.config_mlp = mlp(config_width, hidden, dropout)
-        self.readout = Readout(3 * hidden, hidden, cross_attention, heads, dropout)
+        self.config_mlp = mlp(config_width, width, dropout)
+        self.readout = Readout(2 * hidden + width, hidden, cross_attention, heads, dropout)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
         kernel = pool(self.encoder(batch), batch.node_graph, graphs)  # [G, 2d]
-        config = self.config_mlp(batch.config_feat)  # [G, C, d]
-        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 3d]
+        config = self.config_mlp(batch.config_feat)  # [G, C, w]
+        joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 2d + w]
         return self.readout(joined, mask)  # [G, C]
 
 

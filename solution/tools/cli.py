@@ -12,6 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
 from .. import errors
+from ..allocator import keep_freed_buffers
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import DataError
 from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
@@ -75,6 +76,7 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # `main` passes sys.argv on
     warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
     warnings.filterwarnings("ignore", message="The dirpath has changed from")  # predict restores a fit's callback
+    keep_freed_buffers()
     return CLI(
         RankingModule,
         TpuGraphsDataModule,

@@ -17,6 +17,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
+from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import find_collections
@@ -217,6 +218,7 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
     warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
     warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
+    keep_freed_buffers()
     present = [c for c in COLLECTIONS if c in find_collections(job.root)]
     missing = [c for c in COLLECTIONS if c not in present]
     if not present:
