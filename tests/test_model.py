@@ -305,8 +305,10 @@ def test_config_links_are_the_edges_that_touch_configurable_nodes() -> None:
         assert sorted(zip(links.nodes[k].tolist(), links.touched[t].tolist())) == pairs
 
 
-def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts() -> None:
-    """configure() sums embedding columns instead of multiplying a one-hot [M, C, 126]: the same numbers."""
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts(grad: bool) -> None:
+    """configure() sums embedding columns without gradients and scatters a one-hot [M*C, 126] with them: the
+    numbers of the MLP on the one-hot layouts, either way."""
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     model = make_model(LAYOUT)
     links = ConfigLinks.of(batch)
@@ -314,7 +316,10 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts() -> None:
     values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18]
     onehot = torch.nn.functional.one_hot(values, 7).flatten(2).float()  # [M, C, 126]
     expected = h[links.nodes][:, None] + model.config_embed(onehot)
-    torch.testing.assert_close(model.configure(h[links.nodes], values), expected, atol=1e-5, rtol=1e-5)
+    with torch.set_grad_enabled(grad):
+        got = model.configure(h[links.nodes], values)
+    assert got.requires_grad == grad
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
 def chain_batch(nodes: int = 7, configurable: tuple[int, ...] = (0, 2, 4)) -> Batch:

@@ -188,11 +188,12 @@ class LinkBlock(nn.Module):
         back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]
         if self.gains is not None:
             back = (back * self.gains[1, :, None]).sum(0, keepdim=True)  # [1, M*C, d]
-        maps = back.size(0)
-        receive = self.receive.weight.view(d, maps, d).permute(1, 2, 0)  # [maps, d_in, d_out]
+        receive = self.receive.weight.view(d, back.size(0), d).permute(1, 2, 0)  # [maps, d_in, d_out]
         out = self.linear(z).view(m * c, d)
-        for i in range(maps):  # accumulated map by map: no [3, M*C, d] product beside `back`
-            out = torch.addmm(out, back[i], receive[i])
+        # accumulated map by map: no [3, M*C, d] product beside `back`; unbound, so that the backward stacks the
+        # maps' gradients once instead of zero-filling a [3, M*C, d] per map
+        for part, weight in zip(back.unbind(0), receive.unbind(0)):
+            out = torch.addmm(out, part, weight)
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
 
     def meet(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
@@ -202,14 +203,16 @@ class LinkBlock(nn.Module):
         # the sends are a temporary, freed before the [T, C, d] tensors exist (the sparse product's backward does
         # not keep them)
         met = sparse_mean(links.spread, self.sent(z).view(routes * m, c * d)).view(t, c, d)  # [T, C, d]
-        return F.gelu(met.add_(per_config(self.context(h_touched))))
+        # added out of place: in place on the product's view, the backward would copy [T, C, d] twice
+        return F.gelu(met + per_config(self.context(h_touched)))
 
     def sent(self, z: torch.Tensor) -> torch.Tensor:
         """[3, M*C, d]: what each configurable node sends along each route; route-major, so that the [3M, C*d]
         stack the sparse product takes is a view."""
         m, c, d = z.shape
-        send = self.send.weight.view(-1, d, d).transpose(1, 2)  # [maps, d_in, d_out]
-        sent = torch.matmul(z.reshape(1, m * c, d), send)  # [maps, M*C, d]
+        flat, sends = z.reshape(m * c, d), self.send.weight.view(-1, d, d).unbind(0)  # maps x [d_out, d_in]
+        # one product per map, stacked: a broadcast matmul would copy z once per map, and again in its backward
+        sent = torch.stack([F.linear(flat, send) for send in sends])  # [maps, M*C, d]
         return sent if self.gains is None else sent * self.gains[0, :, None]  # [3, M*C, d]
 
 
