@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import tracemalloc
 import warnings
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from npz_factory import collection_dir, layout_arrays, make_tree, split_file, tile_arrays, write_npz
 
+from solution.data import reader
 from solution.data.reader import (
     ConfigNodeWarning,
     DataError,
@@ -51,7 +53,7 @@ def test_valid_layout_file_is_read_as_written(tmp_path, dtypes, compressed):
     graph = read_graph(_write(tmp_path, arrays, compressed=compressed))
     assert graph.task.name == "layout" and not graph.is_test and graph.num_configs == C
     assert graph.node_feat.dtype == np.float32 and np.array_equal(graph.node_feat, arrays["node_feat"])
-    assert graph.config_feat.dtype == np.float32 and np.array_equal(graph.config_feat, arrays["node_config_feat"])
+    assert graph.config_feat.dtype == np.int8 and np.array_equal(graph.config_feat, arrays["node_config_feat"])
     for got, key in [(graph.node_opcode, "node_opcode"), (graph.edge_index, "edge_index"),
                      (graph.config_node_ids, "node_config_ids"), (graph.config_runtime, "config_runtime")]:
         assert got.dtype == np.int64 and np.array_equal(got, arrays[key]), key
@@ -106,13 +108,53 @@ def test_malformed_node_splits_are_refused(tmp_path, splits, found, expected):
     _expect_error(_write(tmp_path, arrays), "node_splits", (found,), (expected,))
 
 
-@pytest.mark.parametrize("key", ["node_feat", "node_config_feat"])
-def test_float64_accepted_and_cast_to_float32(tmp_path, key):
+@pytest.mark.parametrize("key, dtype", [("node_feat", np.float32), ("node_config_feat", np.int8)])
+def test_float64_accepted_and_cast_to_the_read_dtype(tmp_path, key, dtype):
     arrays = layout_arrays()
     arrays[key] = arrays[key].astype(np.float64)
     graph = read_graph(_write(tmp_path, arrays))
     got = graph.node_feat if key == "node_feat" else graph.config_feat
-    assert got.dtype == np.float32 and np.array_equal(got, arrays[key])
+    assert got.dtype == dtype and np.array_equal(got, arrays[key])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, ">f4"])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_layouts_read_block_by_block_are_the_whole_array(tmp_path, monkeypatch, dtype, compressed):
+    """node_config_feat is read a few configs at a time into int8, whatever its stored dtype and compression."""
+    monkeypatch.setattr(reader, "_BLOCK", 2 * NC * 18)  # 2 configs a block: 3 blocks for 5 configs
+    arrays = layout_arrays()
+    arrays["node_config_feat"] = arrays["node_config_feat"].astype(dtype)
+    path = _write(tmp_path, arrays, compressed=compressed)
+    with np.load(path) as npz:
+        assert reader._read_compact(npz, "node_config_feat") is not None  # the block-by-block path, not its fallback
+    graph = read_graph(path)
+    assert graph.config_feat.dtype == np.int8 and np.array_equal(graph.config_feat, arrays["node_config_feat"])
+
+
+@pytest.mark.parametrize("bad, found", [(7.0, "values in [-1, 7]"), (2.5, "not integers"), (np.nan, "NaN/inf")])
+def test_a_bad_layout_value_in_the_last_block_is_reported_as_from_a_whole_read(tmp_path, monkeypatch, bad, found):
+    monkeypatch.setattr(reader, "_BLOCK", 2 * NC * 18)
+    arrays = layout_arrays()
+    arrays["node_config_feat"][-1, 0, 0] = bad
+    _expect_error(_write(tmp_path, arrays), "node_config_feat", (found,), ())
+
+
+def test_reading_layouts_never_holds_them_at_their_stored_width(tmp_path, monkeypatch):
+    """Peak traced memory of read_graph on a 7.2 MB float32 node_config_feat stays under that float32 size: only
+    the int8 result (1/4 of it) and one block exist at a time."""
+    monkeypatch.setattr(reader, "_BLOCK", 1 << 16)
+    arrays = layout_arrays(n=60, c=2000, nc=50)
+    stored = arrays["node_config_feat"].astype(np.float32)
+    path = _write(tmp_path, arrays)
+    del arrays
+    tracemalloc.start()
+    try:
+        graph = read_graph(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert graph.config_feat.shape == (2000, 50, 18)
+    assert peak < 0.5 * stored.nbytes, (peak, stored.nbytes)
 
 
 def test_float64_tile_config_accepted(tmp_path):

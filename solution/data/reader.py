@@ -47,7 +47,7 @@ class RawGraph:
     node_feat: np.ndarray  # [n, 140] float32
     node_opcode: np.ndarray  # [n] int64
     edge_index: np.ndarray  # [m, 2] int64, row [consumer, producer] as on disk
-    config_feat: np.ndarray  # layout [c, nc, 18] float32; tile [c, 24] float32
+    config_feat: np.ndarray  # layout [c, nc, 18] int8 (values -1..5); tile [c, 24] float32
     config_runtime: np.ndarray  # [c] int64 (all zero in test files)
     config_node_ids: np.ndarray | None = None  # [nc] int64, layout only
     node_splits: np.ndarray | None = None  # [k] int64 computation bounds 0, ..., n (layout only, optional)
@@ -151,6 +151,7 @@ class KeyFormat:
     shape: tuple[int | str | None, ...]
     bounds: tuple[int, int | str] | None = None  # "node": a node id (n - 1 at most); "count": a node count (n)
     integral: bool = False  # float values that must be whole numbers
+    compact: bool = False  # read a block at a time into int8, which its bounds fit (see _read_compact)
 
 
 # Checked in this order: node_feat fixes n, config_runtime fixes c, node_config_feat fixes nc.
@@ -161,7 +162,8 @@ FORMAT = {
     "config_runtime": KeyFormat("int", ("c",)),  # its values depend on the split: _check_runtimes
     "config_feat": KeyFormat("float", ("c", TILE_CONFIG_DIM)),
     "config_runtime_normalizers": KeyFormat("int", ("c",)),
-    "node_config_feat": KeyFormat("float", ("c", "nc", LAYOUT_CONFIG_DIM), (-1, LAYOUT_SYMBOLS - 2), integral=True),
+    "node_config_feat": KeyFormat("float", ("c", "nc", LAYOUT_CONFIG_DIM), (-1, LAYOUT_SYMBOLS - 2), integral=True,
+                                  compact=True),
     "node_config_ids": KeyFormat("int", ("nc",), (0, "node")),
     # cumulative node counts (the official encoder): 0, the count after each major computation, n; ordered below
     "node_splits": KeyFormat("int", (1, None), (0, "count")),
@@ -218,15 +220,52 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
     with loaded as npz:
         for key in npz.files:
             try:
-                arrays[key] = npz[key]
+                compact = _read_compact(npz, key) if key in FORMAT and FORMAT[key].compact else None
+                arrays[key] = npz[key] if compact is None else compact
             except Exception as err:  # truncated or corrupt member, object (pickled) arrays, bad CRC...
                 raise DataError(path, "<file>", f"unreadable array '{key}' ({type(err).__name__}: {err})",
                                 expected) from err
     return arrays
 
 
+def _read_compact(npz: np.lib.npyio.NpzFile, key: str) -> np.ndarray | None:
+    """The member `key` read _BLOCK elements at a time into int8, each block checked to hold only whole numbers
+    within the key's bounds: the array never sits in memory at its stored width (a 100k-config float32
+    node_config_feat is 1 GB, 4x its int8). None where it is not a plain C-order array of numbers that all pass:
+    the caller reads it whole, and the checks report what is wrong with it."""
+    low, high = FORMAT[key].bounds
+    headers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    try:
+        with npz.zip.open(f"{key}.npy") as member:
+            read_header = headers.get(np.lib.format.read_magic(member))
+            if read_header is None:
+                return None
+            shape, fortran_order, dtype = read_header(member)
+            if fortran_order or dtype.kind not in "fiu" or len(shape) < 2:
+                return None
+            out = np.empty(shape, np.int8)
+            rows = max(1, _BLOCK // max(1, out[:1].size))  # first-axis rows per block
+            for start in range(0, len(out), rows):
+                part = out[start:start + rows]
+                data = member.read(part.size * dtype.itemsize)
+                if len(data) != part.size * dtype.itemsize:
+                    return None
+                block = np.frombuffer(data, dtype).reshape(part.shape)
+                # NaN fails both comparisons
+                if not (block.min(initial=low) >= low and block.max(initial=high) <= high) or \
+                        (dtype.kind == "f" and (block != np.round(block)).any()):
+                    return None
+                part[...] = block
+            if member.read():  # also reaching the end checks the member's CRC
+                return None
+    except Exception:  # a truncated or corrupt member: read whole, it is reported
+        return None
+    return out
+
+
 def _check_keys(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Check each array against FORMAT, in FORMAT's order; floats come back as float32, integers as int64."""
+    """Check each array against FORMAT, in FORMAT's order; floats come back as float32, integers as int64, compact
+    keys as int8."""
     lengths: dict[str, tuple[int, str]] = {}  # length name -> (its value, the key that fixed it)
     checked = {}
     for key in (key for key in FORMAT if key in arrays):
@@ -244,7 +283,7 @@ def _check_array(path: Path, key: str, value: np.ndarray, spec: KeyFormat, lengt
         raise DataError(path, key, f"value {value.max()}", f"values that fit in int64 (at most {_INT64_MAX})")
     if spec.dtype == "int":
         value = value.astype(np.int64, copy=False)
-    else:
+    elif not (spec.compact and value.dtype == np.int8):  # a compact read is whole numbers already
         with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf: reported just below
             value = value.astype(np.float32, copy=False)
         low, high = value.min(initial=0), value.max(initial=0)  # min/max propagate NaN and reach any inf
@@ -259,7 +298,7 @@ def _check_array(path: Path, key: str, value: np.ndarray, spec: KeyFormat, lengt
         if found_low < low or found_high > high or fraction:
             raise DataError(path, key, f"values in [{_num(found_low)}, {_num(found_high)}]"
                             + (", not integers" if fraction else ""), f"integers in [{low}, {high}]")
-    return value
+    return value.astype(np.int8, copy=False) if spec.compact else value
 
 
 def _check_shape(path: Path, key: str, shape: tuple[int, ...], expected: tuple, lengths: dict) -> None:
