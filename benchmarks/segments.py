@@ -35,6 +35,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 import torch
+import yaml
 
 from solution.atomic import atomic_write
 from solution.constants import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
@@ -47,9 +48,10 @@ from solution.models.rankers import LayoutRanker
 from solution.submission.files import collection_file_stem
 from solution.tools.cli import lightning_main
 
-HIDDEN = 128  # configs/base.yaml
 FEATURES = NODE_FEAT_DIM
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+SHIPPED = yaml.safe_load((CONFIGS / "base.yaml").read_text())["model"]["ranker"]["init_args"]  # LayoutRanker's
+HIDDEN = SHIPPED["hidden"]
 # large blocks straight from mmap, so that freed tensors leave resident memory as they leave allocated memory on
 # a GPU; glibc's default keeps them in its heap, and resident memory then grows with the number of tensors made
 CPU_HEAP = {"MALLOC_MMAP_THRESHOLD_": "65536"}
@@ -80,9 +82,9 @@ def layout_batch(nodes: int, configs: int, seed: int = 0, device: str = "cpu", p
 
 
 def model(device: str, seed: int = 0, **settings) -> LayoutRanker:
-    """The layout ranker at hidden HIDDEN, seeded; `settings` are further LayoutRanker arguments."""
+    """The layout ranker at the settings of configs/base.yaml, seeded; `settings` change them."""
     torch.manual_seed(seed)
-    return LayoutRanker(FEATURES, LAYOUT.config_width, hidden=HIDDEN, **settings).to(device)
+    return LayoutRanker(FEATURES, LAYOUT.config_width, **{**SHIPPED, **settings}).to(device)
 
 
 def resident_mib() -> float:
@@ -237,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"whole graph": None, "every segment (default)": 0, "GST, 1 segment sampled": 1}  # segment_sampled
     lines = [f"# Segment training ({where})", "",
              f"Command: `python benchmarks/segments.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
-             f"## Peak memory of a training step ({args.configs} configs, hidden {HIDDEN}, whole graphs, "
+             f"## Peak memory of a training step ({args.configs} configs, hidden {HIDDEN}, config_hidden "
+             f"{SHIPPED.get('config_hidden') or HIDDEN}, whole graphs, "
              f"{args.budget:,}-node segments)", "",
              "Peak MiB (seconds per step); memory ratios against the whole graph.", "",
              "| nodes | segments | " + " | ".join(modes) + " | memory ratios |", "|---" * (len(modes) + 3) + "|"]
