@@ -1716,7 +1716,8 @@ def _check_array(path: Path, key: str, value: np.ndarray, spec: KeyFormat, lengt
         n = lengths["n"][0]
         low, high = spec.bounds[0], {"node": n - 1, "count": n}.get(spec.bounds[1], spec.bounds[1])
         found_low, found_high = value.min(), value.max()
-        fraction = spec.integral and any((block != np.round(block)).any() for block in _blocks(value))
+        fraction = spec.integral and value.dtype.kind == "f" and any(  # integers are whole already
+            (block != np.round(block)).any() for block in _blocks(value))
         if found_low < low or found_high > high or fraction:
             raise DataError(path, key, f"values in [{_num(found_low)}, {_num(found_high)}]"
                             + (", not integers" if fraction else ""), f"integers in [{low}, {high}]")
