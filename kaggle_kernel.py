@@ -313,7 +313,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'num_workers': 4,
                                  'collection': 'layout:nlp:default'}}}
 
-LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
+LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities', 'lightning.pytorch.utilities.exceptions')
 
 PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.submission', 'solution.tools', 'solution.training')
 
@@ -359,7 +359,7 @@ def keep_freed_buffers() -> bool:
 
 # ---------------------------------------- solution.atomic
 SOURCES['solution.atomic'] = '''\
-"""Write files atomically: a temporary file in the same folder, renamed over the target when complete."""
+"""Write files atomically: temporary files in the same folder, renamed over their targets when all are complete."""
 
 from __future__ import annotations
 
@@ -367,31 +367,77 @@ import contextlib
 import errno
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Iterator
 
+from .errors import WriteError
+
 
 @contextlib.contextmanager
-def atomic_write(path: str | Path, mode: str = "w", **open_kwargs) -> Iterator[IO]:
-    """Open a temporary sibling of `path` for writing; on success rename it onto `path`, on error delete it."""
-    path, tmp = Path(path), None
+def atomic_files(paths: Sequence[str | Path], mode: str = "w", **open_kwargs) -> Iterator[list[IO]]:
+    """Open a temporary sibling of each path for writing; on success rename them onto their paths together (both
+    or neither: a rename that fails puts back the files renamed before it), on error delete them."""
+    paths, temps, handles = [Path(p) for p in paths], [], []
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
-        with os.fdopen(fd, mode, **open_kwargs) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        with contextlib.ExitStack() as stack:
+            for path in paths:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                temps.append(tmp)
+                os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
+                handles.append(stack.enter_context(os.fdopen(fd, mode, **open_kwargs)))
+            yield handles
+            for handle in handles:
+                handle.flush()
+                os.fsync(handle.fileno())
+        _replace_together(temps, paths)
     except BaseException as error:
-        if tmp is not None:
+        for tmp in temps:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        if isinstance(error, OSError) and error.errno in REASONS:  # disk full, permission denied, ...
-            raise OSError(error.errno, f"cannot write {path}: {REASONS[error.errno]} ({error.strerror}); "
-                          f"{'the old file is unchanged' if path.exists() else 'nothing was written'}") from error
+        if isinstance(error, OSError) and not isinstance(error, WriteError) and error.errno in REASONS:
+            old = "the old files are unchanged" if len(paths) > 1 else "the old file is unchanged"
+            raise WriteError(error.errno, f"cannot write {' and '.join(map(str, paths))}: {REASONS[error.errno]} "
+                             f"({error.strerror}); {old if all(p.exists() for p in paths) else 'nothing was written'}"
+                             ) from error
         raise
+
+
+def atomic_write(path: str | Path, mode: str = "w", **open_kwargs) -> contextlib.AbstractContextManager[IO]:
+    """Open a temporary sibling of `path` for writing; on success rename it onto `path`, on error delete it."""
+    return _single(atomic_files([path], mode, **open_kwargs))
+
+
+@contextlib.contextmanager
+def _single(files: contextlib.AbstractContextManager[list[IO]]) -> Iterator[IO]:
+    with files as (handle,):
+        yield handle
+
+
+def _replace_together(temps: list[str], paths: list[Path]) -> None:
+    """Rename each temporary onto its path; where one fails, undo those done (the old files come back)."""
+    backups: list[str | None] = []
+    try:
+        for tmp, path in zip(temps, paths):
+            backup = None
+            if len(paths) > 1 and path.exists():
+                backup = f"{tmp}.old"
+                os.link(path, backup)
+            backups.append(backup)
+            os.replace(tmp, path)
+    except BaseException:
+        for backup, path in zip(backups[:-1], paths):
+            if backup is not None:
+                os.replace(backup, path)
+            else:
+                os.unlink(path)
+        raise
+    finally:
+        for backup in backups:
+            if backup is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(backup)
 
 
 REASONS = {
@@ -400,6 +446,8 @@ REASONS = {
     errno.EACCES: "permission denied",
     errno.EPERM: "permission denied",
     errno.EROFS: "the file system is read-only",
+    errno.ENOTDIR: "a folder on its path is a regular file",
+    errno.EEXIST: "a folder on its path is a regular file",
 }
 
 
@@ -575,6 +623,7 @@ from typing import Callable
 import numpy as np
 
 from ..atomic import atomic_write
+from ..errors import WriteError
 
 log = logging.getLogger(__name__)
 
@@ -662,7 +711,7 @@ class ArrayCache:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=f".{entry.name}."))
         except OSError as error:
-            raise OSError(error.errno, f"cannot write the preprocessing cache {self.folder}: {error.strerror}; "
+            raise WriteError(error.errno, f"cannot write the preprocessing cache {self.folder}: {error.strerror}; "
                           "choose another folder with SOLUTION_CACHE or --data.cache_dir") from error
         try:
             checks = {}
@@ -678,7 +727,7 @@ class ArrayCache:
         except OSError as error:
             shutil.rmtree(tmp, ignore_errors=True)
             if not (entry / META).exists():  # another process may have won the rename race
-                raise OSError(error.errno, f"cannot write cache entry {entry}: {error.strerror or error}; "
+                raise WriteError(error.errno, f"cannot write cache entry {entry}: {error.strerror or error}; "
                               "free some space or choose another folder with SOLUTION_CACHE or --data.cache_dir"
                               ) from error
 
@@ -727,10 +776,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from ..errors import SettingsError
 from .batch import Collate, Item
 from .cache import ArrayCache
 from .features import node_feature_width
 from .preprocess import Graph, Preprocessing, load_graph, record_cache
+from ..constants import SPLITS
 from .reader import DataError, list_files
 from .tasks import task_of
 
@@ -867,7 +918,7 @@ def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) 
     for i, stem in enumerate(stems):
         groups.setdefault(model_group(stem, variant_parts), []).append(i)
     if len(groups) < folds:
-        raise ValueError(f"data.folds={folds} but the files form only {len(groups)} model groups "
+        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} model groups "
                          f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
     names = sorted(groups)
     order = np.random.default_rng(0).permutation(len(names))
@@ -885,8 +936,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
+        collection: str,
         root: str = "data/synthetic",
-        collection: str = "layout:xla:random",
         cache_dir: str | None = None,
         prune: str = "k_hop",
         hops: int = 1,
@@ -896,35 +947,38 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
-        configs_per_graph: int = 64,
+        configs_per_graph: int = 128,
         sampling: str = "uniform",
         eval_chunk: int = 256,
         eval_graphs_per_batch: int = 1,
         predict_repeats: int = 1,
         predict_split: str = "test",
+        test_split: str = "valid",
         limit_graphs: int | None = None,
         skip_bad_files: bool = True,
         folds: int = 0,
         fold: int = 0,
         fold_variant_parts: str = FOLD_GROUP,
-        num_workers: int = 0,
-        seed: int = 0,
+        num_workers: int = 4,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
         if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
-            raise ValueError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
+            raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
                              f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
                              "segment or fill; expected none, 0 and false")
         self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
         if folds > 1 and not 0 <= fold < folds:
-            raise ValueError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
+            raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
         if segment_nodes < 0:
-            raise ValueError(f"segment_nodes={segment_nodes}; expected a node budget per segment, "
+            raise SettingsError(f"data.segment_nodes={segment_nodes}; expected a node budget per segment, "
                              "or 0 for whole graphs")
         if sampling not in SAMPLING:
-            raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
+            raise SettingsError(f"data.sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
+        for option, split in (("predict_split", predict_split), ("test_split", test_split)):
+            if split not in SPLITS:
+                raise SettingsError(f"data.{option}={split!r}; expected one of {', '.join(SPLITS)}")
         self.splits: dict[str, GraphSet] = {}
 
     @property
@@ -961,12 +1015,22 @@ class TpuGraphsDataModule(pl.LightningDataModule):
                 for split, graphs in self.splits.items() for err in graphs.skipped]
 
     def setup(self, stage: str) -> None:
-        needed = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("valid",),
+        needed = {"fit": ("train", "valid"), "validate": ("valid",), "test": (self.hparams.test_split,),
                   "predict": (self.hparams.predict_split,)}[stage]
         for split in needed:
             graphs = self.graphs(split)
             if stage == "predict" and graphs.skipped:  # a submission needs every file of the split it ranks
                 raise graphs.skipped[0]
+        if stage == "test":
+            self.check_scorable(self.hparams.test_split)
+
+    def check_scorable(self, split: str) -> None:
+        """A split can be scored when its files hold runtimes: Kaggle's test split holds zeros in their place."""
+        graphs = self.graphs(split)
+        if split == "test" or all(np.ptp(np.asarray(graphs.load(i).target)) == 0 for i in range(len(graphs))):
+            raise SettingsError(f"data.test_split={split}: the {split} files of {self.hparams.collection} under "
+                                f"{self.hparams.root} hold no runtimes, so there is nothing to score; expected a "
+                                "split with runtimes (valid or train); `solution predict` ranks the test files")
 
     def feature_sums(self) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
         """Column sums, sums of squares and row counts of node features (and tile configs) over train."""
@@ -1000,13 +1064,14 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
     def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:
-        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, self.hparams.seed)
+        seed = torch.initial_seed() % 2**62  # the run's seed (seed_everything)
+        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, seed)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, train=False)
 
     def test_dataloader(self) -> DataLoader:
-        return self.val_dataloader()
+        return self._loader(self.eval_set(self.hparams.test_split), self.hparams.eval_graphs_per_batch, train=False)
 
     def predict_dataloader(self) -> DataLoader:
         chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)
@@ -1197,6 +1262,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
@@ -1216,11 +1282,11 @@ class Preprocessing:
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
-            raise ValueError(f"prune={self.prune!r}; expected one of {', '.join(STRATEGIES)}")
+            raise SettingsError(f"data.prune={self.prune!r}; expected one of {', '.join(STRATEGIES)}")
         if self.dedup not in DEDUP_MODES:
-            raise ValueError(f"dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
+            raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
         if self.hops < 0:
-            raise ValueError(f"hops={self.hops}; expected a non-negative integer")
+            raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
 
 
 @dataclass
@@ -1430,7 +1496,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .tasks import COMMON_KEYS, TASKS, Task
 from ..constants import (
     COLLECTIONS,
     CONFIGURABLE_OPCODES,
@@ -1441,6 +1506,8 @@ from ..constants import (
     SPLITS,
     TILE_CONFIG_DIM,
 )
+from ..errors import SettingsError
+from .tasks import COMMON_KEYS, TASKS, Task
 
 
 
@@ -1536,7 +1603,7 @@ def find_collections(root: str | Path) -> dict[str, Path]:
 def collection_dir(root: str | Path, collection: str) -> Path:
     """The folder of one collection under any accepted root."""
     if collection not in COLLECTIONS:
-        raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
+        raise SettingsError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
     found = find_collections(root)
     if collection not in found:
         raise DataError(root, collection, f"only {', '.join(found) or 'none'}", f"a folder for {collection}")
@@ -1546,7 +1613,7 @@ def collection_dir(root: str | Path, collection: str) -> Path:
 def list_files(root: str | Path, collection: str, split: str) -> list[Path]:
     """Sorted .npz files of one collection and split."""
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        raise SettingsError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
     folder = collection_dir(root, collection) / split
     if not folder.is_dir():
         raise DataError(folder.parent, split, "no such split folder", f"{folder} holding .npz files")
@@ -1798,6 +1865,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..constants import COLLECTIONS, LAYOUT_CONFIG_DIM, LAYOUT_GROUP, LAYOUT_SYMBOLS, PAD, TILE_CONFIG_DIM
+from ..errors import SettingsError
 from ..metrics import (
     TILE_SUBMITTED,
     TILE_TOPK,
@@ -1921,7 +1989,7 @@ TASKS: dict[str, Task] = {task.name: task for task in (LAYOUT, TILE)}
 def task_of(collection: str) -> Task:
     """The task of a collection ('tile:xla' -> TILE)."""
     if collection not in COLLECTIONS:
-        raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
+        raise SettingsError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
     return TASKS[collection.split(":")[0]]
 '''
 
@@ -1931,6 +1999,7 @@ SOURCES['solution.errors'] = '''\
 
 from __future__ import annotations
 
+import errno
 import sys
 
 OK = 0
@@ -1938,6 +2007,17 @@ UNEXPECTED = 1  # anything else: a bug (Python's own code for an uncaught except
 USAGE = 2  # bad command-line arguments or settings: argparse's and jsonargparse's own code
 BAD_DATA = 3  # a data file (DataError) or a submission that fails its checks
 WRITE_FAILED = 4  # an output that cannot be written: a read-only folder, a path under a regular file, a full disk
+INTERRUPTED = 130  # stopped by Ctrl-C (the shell's code for SIGINT); outputs are whole or not written
+
+DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}  # an OSError with one of these is a failed write
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used (an option, a YAML file, a value that contradicts a checkpoint): USAGE."""
+
+
+class WriteError(OSError):
+    """An output that cannot be written (its message names the file and why): WRITE_FAILED."""
 
 
 def fail(message: object, code: int) -> int:
@@ -2172,6 +2252,52 @@ def final_score(scores: Mapping[str, float]) -> float:
 # ---------------------------------------- solution.models
 SOURCES['solution.models'] = '''\
 """Models: message-passing layers, the layout and tile rankers, baselines, ranking losses, scatter backends."""
+
+from . import baselines, losses, rankers  # noqa: F401 -- every model class, so that the registry (spec.py) is whole
+'''
+
+# ---------------------------------------- solution.models.baselines
+SOURCES['solution.models.baselines'] = '''\
+"""Baselines the model must beat: a config-only network (no graph, no other configs) and random order."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..constants import LAYOUT_SYMBOLS
+from ..data.batch import Batch
+from .rankers import Ranker
+
+
+class ConfigOnlyRanker(Ranker):
+    """An MLP on each config's own features: tile bounds, or the per-position histogram of layout values
+    over the configurable nodes. It sees neither the graph nor the other configs."""
+
+    def __init__(self, node_feat_dim: int, config_width: int, hidden: int = 64) -> None:
+        super().__init__()
+        del node_feat_dim  # the graph is what this baseline leaves out
+        self.readout = nn.Sequential(nn.Linear(config_width, hidden), nn.GELU(), nn.Linear(hidden, hidden),
+                                     nn.GELU(), nn.Linear(hidden, 1))
+
+    def features(self, batch: Batch) -> torch.Tensor:
+        config = batch.config_feat
+        if config.dim() == 3:  # one vector per config (tile bounds)
+            return config  # [G, C, 24]
+        valid = (batch.config_node >= 0).float()[:, None, :, None, None]  # [G, 1, K, 1, 1]
+        onehot = F.one_hot(config.long() + 1, LAYOUT_SYMBOLS).float() * valid  # [G, C, K, 18, 7]
+        histogram = onehot.sum(2) / valid.sum(2).clamp_min(1)  # [G, C, 18, 7]
+        return histogram.flatten(2)  # [G, C, 126]
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        return self.readout(self.features(batch)).squeeze(-1)  # [G, C]
+
+
+def random_scores(num_configs: int, rng: np.random.Generator) -> np.ndarray:
+    """Scores of the random-order baseline."""
+    return rng.random(num_configs)
 '''
 
 # ---------------------------------------- solution.models.layers
@@ -2190,6 +2316,7 @@ from torch.nn import functional as F
 
 from ..constants import NUM_OPCODES, PAD
 from ..data.batch import Batch
+from ..errors import SettingsError
 from .scatter import scatter_max, scatter_mean
 
 # Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
@@ -2218,7 +2345,7 @@ class SAGEBlock(nn.Module):
     def __init__(self, dim: int, edge_direction: str = "forward", dropout: float = 0.0) -> None:
         super().__init__()
         if edge_direction not in EDGE_DIRECTIONS:
-            raise ValueError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
+            raise SettingsError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
         # (source, target) rows of edge_index per message direction; row 0 = producer, row 1 = consumer
         self.routes = {"forward": [(0, 1)], "reverse": [(1, 0)], "both": [(0, 1), (1, 0)]}[edge_direction]
         # Linear(concat(x, messages...)) as a sum of Linears: no [N, C, (1 + routes) d] concat copy
@@ -2653,7 +2780,7 @@ class LayoutRanker(Ranker):
         readout_attention: bool = True,
         heads: int = 4,
         temperature: float = 0.5,
-        edge_direction: str = "forward",
+        edge_direction: str = "both",
         dropout: float = 0.0,
         head_epochs: int = 0,
         segment_sampled: int = 0,
@@ -2662,7 +2789,7 @@ class LayoutRanker(Ranker):
         segment_halo: int = 0,
         inference_rows: int = 2048,
         shared_link_maps: bool = False,
-        config_hidden: int | None = None,
+        config_hidden: int | None = 96,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
@@ -2741,7 +2868,7 @@ class TileRanker(Ranker):
         graph_layers: int = 2,
         cross_attention: bool = True,
         heads: int = 4,
-        edge_direction: str = "forward",
+        edge_direction: str = "both",
         dropout: float = 0.0,
         head_epochs: int = 0,
         config_hidden: int | None = None,
@@ -2780,7 +2907,7 @@ class EarlyFusionRanker(Ranker):
         readout_attention: bool = True,
         heads: int = 4,
         temperature: float = 0.5,
-        edge_direction: str = "forward",
+        edge_direction: str = "both",
         dropout: float = 0.0,
         head_epochs: int = 0,
     ) -> None:
@@ -2827,6 +2954,8 @@ from collections.abc import Iterator
 
 import torch
 
+from ..errors import SettingsError
+
 # Two paths for one behaviour. torch_scatter's fused kernels are the GPU's fast path; on CPU plain torch
 # (index_add_ and scatter_reduce) is as fast or faster (whole steps 0-7 % faster, its max 20x in a forward
 # pass; docs/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA
@@ -2844,9 +2973,9 @@ AVAILABLE = torch_scatter is not None
 
 def _check(name: str) -> str:
     if name not in BACKENDS:
-        raise ValueError(f"scatter backend {name!r}; expected one of {', '.join(BACKENDS)}")
+        raise SettingsError(f"scatter backend {name!r}; expected one of {', '.join(BACKENDS)}")
     if name == "torch_scatter" and not AVAILABLE:
-        raise ValueError("scatter backend 'torch_scatter' is not installed (pip install torch-scatter)")
+        raise SettingsError("scatter backend 'torch_scatter' is not installed (pip install torch-scatter)")
     return name
 
 
@@ -2967,6 +3096,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..constants import PAD
 from ..data.batch import Batch
+from ..errors import SettingsError
 from .layers import valid_configs
 
 
@@ -3077,11 +3207,11 @@ class SegmentTraining(torch.nn.Module):
 
     def __init__(self, sampled: int = 0, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
         if sampled < 0:
-            raise ValueError(f"segment_sampled={sampled}; expected a number of segments per graph, or 0 for all")
+            raise SettingsError(f"segment_sampled={sampled}; expected a number of segments per graph, or 0 for all")
         if not 0.0 < keep_stale <= 1.0:
-            raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
+            raise SettingsError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
         if refresh_every < 1 or halo < 0:
-            raise ValueError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
+            raise SettingsError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
         super().__init__()
         self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
         self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)
@@ -3140,12 +3270,12 @@ class SegmentTraining(torch.nn.Module):
 
 # ---------------------------------------- solution.models.spec
 SOURCES['solution.models.spec'] = '''\
-"""Modules that remember the arguments they were built with, and building one back from such a record."""
+"""Modules that remember the arguments they were built with, and building one back from such a record: only
+the package's own model classes (the registry), never a name read from a file."""
 
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -3184,14 +3314,40 @@ class Remembered(nn.Module):
                 self.spec = {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": init_args}
 
         cls.__init__ = remembering
+        if cls.__module__.startswith(f"{MODELS}."):
+            REGISTRY[f"{cls.__module__}.{cls.__qualname__}"] = cls
+
+
+MODELS = "solution.models"
+REGISTRY: dict[str, type[Remembered]] = {}  # class path -> class, filled as solution.models imports its modules
+
+
+class UnknownClass(ValueError):
+    """A class path that names no model class of the package."""
+
+
+def registered(class_path: object) -> type[Remembered]:
+    """The package's model class a class path names, in full (`solution.models.losses.ListMLE`) or by its name
+    alone (`ListMLE`, as the Lightning CLI accepts); anything else is refused without importing it."""
+    if isinstance(class_path, str):
+        if class_path in REGISTRY:
+            return REGISTRY[class_path]
+        by_name = [cls for path, cls in REGISTRY.items() if path.rsplit(".", 1)[-1] == class_path]
+        if len(by_name) == 1:
+            return by_name[0]
+    raise UnknownClass(f"class path {class_path!r} is not one of the package's model classes; expected one of "
+                       f"{', '.join(sorted(REGISTRY))}")
 
 
 def build(spec: Mapping[str, Any] | nn.Module) -> nn.Module:
-    """The module a {class_path, init_args} mapping names (a module passes through)."""
+    """The module a {class_path, init_args} mapping names (a module of a registered class passes through); the
+    class must be in the registry."""
     if isinstance(spec, nn.Module):
+        registered(getattr(spec, "spec", {}).get("class_path"))
         return spec
-    module, _, name = spec["class_path"].rpartition(".")
-    return getattr(importlib.import_module(module), name)(**spec.get("init_args", {}))
+    if not isinstance(spec, Mapping):
+        raise UnknownClass(f"{spec!r}; expected a mapping of class_path and init_args, or a model module")
+    return registered(spec.get("class_path"))(**spec.get("init_args", {}))
 '''
 
 # ---------------------------------------- solution.submission
@@ -3213,11 +3369,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_write
+from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.cache import ArrayCache, file_digest
-from ..errors import OK
-from .files import collection_file_stem, merge, write_collection
+from ..errors import OK, SettingsError
+from .files import collection_file_stem, csv_text, merge, rows_from_scores
 
 META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
 FORMAT_VERSION = 1
@@ -3225,7 +3381,7 @@ METHODS = ("rank", "score")
 SUFFIX = ".scores.npz"
 
 
-class EnsembleError(ValueError):
+class EnsembleError(SettingsError):
     """Runs that cannot be combined; the message names the runs, the collection and the file."""
 
 
@@ -3260,17 +3416,18 @@ def file_record(path: Path, configs: int, cache: ArrayCache | None = None) -> di
 
 def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str, np.ndarray],
               files: dict[str, dict], extra: dict | None = None) -> tuple[Path, Path]:
-    """Write `<out_dir>/<name>.csv` and `<name>.scores.npz` (scores plus the provenance JSON), each atomically."""
+    """Write `<out_dir>/<name>.csv` and `<name>.scores.npz` (scores plus the provenance JSON) as a pair: both
+    or neither."""
     out_dir, name = Path(out_dir), output_name(collection, split)
     if META_KEY in scores or set(scores) != set(files):
         raise ValueError(f"{collection}: scores for {sorted(scores)[:3]}... and file records for "
                          f"{sorted(files)[:3]}...; expected one record per scored file (and no stem {META_KEY})")
-    csv_path = write_collection(out_dir / f"{name}.csv", collection, scores)
     meta = {"format": FORMAT_VERSION, "collection": collection, "split": split,
             "files": {stem: files[stem] for stem in sorted(files)}, **(extra or {})}
-    npz_path = out_dir / f"{name}{SUFFIX}"
-    with atomic_write(npz_path, "wb") as handle:
-        np.savez(handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
+    csv_path, npz_path = out_dir / f"{name}.csv", out_dir / f"{name}{SUFFIX}"
+    with atomic_files([csv_path, npz_path], "wb") as (csv_handle, npz_handle):
+        csv_handle.write(csv_text(rows_from_scores(collection, scores)).encode())
+        np.savez(npz_handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
     return csv_path, npz_path
 
 
@@ -3539,11 +3696,18 @@ def _ranking(collection: str, stem: str, values: np.ndarray) -> np.ndarray:
     return rank_order(values)
 
 
+def csv_text(rows: list[tuple[str, str]]) -> str:
+    """A submission's text: the header, then one line per (ID, order) row."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\\n")
+    writer.writerow(HEADER)
+    writer.writerows(rows)
+    return text.getvalue()
+
+
 def _write_rows(path: Path, rows: list[tuple[str, str]]) -> None:
     with atomic_write(path, newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\\n")
-        writer.writerow(HEADER)
-        writer.writerows(rows)
+        handle.write(csv_text(rows))
 
 
 def write_collection(path: str | Path, collection: str, scores: dict[str, np.ndarray]) -> Path:
@@ -3885,7 +4049,10 @@ def submit_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parts = args.parts or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
     out = merge(parts, args.out or args.dir / "submission.csv", args.root)
-    print(f"wrote {out} from {len(parts)} file(s)" + (f"; checked against {args.root}" if args.root else ""))
+    checked = (f"checked the format of every row and that it covers each test file of {args.root} with a "
+               "permutation of its configs") if args.root else ("checked the format of every row (header, IDs, "
+               "orders that are permutations); not against the test files: give --data.root for that")
+    print(f"wrote {out} from {len(parts)} file(s); {checked}")
     return OK
 '''
 
@@ -3901,6 +4068,7 @@ import lightning.pytorch as pl
 import numpy as np
 
 from .ensemble import file_record, write_run
+from .files import SubmissionError
 
 
 class SubmissionWriter(pl.Callback):
@@ -3920,8 +4088,9 @@ class SubmissionWriter(pl.Callback):
         for graph_id in table:
             rows, mean, _ = table.graph(graph_id)
             if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
-                raise RuntimeError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
-                                   f"{graphs.num_configs(graph_id)} configs")
+                raise SubmissionError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
+                                      f"{graphs.num_configs(graph_id)} configs; expected every config ranked "
+                                      "(nothing was written)")
             path = graphs.paths[graph_id]
             scores[path.stem] = mean
             files[path.stem] = file_record(path, len(rows), graphs.cache)
@@ -3931,6 +4100,42 @@ class SubmissionWriter(pl.Callback):
 # ---------------------------------------- solution.tools
 SOURCES['solution.tools'] = '''\
 """Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, the demo."""
+'''
+
+# ---------------------------------------- solution.tools.failures
+SOURCES['solution.tools.failures'] = '''\
+"""How a failure a user can cause is told: one line, `error: <message>`, on stderr and its own exit code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
+from .. import errors
+from ..data.reader import DataError
+from ..models.spec import UnknownClass
+from ..submission.files import SubmissionError
+from ..training.checkpoints import CheckpointError
+
+
+def guarded(command: Callable[[], int]) -> int:
+    """Run `command` and return its exit code, or the code of the failure it raised (solution.errors); any other
+    exception is a bug in the package and keeps its traceback."""
+    try:
+        return command()
+    except SystemExit as stop:  # argparse and jsonargparse: --help, --print_config, bad arguments
+        return errors.exit_status(stop)
+    except KeyboardInterrupt:
+        return errors.fail("interrupted; every output is whole or not written", errors.INTERRUPTED)
+    except (DataError, SubmissionError, CheckpointError) as error:
+        return errors.fail(error, errors.BAD_DATA)
+    except (errors.SettingsError, UnknownClass, MisconfigurationException) as error:
+        return errors.fail(error, errors.USAGE)
+    except errors.WriteError as error:
+        return errors.fail(error, errors.WRITE_FAILED)
+    except OSError as error:  # a named input that is missing or unreadable; the package's writes raise WriteError
+        return errors.fail(error, errors.WRITE_FAILED if error.errno in errors.DISK_ERRNOS else errors.USAGE)
 '''
 
 # ---------------------------------------- solution.tools.kernel
@@ -3947,8 +4152,11 @@ from pathlib import Path
 
 import torch
 
+from ..errors import SettingsError
 from . import pipeline
-from .pipeline import Job, layered, say
+from .failures import guarded
+from .pipeline import Job, say
+from .settings import layered
 
 COMPETITION = "predict-ai-model-runtime"
 KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
@@ -3970,7 +4178,7 @@ def budget_seconds(text: str | None, default: float) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0:
-        raise ValueError(f"SOLUTION_TIME_BUDGET={text!r}; expected a number of seconds >= 0")
+        raise SettingsError(f"SOLUTION_TIME_BUDGET={text!r}; expected a number of seconds >= 0")
     return value
 
 
@@ -3989,7 +4197,7 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     """The job and profile the environment variables (SOLUTION_*) describe, with Kaggle's paths by default."""
     profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
     if profile not in PROFILES:
-        raise ValueError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
+        raise SettingsError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
     data, checkpoints = environ.get("SOLUTION_DATA_ROOT"), environ.get("SOLUTION_CHECKPOINTS")
     job = Job(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
               output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
@@ -3997,6 +4205,11 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
               budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
               checkpoints=Path(checkpoints) if checkpoints else None)
     return job, profile
+
+
+def main(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
+    """`run`, with each failure a user can cause told in one line and its exit code (as the `solution` command)."""
+    return guarded(lambda: run(settings, environ))
 
 
 def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
@@ -4022,13 +4235,12 @@ import argparse
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import lightning.pytorch as pl
-import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ..allocator import keep_freed_buffers
@@ -4039,7 +4251,9 @@ from ..metrics import final_score
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import AtomicCheckpointIO
-from ..training.module import RankingModule
+from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
+from ..training.module import RankingModule, build_module, load_weights
+from .settings import read_settings, with_checkpoint
 
 SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
           "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
@@ -4050,35 +4264,6 @@ QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": 
 def say(message: str) -> None:
     """Progress for the log, flushed so that it interleaves with Lightning's own lines."""
     print(message, flush=True)
-
-
-# ---------------------------------------------------------------- settings: configs/*.yaml as dicts
-
-
-def layered(base: Mapping, override: Mapping) -> dict:
-    """`override` merged into `base` at every depth, as the Lightning CLI reads config files in turn; a mapping
-    that names another `class_path` replaces the whole mapping (the new class has its own init_args)."""
-    if "class_path" in override and override["class_path"] != base.get("class_path"):
-        return dict(override)
-    out = dict(base)
-    for key, value in override.items():
-        both = isinstance(value, Mapping) and isinstance(base.get(key), Mapping)
-        out[key] = layered(base[key], value) if both else value
-    return out
-
-
-def read_settings(folder: Path, layers: Sequence[Path] = ()) -> dict[str, dict]:
-    """Collection -> its settings: folder/base.yaml, then folder/<collection>.yaml, then each of `layers`."""
-    import yaml  # only where settings are read from files (the kernel carries them inside itself)
-
-    def load(path: Path) -> dict:
-        return yaml.safe_load(path.read_text()) or {}
-
-    base = load(folder / "base.yaml")
-    settings = {c: layered(base, load(folder / f"{collection_file_stem(c)}.yaml")) for c in COLLECTIONS}
-    for layer in layers:
-        settings = {c: layered(s, load(Path(layer))) for c, s in settings.items()}
-    return settings
 
 
 # ---------------------------------------------------------------- one collection
@@ -4094,6 +4279,9 @@ class Job:
     budget: float | None = None  # seconds of training for all collections together; None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
     runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
+    # collection -> the settings given when the user sets nothing (a checkpoint's settings replace those freely;
+    # a value the user set that contradicts a checkpoint is an error); None: the settings run() is given
+    defaults: Mapping[str, Mapping] | None = None
     # extra Trainer arguments of a collection's fit (e.g. a logger and run-record callbacks): (collection, settings)
     trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
 
@@ -4105,21 +4293,10 @@ class Job:
         return (self.runs or self.output) / "checkpoints" / f"{collection_file_stem(collection)}.ckpt"
 
 
-def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
-    """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
-    job's paths, every test file and this run's loader workers (the data module caps them by the CPUs)."""
-    return {**settings["data"], **(saved or {}), "root": str(job.root),
-            "cache_dir": str(job.cache) if job.cache else None, "num_workers": settings["data"].get("num_workers", 0),
-            "predict_split": "test", "limit_graphs": None}
-
-
-def build_module(model: Mapping, datamodule: TpuGraphsDataModule) -> RankingModule:
-    """The module of `model` settings (ranker and loss as class_path/init_args), its input widths from the data."""
-    ranker = model["ranker"]
-    widths = {"node_feat_dim": datamodule.node_feat_dim, "config_width": datamodule.config_width}
-    ranker = {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
-    rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
-    return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
+def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
+    """The data module of `data` settings with this job's paths, ranking every test file."""
+    return TpuGraphsDataModule(**{**data, "root": str(job.root), "cache_dir": str(job.cache) if job.cache else None,
+                                  "predict_split": "test", "limit_graphs": None})
 
 
 class Progress(Callback):
@@ -4142,7 +4319,7 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job) -
     limit = f"up to {seconds:.0f} s" if seconds is not None else f"{settings['trainer'].get('max_epochs')} epochs"
     say(f"[{collection}] preprocessing and training for {limit}")
     pl.seed_everything(settings.get("seed_everything", 0), verbose=False)
-    datamodule = TpuGraphsDataModule(**data_settings(settings, job))
+    datamodule = build_datamodule(settings["data"], job)
     model = build_module(settings["model"], datamodule)
     best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
@@ -4172,21 +4349,20 @@ def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job)
     return trained
 
 
-def public(hparams: Mapping) -> dict:
-    """Hyper-parameters without the entries Lightning's CLI adds (`_instantiator`)."""
-    return {key: value for key, value in hparams.items() if not key.startswith("_")}
-
-
 def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
     """The model and data module a checkpoint (of this pipeline or of `solution fit`) was trained with, read as
-    plain tensors and settings (no pickled code, no Lightning CLI), with this job's data paths."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model = RankingModule(**public(saved["hyper_parameters"]))
-    model.load_state_dict(saved["state_dict"])
-    data = data_settings(settings, job, public(saved.get("datamodule_hyper_parameters", {})))
-    if data["collection"] != collection:
-        raise ValueError(f"{checkpoint}: a checkpoint of {data['collection']}; expected one of {collection}")
-    return model, TpuGraphsDataModule(**data)
+    plain tensors and settings (no pickled code, no Lightning CLI), with this job's data paths and loaders."""
+    saved = read_checkpoint(checkpoint)
+    stored = saved_settings(saved)
+    if stored["data"].get("collection") != collection:
+        raise CheckpointError(f"{checkpoint}: datamodule_hyper_parameters.collection = "
+                              f"{stored['data'].get('collection')!r}; expected a checkpoint of {collection}")
+    defaults = (job.defaults or {}).get(collection, settings)
+    resolved = with_checkpoint(settings, stored, [defaults], str(checkpoint))
+    datamodule = build_datamodule(resolved["data"], job)
+    model = build_module(resolved["model"], datamodule)
+    load_weights(model, saved["state_dict"], checkpoint)
+    return model, datamodule
 
 
 def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, predict: bool = True,
@@ -4252,11 +4428,6 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     return scores
 
 
-def configs_folder() -> Path:
-    """The repository's configs/ (base.yaml and one YAML per collection)."""
-    return Path(__file__).resolve().parents[2] / "configs"
-
-
 def main(argv: list[str] | None = None) -> int:
     """`solution run --data.root PATH`: the whole job in one command."""
     parser = argparse.ArgumentParser(prog="solution run", description=__doc__)
@@ -4274,11 +4445,145 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.budget is not None and args.budget < 0:
         parser.error(f"--budget {args.budget}: expected seconds >= 0")
-    settings = read_settings(configs_folder(), args.config)
+    settings, defaults = read_settings(layers=args.config), read_settings()
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
-    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints), settings)
+    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, defaults=defaults), settings)
     return 0
+'''
+
+# ---------------------------------------- solution.tools.settings
+SOURCES['solution.tools.settings'] = '''\
+"""Settings: where the package's configs live, how YAML files layer over them, and what a checkpoint fixes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..constants import COLLECTIONS
+from ..errors import SettingsError
+from ..submission.files import collection_file_stem
+
+# data settings a command may change for a trained model: where files are, how many at a time, which split
+FREE_DATA = frozenset({
+    "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "eval_chunk",
+    "eval_graphs_per_batch", "predict_split", "predict_repeats", "test_split", "limit_graphs", "skip_bad_files",
+    "folds", "fold", "fold_variant_parts",
+})
+FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
+DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings
+
+
+def configs_folder() -> Path:
+    """The package's configs: base.yaml, one YAML per collection, demo.yaml (`configs/` at the top is this folder)."""
+    return Path(__file__).resolve().parents[1] / "configs"
+
+
+def class_name(class_path: object) -> str:
+    """'solution.models.losses.ListMLE' -> 'ListMLE' (a short class_path is already one)."""
+    return str(class_path).rsplit(".", 1)[-1]
+
+
+def layered(base: Mapping, override: Mapping) -> dict:
+    """`override` merged into `base` at every depth, as the Lightning CLI reads config files in turn; a mapping
+    that names another class (`class_path`) starts its `init_args` afresh."""
+    out = dict(base)
+    for key, value in override.items():
+        below = out.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            if "class_path" in value and class_name(value["class_path"]) != class_name(below.get("class_path")):
+                below = {k: v for k, v in below.items() if k != "init_args"}
+            out[key] = layered(below, value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_yaml(path: str | Path) -> dict:
+    """One settings file as a mapping (empty for an empty file); a file that is not YAML of a mapping is refused."""
+    import yaml  # only where settings are read from files (the kernel carries them inside itself)
+
+    path = Path(path)
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SettingsError(f"{path}{where}: not valid YAML ({getattr(error, 'problem', None) or error}); "
+                            "expected settings such as configs/demo.yaml") from error
+    except UnicodeDecodeError as error:
+        raise SettingsError(f"{path}: not a text file; expected YAML settings") from error
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, Mapping):
+        raise SettingsError(f"{path}: holds a {type(loaded).__name__}; expected a mapping of settings "
+                            "(trainer:, model:, data:)")
+    return dict(loaded)
+
+
+def read_settings(folder: Path | None = None, layers: Sequence[str | Path] = ()) -> dict[str, dict]:
+    """Collection -> its settings: base.yaml, then <collection>.yaml (from `folder`, default the package's
+    configs), then each of `layers`."""
+    folder = folder or configs_folder()
+    base = read_yaml(folder / "base.yaml")
+    settings = {c: layered(base, read_yaml(folder / f"{collection_file_stem(c)}.yaml")) for c in COLLECTIONS}
+    for layer in [read_yaml(path) for path in layers]:
+        settings = {c: layered(s, layer) for c, s in settings.items()}
+    return settings
+
+
+def leaves(config: Mapping, prefix: str = "") -> dict[str, Any]:
+    """A nested config flattened to dotted keys."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(leaves(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def fixed_by_checkpoint(saved: Mapping[str, Mapping]) -> dict[str, dict]:
+    """What a checkpoint's settings ({'model', 'data'}) fix for every command that loads it: the model and the
+    data settings that shape its inputs."""
+    model = {k: v for k, v in saved["model"].items() if k not in FREE_MODEL | DERIVED}
+    if isinstance(model.get("ranker"), Mapping):
+        init_args = model["ranker"].get("init_args", {})
+        model["ranker"] = {**model["ranker"],
+                           "init_args": {k: v for k, v in init_args.items() if k not in FREE_MODEL | DERIVED}}
+    data = {k: v for k, v in saved["data"].items() if k not in FREE_DATA}
+    return {"model": model, "data": data}
+
+
+def agree(key: str, one: Any, other: Any) -> bool:
+    """Whether two values of a setting agree: classes by their name (a short class_path is the same class)."""
+    return class_name(one) == class_name(other) if key.endswith("class_path") else one == other
+
+
+def with_checkpoint(settings: Mapping, saved: Mapping[str, Mapping], defaults: Sequence[Mapping],
+                    source: str) -> dict:
+    """`settings` (a command's: configs, YAML layers, command line) with what the checkpoint `source` fixes put in
+    place. A value the user set (one that differs from each of `defaults`, what the command gives when nothing is
+    set) and that contradicts the checkpoint is a SettingsError naming both values."""
+    fixed = fixed_by_checkpoint(saved)
+    given, known = leaves(settings), [leaves(d) for d in defaults]
+    same_class = agree("class_path", leaves(fixed).get("model.ranker.class_path"),
+                       given.get("model.ranker.class_path"))
+    clashes = []
+    for key, value in leaves(fixed).items():
+        if key.startswith("model.ranker.init_args.") and not same_class:
+            continue  # the class itself clashes, or was left at a default: its arguments are the checkpoint's
+        if key not in given or given[key] is None or agree(key, given[key], value):
+            continue
+        if any(key in d and agree(key, given[key], d[key]) for d in known):
+            continue  # left at a default: the checkpoint's value is used
+        clashes.append(f"{key} = {given[key]!r} (the checkpoint has {value!r})")
+    if clashes:
+        raise SettingsError(f"{source} was trained with other settings than these: {'; '.join(clashes)}; "
+                            "leave them unset to use the checkpoint's, or train a new model")
+    return layered(settings, fixed)
 '''
 
 # ---------------------------------------- solution.training
@@ -4292,11 +4597,13 @@ SOURCES['solution.training.callbacks'] = '''\
 
 from __future__ import annotations
 
+import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..atomic import atomic_write
+from .checkpoints import read_checkpoint
 
 
 class LRMonitor(LearningRateMonitor):
@@ -4317,11 +4624,88 @@ class LRMonitor(LearningRateMonitor):
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
-    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
+    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks); read back
+    as data only (`read_checkpoint`: weights_only, registered classes)."""
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         with atomic_write(path, "wb") as handle:
             torch.save(checkpoint, handle)
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
+        return read_checkpoint(path)
+'''
+
+# ---------------------------------------- solution.training.checkpoints
+SOURCES['solution.training.checkpoints'] = '''\
+"""Reading a checkpoint as data: plain tensors and settings only, every class it names checked against the
+package's registry before anything is imported or built."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..models.spec import UnknownClass, registered
+
+SETTINGS_KEYS = ("hyper_parameters", "datamodule_hyper_parameters")  # where a checkpoint keeps its settings
+
+
+class CheckpointError(Exception):
+    """A file that is not a usable checkpoint of this package; the message names the file and the key."""
+
+
+def class_paths(settings: Any, key: str) -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every `class_path` inside nested settings."""
+    if isinstance(settings, Mapping):
+        for name, value in settings.items():
+            inner = f"{key}.{name}"
+            if name == "class_path":
+                yield inner, value
+            else:
+                yield from class_paths(value, inner)
+    elif isinstance(settings, (list, tuple)):
+        for index, value in enumerate(settings):
+            yield from class_paths(value, f"{key}[{index}]")
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """A checkpoint's contents, loaded with `weights_only` (no pickled code runs), after checking that every class
+    its settings name is one of the package's model classes."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file")
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(f"{path}: not a readable checkpoint ({first}); expected a file written by "
+                              "`solution fit` or `solution run`") from error
+    if not isinstance(saved, Mapping) or not isinstance(saved.get("state_dict"), Mapping) \\
+            or not isinstance(saved.get("hyper_parameters"), Mapping):
+        raise CheckpointError(f"{path}: keys state_dict and hyper_parameters missing; expected a checkpoint "
+                              "written by `solution fit` or `solution run`")
+    for section in SETTINGS_KEYS:
+        for key, value in class_paths(saved.get(section, {}), section):
+            try:
+                registered(value)
+            except UnknownClass as error:
+                raise CheckpointError(f"{path}: {key} = {value!r} is not one of the package's model classes; "
+                                      "refused (a checkpoint may name only solution.models classes)") from error
+    return dict(saved)
+
+
+def saved_settings(saved: Mapping[str, Any]) -> dict[str, dict]:
+    """A checkpoint's settings as the configs' sections: {'model': ..., 'data': ...} (without the entries
+    Lightning's CLI adds, such as `_instantiator`)."""
+    def public(section: Mapping) -> dict:
+        return {key: value for key, value in section.items() if not key.startswith("_")}
+
+    return {"model": public(saved["hyper_parameters"]), "data": public(saved.get("datamodule_hyper_parameters", {}))}
 '''
 
 # ---------------------------------------- solution.training.module
@@ -4332,11 +4716,14 @@ in the YAML): standardize features, score configs, train with the loss, score va
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.utilities import rank_zero_info
 import numpy as np
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 
 from ..data.batch import Batch
 from ..data.features import Standardizer
@@ -4346,6 +4733,7 @@ from ..models import scatter
 from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
+from .checkpoints import CheckpointError, read_checkpoint
 
 
 class ScoreTable:
@@ -4397,7 +4785,7 @@ class RankingModule(pl.LightningModule):
         task: str = "layout",
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
-        warmup_steps: int = 0,
+        warmup_steps: int = 100,
         compile: bool = False,
     ) -> None:
         super().__init__()
@@ -4429,6 +4817,13 @@ class RankingModule(pl.LightningModule):
                 self.config_scaler.fit(*sums["config_feat"])
             self.scalers_fitted.fill_(True)
 
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str | Path, *args: Any, **kwargs: Any) -> RankingModule:
+        """Lightning's loader, after the checkpoint's classes are checked against the registry, and always with
+        `weights_only` (no pickled code runs)."""
+        read_checkpoint(checkpoint_path)
+        return super().load_from_checkpoint(checkpoint_path, *args, **{**kwargs, "weights_only": True})
+
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = batch.replace(node_feat=self.node_scaler(batch.node_feat))
         if self.config_scaler is not None:
@@ -4453,8 +4848,14 @@ class RankingModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         self._log_table("val")
 
+    def on_test_start(self) -> None:
+        datamodule = self.trainer.datamodule
+        split = datamodule.hparams.test_split
+        rank_zero_info(f"scoring the {split} split of {datamodule.hparams.collection}: "
+                       f"{len(datamodule.graphs(split))} files, metrics logged as test/{split}/...")
+
     def on_test_epoch_end(self) -> None:
-        self._log_table("test")
+        self._log_table(f"test/{self.trainer.datamodule.hparams.test_split}")
 
     def _log_table(self, prefix: str) -> None:
         """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
@@ -4492,6 +4893,26 @@ class RankingModule(pl.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def build_module(model: Mapping, datamodule) -> RankingModule:
+    """The module of `model` settings (ranker and loss as class_path/init_args), its task and input widths from
+    the data module."""
+    ranker = model["ranker"]
+    widths = {"node_feat_dim": datamodule.node_feat_dim, "config_width": datamodule.config_width}
+    ranker = {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
+    rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
+    return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
+
+
+def load_weights(model: RankingModule, state_dict: Mapping[str, torch.Tensor], source: str | Path) -> None:
+    """A checkpoint's weights into a module built from its settings; weights of another shape are refused."""
+    try:
+        model.load_state_dict(state_dict)
+    except RuntimeError as error:
+        raise CheckpointError(f"{source}: state_dict does not fit the model its hyper_parameters describe "
+                              f"({str(error).splitlines()[0]}); expected a checkpoint written by this version "
+                              "of the package") from error
 '''
 
 
@@ -4499,6 +4920,6 @@ sys.meta_path.insert(0, Bundle(SOURCES, PACKAGES))
 alias_lightning(LIGHTNING_MODULES)
 
 if __name__ == "__main__":
-    from solution.tools.kernel import run
+    from solution.tools.kernel import main
 
-    sys.exit(run(SETTINGS))
+    sys.exit(main(SETTINGS))

@@ -44,6 +44,7 @@ from solution.submission.files import collection_file_stem, read_answers, score
 from solution.tools import compare, pipeline
 from solution.tools.cli import lightning_main
 from solution.tools.tracking import SUMMARY, code_version, run_folder
+from solution.tools.settings import read_settings
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "configs"
@@ -120,7 +121,7 @@ def code_digest() -> str:
 def test_score(collection: str, checkpoint: Path, root: Path, out: Path) -> float:
     """The checkpoint's score on the test split, against root/answers.csv."""
     job = pipeline.Job(root, out)
-    pipeline.evaluate(collection, checkpoint, pipeline.read_settings(CONFIGS)[collection], job, validate=False)
+    pipeline.evaluate(collection, checkpoint, read_settings(CONFIGS)[collection], job, validate=False)
     part = job.parts / f"{collection_file_stem(collection)}.csv"
     return float(score(part, read_answers(root / "answers.csv"))[collection]["score"])
 

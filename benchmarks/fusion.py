@@ -31,6 +31,7 @@ from solution.data.synth import generate
 from solution.submission.files import collection_file_stem, read_answers, score
 from solution.tools import pipeline
 from solution.tools.demo import CONFIG_ONLY
+from solution.tools.settings import configs_folder, layered, read_settings
 
 LAYOUT = [c for c in COLLECTIONS if c.startswith("layout")]
 VARIANTS = {
@@ -105,14 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     root = args.data or work / "data"
     if not (root / "npz_all").is_dir():
         generate(root, args.size, 0)
-    configs = pipeline.configs_folder()
-    base = pipeline.read_settings(configs, [configs / "demo.yaml"])
+    configs = configs_folder()
+    base = read_settings(configs, [configs / "demo.yaml"])
     epochs = args.epochs if args.budget is None else 10_000
     rows = []
     for seed in args.seeds:
         for collection in args.collections:
             for variant, layer in VARIANTS.items():
-                settings = pipeline.layered(base[collection], {**layer, "seed_everything": seed,
+                settings = layered(base[collection], {**layer, "seed_everything": seed,
                                             "trainer": {"max_epochs": epochs, "check_val_every_n_epoch": min(epochs, 5)}})
                 out = work / f"{variant.replace(' ', '_')}{seed}"
                 rows.append({"seed": seed, "collection": collection, "variant": variant,

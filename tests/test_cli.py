@@ -148,7 +148,7 @@ def test_bad_arguments_or_settings_exit_2(tiny_root, tmp_path, capsys):
     assert "unrecognized arguments: --nope" in error_output(capsys)
     lightning = settings("layout:xla:random", tiny_root, tmp_path)
     assert main(["fit", *lightning, "--data.sampling", "bogus"]) == errors.USAGE
-    assert "error: sampling='bogus'; expected one of" in error_output(capsys)
+    assert "error: data.sampling='bogus'; expected one of" in error_output(capsys)
     missing = tmp_path / "missing.ckpt"
     assert main(["predict", *lightning, "--ckpt_path", str(missing)]) == errors.USAGE
     assert str(missing) in error_output(capsys)

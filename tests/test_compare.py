@@ -11,6 +11,7 @@ import yaml
 from solution.constants import COLLECTIONS
 from solution.submission.files import collection_file_stem
 from solution.tools import compare, tracking
+from solution.tools.settings import layered
 
 HINGE, LISTMLE = "solution.models.losses.PairwiseHinge", "solution.models.losses.ListMLE"
 BASE = {  # shared by every collection, as configs/base.yaml
@@ -52,9 +53,9 @@ def configs(tmp_path: Path) -> Path:
 def saved_config(collection: str, overrides: dict, seed: int) -> dict:
     """A fit's saved config: the collection's files and the overrides, with code defaults the files leave out and
     keys that differ per run without being settings."""
-    config = tracking.merge(tracking.merge(BASE, per_collection(collection)), overrides)
+    config = layered(layered(BASE, per_collection(collection)), overrides)
     where = f"/scratch/{collection_file_stem(collection)}/{seed}"
-    return tracking.merge(config, {
+    return layered(config, {
         "seed_everything": seed,
         "trainer": {"logger": {"class_path": "solution.tools.tracking.RunLogger",
                                "init_args": {"save_dir": where, "name": f"run{seed}", "id": f"id{seed}"}},
@@ -139,7 +140,7 @@ def test_an_override_equal_to_one_collections_default_stays_in_the_experiments_r
 
 def test_a_tile_run_that_conflicts_with_the_layout_runs_stays_apart(configs, tmp_path):
     def demo_but_tile_hidden_64(collection: str) -> dict:
-        return tracking.merge(DEMO, {"model": {"ranker": {"init_args": {"hidden": 64}}}}) if collection == "tile:xla" \
+        return layered(DEMO, {"model": {"ranker": {"init_args": {"hidden": 64}}}}) if collection == "tile:xla" \
             else DEMO
 
     write_runs(tmp_path / "runs", {"demo": demo_but_tile_hidden_64})
@@ -148,7 +149,7 @@ def test_a_tile_run_that_conflicts_with_the_layout_runs_stays_apart(configs, tmp
 
 
 def test_a_setting_a_collections_ranker_lacks_does_not_split_the_row(configs, tmp_path):
-    layers = tracking.merge(DEMO, {"model": {"ranker": {"init_args": {"config_layers": 3}}}})
+    layers = layered(DEMO, {"model": {"ranker": {"init_args": {"config_layers": 3}}}})
     write_runs(tmp_path / "runs", {"layers": lambda c: DEMO if c == "tile:xla" else layers})  # tile: no such argument
     assert rows(compare_runs(tmp_path / "runs", configs)) == {"config_layers=3,configs_per_graph=32,hidden=48":
                                                               COLLECTIONS}
@@ -168,7 +169,7 @@ def test_runs_of_one_collection_group_only_with_equal_differences(configs, tmp_p
     ({"model": {"loss": {"init_args": {"margin": 0.5}}}, "trainer": {"max_epochs": 60}}, "margin=0.5,max_epochs=60"),
 ])
 def test_labels_name_changed_keys_shortly_and_leave_defaults_out(configs, change, label):
-    config = tracking.merge(saved_config("layout:xla:random", {}, seed=0), change)
+    config = layered(saved_config("layout:xla:random", {}, seed=0), change)
     assert tracking.setting_label(config, configs) == label
 
 

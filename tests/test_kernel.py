@@ -19,6 +19,8 @@ from solution.constants import COLLECTIONS
 from solution.submission.files import check, collection_file_stem, read_answers, score
 from solution.tools import bundle, kernel, pipeline
 from solution.tools.cli import lightning_main, main
+from solution.tools.settings import layered, read_settings
+from solution.training.checkpoints import CheckpointError
 
 REPO = Path(__file__).resolve().parent.parent
 KERNEL = REPO / bundle.KERNEL_FILE
@@ -140,13 +142,13 @@ def test_load_reads_a_command_line_checkpoint(tiny_root, tmp_path):
                           "--trainer.logger", "false", "--checkpoint.dirpath", str(tmp_path / "ckpt"),
                           "--trainer.enable_progress_bar", "false"])
     saved = Path(fit.trainer.checkpoint_callback.last_model_path)
-    settings = pipeline.layered(pipeline.read_settings(config)["tile:xla"], kernel.PROFILES["smoke"])
+    settings = layered(read_settings(config)["tile:xla"], kernel.PROFILES["smoke"])
     job = pipeline.Job(tiny_root, tmp_path / "out", cache=tmp_path)
     model, datamodule = pipeline.load(saved, "tile:xla", settings, job)
     assert model.hparams.ranker["init_args"]["hidden"] == 16 and datamodule.hparams.collection == "tile:xla"
     for name, value in fit.model.state_dict().items():
         torch.testing.assert_close(model.state_dict()[name], value)
-    with pytest.raises(ValueError, match="a checkpoint of tile:xla"):
+    with pytest.raises(CheckpointError, match="'tile:xla'; expected a checkpoint of layout:xla:random"):
         pipeline.load(saved, "layout:xla:random", settings, job)
 
 

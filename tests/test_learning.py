@@ -25,6 +25,7 @@ from solution.constants import COLLECTIONS
 from solution.submission.files import collection_file_stem, read_answers, score
 from solution.tools import pipeline
 from solution.tools.demo import CONFIG_ONLY
+from solution.tools.settings import configs_folder, layered, read_settings
 
 EPOCHS = 30
 MARGIN = 4 * 0.006
@@ -43,10 +44,10 @@ def held_out_score(collection: str, settings: dict, root: Path, out: Path) -> fl
 
 @pytest.mark.parametrize("collection", LAYOUT)
 def test_a_short_fit_beats_the_config_only_baseline(collection, tiny_root, tmp_path):
-    configs = pipeline.configs_folder()
-    settings = pipeline.layered(pipeline.read_settings(configs, [configs / "demo.yaml"])[collection],
+    configs = configs_folder()
+    settings = layered(read_settings(configs, [configs / "demo.yaml"])[collection],
                                 {"seed_everything": 0, "trainer": {"max_epochs": EPOCHS,
                                                                    "check_val_every_n_epoch": EPOCHS}})
     model = held_out_score(collection, settings, tiny_root, tmp_path / "model")
-    baseline = held_out_score(collection, pipeline.layered(settings, CONFIG_ONLY), tiny_root, tmp_path / "baseline")
+    baseline = held_out_score(collection, layered(settings, CONFIG_ONLY), tiny_root, tmp_path / "baseline")
     assert model - baseline > MARGIN, f"{collection}: model {model:.3f}, config-only {baseline:.3f}"

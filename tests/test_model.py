@@ -127,7 +127,7 @@ MODELS = pytest.mark.parametrize("task, ranker", [(LAYOUT, LayoutRanker), (TILE,
 
 
 def test_records_are_what_the_data_module_feeds() -> None:
-    assert feature_width(LAYOUT) == feature_width(TILE) == TpuGraphsDataModule().node_feat_dim
+    assert feature_width(LAYOUT) == feature_width(TILE) == TpuGraphsDataModule("layout:xla:random").node_feat_dim
     assert (LAYOUT.config_width, TILE.config_width) == (126, 24)
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     assert batch.target.shape == batch.config_mask.shape == (3, 8)
@@ -310,7 +310,7 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts(grad: bool) -> None:
     """configure() sums embedding columns without gradients and scatters a one-hot [M*C, 126] with them: the
     numbers of the MLP on the one-hot layouts, either way."""
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
-    model = make_model(LAYOUT)
+    model = make_model(LAYOUT, config_hidden=None)  # as wide as hidden: h joins the layouts without a projection
     links = ConfigLinks.of(batch)
     h = torch.randn(batch.node_feat.size(0), SMALL["hidden"])
     values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18]

@@ -232,7 +232,7 @@ def test_settings_are_checked():
     with pytest.raises(ValueError, match="mode"):
         SegmentTraining()(make_model(LAYOUT), segmented([config_free_tail()], budget=8), "predict")
     with pytest.raises(ValueError, match="segment_nodes"):
-        TpuGraphsDataModule(segment_nodes=-1)
+        TpuGraphsDataModule("layout:xla:random", segment_nodes=-1)
 
 
 def test_collate_numbers_segments_across_the_batch(tiny_root):

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from ..atomic import atomic_write
+from ..errors import WriteError
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ class ArrayCache:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=f".{entry.name}."))
         except OSError as error:
-            raise OSError(error.errno, f"cannot write the preprocessing cache {self.folder}: {error.strerror}; "
+            raise WriteError(error.errno, f"cannot write the preprocessing cache {self.folder}: {error.strerror}; "
                           "choose another folder with SOLUTION_CACHE or --data.cache_dir") from error
         try:
             checks = {}
@@ -119,7 +120,7 @@ class ArrayCache:
         except OSError as error:
             shutil.rmtree(tmp, ignore_errors=True)
             if not (entry / META).exists():  # another process may have won the rename race
-                raise OSError(error.errno, f"cannot write cache entry {entry}: {error.strerror or error}; "
+                raise WriteError(error.errno, f"cannot write cache entry {entry}: {error.strerror or error}; "
                               "free some space or choose another folder with SOLUTION_CACHE or --data.cache_dir"
                               ) from error
 

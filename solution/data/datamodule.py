@@ -12,10 +12,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from ..errors import SettingsError
 from .batch import Collate, Item
 from .cache import ArrayCache
 from .features import node_feature_width
 from .preprocess import Graph, Preprocessing, load_graph, record_cache
+from ..constants import SPLITS
 from .reader import DataError, list_files
 from .tasks import task_of
 
@@ -152,7 +154,7 @@ def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) 
     for i, stem in enumerate(stems):
         groups.setdefault(model_group(stem, variant_parts), []).append(i)
     if len(groups) < folds:
-        raise ValueError(f"data.folds={folds} but the files form only {len(groups)} model groups "
+        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} model groups "
                          f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
     names = sorted(groups)
     order = np.random.default_rng(0).permutation(len(names))
@@ -170,8 +172,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
+        collection: str,
         root: str = "data/synthetic",
-        collection: str = "layout:xla:random",
         cache_dir: str | None = None,
         prune: str = "k_hop",
         hops: int = 1,
@@ -181,35 +183,38 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
-        configs_per_graph: int = 64,
+        configs_per_graph: int = 128,
         sampling: str = "uniform",
         eval_chunk: int = 256,
         eval_graphs_per_batch: int = 1,
         predict_repeats: int = 1,
         predict_split: str = "test",
+        test_split: str = "valid",
         limit_graphs: int | None = None,
         skip_bad_files: bool = True,
         folds: int = 0,
         fold: int = 0,
         fold_variant_parts: str = FOLD_GROUP,
-        num_workers: int = 0,
-        seed: int = 0,
+        num_workers: int = 4,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
         if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
-            raise ValueError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
+            raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
                              f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
                              "segment or fill; expected none, 0 and false")
         self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
         if folds > 1 and not 0 <= fold < folds:
-            raise ValueError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
+            raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
         if segment_nodes < 0:
-            raise ValueError(f"segment_nodes={segment_nodes}; expected a node budget per segment, "
+            raise SettingsError(f"data.segment_nodes={segment_nodes}; expected a node budget per segment, "
                              "or 0 for whole graphs")
         if sampling not in SAMPLING:
-            raise ValueError(f"sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
+            raise SettingsError(f"data.sampling={sampling!r}; expected one of {', '.join(SAMPLING)}")
+        for option, split in (("predict_split", predict_split), ("test_split", test_split)):
+            if split not in SPLITS:
+                raise SettingsError(f"data.{option}={split!r}; expected one of {', '.join(SPLITS)}")
         self.splits: dict[str, GraphSet] = {}
 
     @property
@@ -246,12 +251,22 @@ class TpuGraphsDataModule(pl.LightningDataModule):
                 for split, graphs in self.splits.items() for err in graphs.skipped]
 
     def setup(self, stage: str) -> None:
-        needed = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("valid",),
+        needed = {"fit": ("train", "valid"), "validate": ("valid",), "test": (self.hparams.test_split,),
                   "predict": (self.hparams.predict_split,)}[stage]
         for split in needed:
             graphs = self.graphs(split)
             if stage == "predict" and graphs.skipped:  # a submission needs every file of the split it ranks
                 raise graphs.skipped[0]
+        if stage == "test":
+            self.check_scorable(self.hparams.test_split)
+
+    def check_scorable(self, split: str) -> None:
+        """A split can be scored when its files hold runtimes: Kaggle's test split holds zeros in their place."""
+        graphs = self.graphs(split)
+        if split == "test" or all(np.ptp(np.asarray(graphs.load(i).target)) == 0 for i in range(len(graphs))):
+            raise SettingsError(f"data.test_split={split}: the {split} files of {self.hparams.collection} under "
+                                f"{self.hparams.root} hold no runtimes, so there is nothing to score; expected a "
+                                "split with runtimes (valid or train); `solution predict` ranks the test files")
 
     def feature_sums(self) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
         """Column sums, sums of squares and row counts of node features (and tile configs) over train."""
@@ -285,13 +300,14 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
     def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:
-        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, self.hparams.seed)
+        seed = torch.initial_seed() % 2**62  # the run's seed (seed_everything)
+        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, seed)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, train=False)
 
     def test_dataloader(self) -> DataLoader:
-        return self.val_dataloader()
+        return self._loader(self.eval_set(self.hparams.test_split), self.hparams.eval_graphs_per_batch, train=False)
 
     def predict_dataloader(self) -> DataLoader:
         chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)

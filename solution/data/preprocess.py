@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
@@ -26,11 +27,11 @@ class Preprocessing:
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
-            raise ValueError(f"prune={self.prune!r}; expected one of {', '.join(STRATEGIES)}")
+            raise SettingsError(f"data.prune={self.prune!r}; expected one of {', '.join(STRATEGIES)}")
         if self.dedup not in DEDUP_MODES:
-            raise ValueError(f"dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
+            raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
         if self.hops < 0:
-            raise ValueError(f"hops={self.hops}; expected a non-negative integer")
+            raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
 
 
 @dataclass

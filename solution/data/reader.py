@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .tasks import COMMON_KEYS, TASKS, Task
 from ..constants import (
     COLLECTIONS,
     CONFIGURABLE_OPCODES,
@@ -19,6 +18,8 @@ from ..constants import (
     SPLITS,
     TILE_CONFIG_DIM,
 )
+from ..errors import SettingsError
+from .tasks import COMMON_KEYS, TASKS, Task
 
 
 
@@ -114,7 +115,7 @@ def find_collections(root: str | Path) -> dict[str, Path]:
 def collection_dir(root: str | Path, collection: str) -> Path:
     """The folder of one collection under any accepted root."""
     if collection not in COLLECTIONS:
-        raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
+        raise SettingsError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
     found = find_collections(root)
     if collection not in found:
         raise DataError(root, collection, f"only {', '.join(found) or 'none'}", f"a folder for {collection}")
@@ -124,7 +125,7 @@ def collection_dir(root: str | Path, collection: str) -> Path:
 def list_files(root: str | Path, collection: str, split: str) -> list[Path]:
     """Sorted .npz files of one collection and split."""
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        raise SettingsError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
     folder = collection_dir(root, collection) / split
     if not folder.is_dir():
         raise DataError(folder.parent, split, "no such split folder", f"{folder} holding .npz files")

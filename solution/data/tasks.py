@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..constants import COLLECTIONS, LAYOUT_CONFIG_DIM, LAYOUT_GROUP, LAYOUT_SYMBOLS, PAD, TILE_CONFIG_DIM
+from ..errors import SettingsError
 from ..metrics import (
     TILE_SUBMITTED,
     TILE_TOPK,
@@ -132,5 +133,5 @@ TASKS: dict[str, Task] = {task.name: task for task in (LAYOUT, TILE)}
 def task_of(collection: str) -> Task:
     """The task of a collection ('tile:xla' -> TILE)."""
     if collection not in COLLECTIONS:
-        raise ValueError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
+        raise SettingsError(f"unknown collection {collection!r}; expected one of {', '.join(COLLECTIONS)}")
     return TASKS[collection.split(":")[0]]

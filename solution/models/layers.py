@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from ..constants import NUM_OPCODES, PAD
 from ..data.batch import Batch
+from ..errors import SettingsError
 from .scatter import scatter_max, scatter_mean
 
 # Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
@@ -40,7 +41,7 @@ class SAGEBlock(nn.Module):
     def __init__(self, dim: int, edge_direction: str = "forward", dropout: float = 0.0) -> None:
         super().__init__()
         if edge_direction not in EDGE_DIRECTIONS:
-            raise ValueError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
+            raise SettingsError(f"edge_direction={edge_direction!r}; expected one of {', '.join(EDGE_DIRECTIONS)}")
         # (source, target) rows of edge_index per message direction; row 0 = producer, row 1 = consumer
         self.routes = {"forward": [(0, 1)], "reverse": [(1, 0)], "both": [(0, 1), (1, 0)]}[edge_direction]
         # Linear(concat(x, messages...)) as a sum of Linears: no [N, C, (1 + routes) d] concat copy

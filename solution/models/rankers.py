@@ -59,7 +59,7 @@ class LayoutRanker(Ranker):
         readout_attention: bool = True,
         heads: int = 4,
         temperature: float = 0.5,
-        edge_direction: str = "forward",
+        edge_direction: str = "both",
         dropout: float = 0.0,
         head_epochs: int = 0,
         segment_sampled: int = 0,
@@ -68,7 +68,7 @@ class LayoutRanker(Ranker):
         segment_halo: int = 0,
         inference_rows: int = 2048,
         shared_link_maps: bool = False,
-        config_hidden: int | None = None,
+        config_hidden: int | None = 96,
     ) -> None:
         super().__init__()
         self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
@@ -147,7 +147,7 @@ class TileRanker(Ranker):
         graph_layers: int = 2,
         cross_attention: bool = True,
         heads: int = 4,
-        edge_direction: str = "forward",
+        edge_direction: str = "both",
         dropout: float = 0.0,
         head_epochs: int = 0,
         config_hidden: int | None = None,
@@ -186,7 +186,7 @@ class EarlyFusionRanker(Ranker):
         readout_attention: bool = True,
         heads: int = 4,
         temperature: float = 0.5,
-        edge_direction: str = "forward",
+        edge_direction: str = "both",
         dropout: float = 0.0,
         head_epochs: int = 0,
     ) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import torch
 
+from ..errors import SettingsError
+
 # Two paths for one behaviour. torch_scatter's fused kernels are the GPU's fast path; on CPU plain torch
 # (index_add_ and scatter_reduce) is as fast or faster (whole steps 0-7 % faster, its max 20x in a forward
 # pass; docs/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA
@@ -25,9 +27,9 @@ AVAILABLE = torch_scatter is not None
 
 def _check(name: str) -> str:
     if name not in BACKENDS:
-        raise ValueError(f"scatter backend {name!r}; expected one of {', '.join(BACKENDS)}")
+        raise SettingsError(f"scatter backend {name!r}; expected one of {', '.join(BACKENDS)}")
     if name == "torch_scatter" and not AVAILABLE:
-        raise ValueError("scatter backend 'torch_scatter' is not installed (pip install torch-scatter)")
+        raise SettingsError("scatter backend 'torch_scatter' is not installed (pip install torch-scatter)")
     return name
 
 

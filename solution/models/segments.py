@@ -38,6 +38,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..constants import PAD
 from ..data.batch import Batch
+from ..errors import SettingsError
 from .layers import valid_configs
 
 
@@ -148,11 +149,11 @@ class SegmentTraining(torch.nn.Module):
 
     def __init__(self, sampled: int = 0, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
         if sampled < 0:
-            raise ValueError(f"segment_sampled={sampled}; expected a number of segments per graph, or 0 for all")
+            raise SettingsError(f"segment_sampled={sampled}; expected a number of segments per graph, or 0 for all")
         if not 0.0 < keep_stale <= 1.0:
-            raise ValueError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
+            raise SettingsError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
         if refresh_every < 1 or halo < 0:
-            raise ValueError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
+            raise SettingsError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
         super().__init__()
         self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
         self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)

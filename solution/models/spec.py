@@ -1,9 +1,9 @@
-"""Modules that remember the arguments they were built with, and building one back from such a record."""
+"""Modules that remember the arguments they were built with, and building one back from such a record: only
+the package's own model classes (the registry), never a name read from a file."""
 
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -42,11 +42,37 @@ class Remembered(nn.Module):
                 self.spec = {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": init_args}
 
         cls.__init__ = remembering
+        if cls.__module__.startswith(f"{MODELS}."):
+            REGISTRY[f"{cls.__module__}.{cls.__qualname__}"] = cls
+
+
+MODELS = "solution.models"
+REGISTRY: dict[str, type[Remembered]] = {}  # class path -> class, filled as solution.models imports its modules
+
+
+class UnknownClass(ValueError):
+    """A class path that names no model class of the package."""
+
+
+def registered(class_path: object) -> type[Remembered]:
+    """The package's model class a class path names, in full (`solution.models.losses.ListMLE`) or by its name
+    alone (`ListMLE`, as the Lightning CLI accepts); anything else is refused without importing it."""
+    if isinstance(class_path, str):
+        if class_path in REGISTRY:
+            return REGISTRY[class_path]
+        by_name = [cls for path, cls in REGISTRY.items() if path.rsplit(".", 1)[-1] == class_path]
+        if len(by_name) == 1:
+            return by_name[0]
+    raise UnknownClass(f"class path {class_path!r} is not one of the package's model classes; expected one of "
+                       f"{', '.join(sorted(REGISTRY))}")
 
 
 def build(spec: Mapping[str, Any] | nn.Module) -> nn.Module:
-    """The module a {class_path, init_args} mapping names (a module passes through)."""
+    """The module a {class_path, init_args} mapping names (a module of a registered class passes through); the
+    class must be in the registry."""
     if isinstance(spec, nn.Module):
+        registered(getattr(spec, "spec", {}).get("class_path"))
         return spec
-    module, _, name = spec["class_path"].rpartition(".")
-    return getattr(importlib.import_module(module), name)(**spec.get("init_args", {}))
+    if not isinstance(spec, Mapping):
+        raise UnknownClass(f"{spec!r}; expected a mapping of class_path and init_args, or a model module")
+    return registered(spec.get("class_path"))(**spec.get("init_args", {}))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_write
+from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.cache import ArrayCache, file_digest
-from ..errors import OK
-from .files import collection_file_stem, merge, write_collection
+from ..errors import OK, SettingsError
+from .files import collection_file_stem, csv_text, merge, rows_from_scores
 
 META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
 FORMAT_VERSION = 1
@@ -22,7 +22,7 @@ METHODS = ("rank", "score")
 SUFFIX = ".scores.npz"
 
 
-class EnsembleError(ValueError):
+class EnsembleError(SettingsError):
     """Runs that cannot be combined; the message names the runs, the collection and the file."""
 
 
@@ -57,17 +57,18 @@ def file_record(path: Path, configs: int, cache: ArrayCache | None = None) -> di
 
 def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str, np.ndarray],
               files: dict[str, dict], extra: dict | None = None) -> tuple[Path, Path]:
-    """Write `<out_dir>/<name>.csv` and `<name>.scores.npz` (scores plus the provenance JSON), each atomically."""
+    """Write `<out_dir>/<name>.csv` and `<name>.scores.npz` (scores plus the provenance JSON) as a pair: both
+    or neither."""
     out_dir, name = Path(out_dir), output_name(collection, split)
     if META_KEY in scores or set(scores) != set(files):
         raise ValueError(f"{collection}: scores for {sorted(scores)[:3]}... and file records for "
                          f"{sorted(files)[:3]}...; expected one record per scored file (and no stem {META_KEY})")
-    csv_path = write_collection(out_dir / f"{name}.csv", collection, scores)
     meta = {"format": FORMAT_VERSION, "collection": collection, "split": split,
             "files": {stem: files[stem] for stem in sorted(files)}, **(extra or {})}
-    npz_path = out_dir / f"{name}{SUFFIX}"
-    with atomic_write(npz_path, "wb") as handle:
-        np.savez(handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
+    csv_path, npz_path = out_dir / f"{name}.csv", out_dir / f"{name}{SUFFIX}"
+    with atomic_files([csv_path, npz_path], "wb") as (csv_handle, npz_handle):
+        csv_handle.write(csv_text(rows_from_scores(collection, scores)).encode())
+        np.savez(npz_handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
     return csv_path, npz_path
 
 

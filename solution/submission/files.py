@@ -105,11 +105,18 @@ def _ranking(collection: str, stem: str, values: np.ndarray) -> np.ndarray:
     return rank_order(values)
 
 
+def csv_text(rows: list[tuple[str, str]]) -> str:
+    """A submission's text: the header, then one line per (ID, order) row."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(HEADER)
+    writer.writerows(rows)
+    return text.getvalue()
+
+
 def _write_rows(path: Path, rows: list[tuple[str, str]]) -> None:
     with atomic_write(path, newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(HEADER)
-        writer.writerows(rows)
+        handle.write(csv_text(rows))
 
 
 def write_collection(path: str | Path, collection: str, scores: dict[str, np.ndarray]) -> Path:
@@ -451,5 +458,8 @@ def submit_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parts = args.parts or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
     out = merge(parts, args.out or args.dir / "submission.csv", args.root)
-    print(f"wrote {out} from {len(parts)} file(s)" + (f"; checked against {args.root}" if args.root else ""))
+    checked = (f"checked the format of every row and that it covers each test file of {args.root} with a "
+               "permutation of its configs") if args.root else ("checked the format of every row (header, IDs, "
+               "orders that are permutations); not against the test files: give --data.root for that")
+    print(f"wrote {out} from {len(parts)} file(s); {checked}")
     return OK

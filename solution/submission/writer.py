@@ -8,6 +8,7 @@ import lightning.pytorch as pl
 import numpy as np
 
 from .ensemble import file_record, write_run
+from .files import SubmissionError
 
 
 class SubmissionWriter(pl.Callback):
@@ -27,8 +28,9 @@ class SubmissionWriter(pl.Callback):
         for graph_id in table:
             rows, mean, _ = table.graph(graph_id)
             if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
-                raise RuntimeError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
-                                   f"{graphs.num_configs(graph_id)} configs")
+                raise SubmissionError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
+                                      f"{graphs.num_configs(graph_id)} configs; expected every config ranked "
+                                      "(nothing was written)")
             path = graphs.paths[graph_id]
             scores[path.stem] = mean
             files[path.stem] = file_record(path, len(rows), graphs.cache)

@@ -23,7 +23,8 @@ from ..atomic import atomic_write
 from ..submission.files import collection_file_stem
 from ..errors import OK
 from .kernel import COMPETITION, DEFAULT_BUDGET
-from .pipeline import SHARES, read_settings
+from .pipeline import SHARES
+from .settings import configs_folder, read_settings
 
 KERNEL_FILE = "kaggle_kernel.py"
 METADATA_FILE = "kernel-metadata.json"
@@ -116,9 +117,9 @@ START = """sys.meta_path.insert(0, Bundle(SOURCES, PACKAGES))
 alias_lightning(LIGHTNING_MODULES)
 
 if __name__ == "__main__":
-    from solution.tools.kernel import run
+    from solution.tools.kernel import main
 
-    sys.exit(run(SETTINGS))"""
+    sys.exit(main(SETTINGS))"""
 
 PACKAGE = "solution"
 _QUOTES = re.compile(r"'{3,}|'+\Z")  # what would end a '''-string early
@@ -194,7 +195,7 @@ def render() -> str:
     shares = "\n".join(textwrap.wrap(", ".join(f"{c}={share:.0%}" for c, share in SHARES.items()), 80,
                                       subsequent_indent=" " * 27))
     header = HEADER.format(competition=COMPETITION, budget=DEFAULT_BUDGET, shares=shares)
-    settings = pprint.pformat(read_settings(package_dir().parent / "configs"), width=110, sort_dicts=False)
+    settings = pprint.pformat(read_settings(configs_folder()), width=110, sort_dicts=False)
     embedded = [f"# {'-' * 40} {name}\nSOURCES[{name!r}] = {literal(text)}" for name, text in sources.items()]
     data = [f"SETTINGS = {settings}", f"LIGHTNING_MODULES = {lightning_modules(sources)!r}",
             f"PACKAGES = {packages!r}", "SOURCES = {}", *embedded]

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import importlib
 import sys
-import traceback
 import warnings
+from pathlib import Path
 
-import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
 from .. import errors
 from ..allocator import keep_freed_buffers
+from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
-from ..data.reader import DataError
 from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
-from ..submission.files import SubmissionError
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import LRMonitor
+from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.module import RankingModule
-from .pipeline import configs_folder
+from .failures import guarded
+from .settings import DERIVED, configs_folder, read_settings, read_yaml, with_checkpoint
 from .tracking import RunRecorder, describe, unfinished_run
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -40,6 +40,29 @@ class CLI(LightningCLI):
                              "checkpoint.save_last": True, "checkpoint.filename": "best"})
         parser.add_lightning_class_args(SubmissionWriter, "submission")
         parser.add_lightning_class_args(LRMonitor, "lr_monitor")
+
+    def _parse_ckpt_path(self) -> None:
+        """With `--ckpt_path FILE`, the checkpoint's settings (read as data: `read_checkpoint`) replace the model and
+        the data settings that shape its inputs, as `solution run --checkpoints` does; a value set on the command
+        line or in a --config file that contradicts them is an error that names both."""
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return  # none, or one of Lightning's names ("last", "best"), or a missing file the Trainer reports
+        stored = saved_settings(read_checkpoint(ckpt_path))
+        collection = stored["data"].get("collection")
+        if collection not in COLLECTIONS:
+            raise CheckpointError(f"{ckpt_path}: datamodule_hyper_parameters.collection = {collection!r}; expected "
+                                  f"one of {', '.join(COLLECTIONS)}")
+        config = self.config[subcommand].as_dict()
+        defaults = [self._subcommand_parsers[subcommand].get_defaults().as_dict(), read_settings()[collection]]
+        resolved = with_checkpoint(config, stored, defaults, f"--ckpt_path {ckpt_path}")
+        ranker = resolved["model"]["ranker"]
+        model = {**{k: v for k, v in resolved["model"].items() if k not in DERIVED},
+                 "ranker": {**ranker, "init_args": {k: v for k, v in ranker.get("init_args", {}).items()
+                                                    if k not in DERIVED}}}
+        data = {k: v for k, v in resolved["data"].items() if k in stored["data"]}
+        self.config = self.parser.parse_object({subcommand: {"model": model, "data": data}}, self.config)
 
     def before_instantiate_classes(self) -> None:
         """A fit's W&B run is named, grouped and tagged by its settings (where not set); the other sub-commands
@@ -71,8 +94,17 @@ class CLI(LightningCLI):
         logger_args["id"], logger_args["resume"] = run_id, "allow"
 
 
+def config_files(args: list[str]) -> list[str]:
+    """The files named by `--config FILE` / `-c FILE` / `--config=FILE` in a command line."""
+    named = [value for flag, value in zip(args, args[1:]) if flag in ("--config", "-c")]
+    return named + [arg.split("=", 1)[1] for arg in args if arg.startswith("--config=")]
+
+
 def lightning_main(args: list[str], run: bool = True) -> CLI:
     """Run one Lightning sub-command (`fit`, `validate`, `test`, `predict`) or build it with run=False."""
+    for path in config_files(args):  # a broken file is told by name and line, as `solution run` tells it
+        if Path(path).is_file():
+            read_yaml(path)
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # `main` passes sys.argv on
     warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
     warnings.filterwarnings("ignore", message="The dirpath has changed from")  # predict restores a fit's callback
@@ -83,7 +115,8 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
         args=args,
         run=run,
         seed_everything_default=0,
-        parser_kwargs={command: {"default_config_files": [str(configs_folder() / "base.yaml")]} for command in SUBCOMMANDS},
+        parser_kwargs={command: {"default_config_files": [str(configs_folder() / "base.yaml")]}
+                       for command in SUBCOMMANDS},
         save_config_callback=RunRecorder,
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
@@ -124,34 +157,14 @@ def dispatch(argv: list[str]) -> int:
     return 0
 
 
-def raised_in_run(error: BaseException) -> bool:
-    """Whether an error came from inside a Trainer's fit/validate/test/predict rather than from its settings."""
-    return any(frame.f_code.co_name in SUBCOMMANDS and isinstance(frame.f_locals.get("self"), pl.Trainer)
-               for frame, _ in traceback.walk_tb(error.__traceback__))
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run a `solution` command and return its exit code (solution.errors): every failure of a known kind is
-    told as `error: <message>` on stderr; any other exception is a bug and keeps its traceback (exit 1)."""
+    """Run a `solution` command and return its exit code (solution.errors): every failure a user can cause is
+    told as one line, `error: <message>`, on stderr; any other exception is a bug and keeps its traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return errors.OK
-    try:
-        return dispatch(argv)
-    except SystemExit as stop:  # argparse and jsonargparse: --help, --print_config, bad arguments
-        return errors.exit_status(stop)
-    except (DataError, SubmissionError) as error:
-        return errors.fail(error, errors.BAD_DATA)
-    except FileNotFoundError as error:  # a named input (e.g. --ckpt_path) that is not there; writes make folders
-        return errors.fail(error, errors.USAGE)
-    except ValueError as error:
-        if raised_in_run(error):
-            raise
-        return errors.fail(error, errors.USAGE)
-    except OSError as error:
-        return errors.fail(error, errors.WRITE_FAILED)
-
+    return guarded(lambda: dispatch(argv))
 
 if __name__ == "__main__":
     sys.exit(main())

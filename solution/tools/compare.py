@@ -19,9 +19,9 @@ import numpy as np
 
 from ..atomic import atomic_write
 from ..constants import COLLECTIONS
-from ..errors import OK
-from .tracking import (CONFIGS, SUMMARY, changes_label, experiment_settings, same_setting, setting_changes,
-                       settings_digest)
+from ..errors import OK, SettingsError
+from .settings import agree
+from .tracking import CONFIGS, SUMMARY, changes_label, experiment_settings, setting_changes, settings_digest
 
 LEGEND_WIDTH = 40  # characters a line of a setting's name takes in the chart's legend
 
@@ -69,11 +69,11 @@ def run_from_summary(path: Path, configs: Path = CONFIGS) -> Run:
     try:
         summary = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: not a readable run summary ({error})") from error
+        raise SettingsError(f"{path}: not a readable run summary ({error})") from error
     keys = ("name", "run_id", "collection", "seed", "best", "last", "config")
     missing = [k for k in keys if k not in summary]
     if missing:
-        raise ValueError(f"{path}: key(s) {', '.join(missing)} missing; expected a summary written by `solution fit`")
+        raise SettingsError(f"{path}: key(s) {', '.join(missing)} missing; expected a summary written by `solution fit`")
     perf, best, last = summary.get("perf") or {}, summary["best"] or {}, summary["last"] or {}
     return Run.from_config(summary["config"], configs, name=summary["name"], run_id=str(summary["run_id"]),
                collection=summary["collection"], seed=summary["seed"],
@@ -153,7 +153,7 @@ def compatible(one: Run, other: Run) -> bool:
         return dict(_changes(one)) == dict(_changes(other))
     for key in {**_changes(one), **_changes(other)}:
         mine, theirs = one.values.get(key, _ABSENT), other.values.get(key, _ABSENT)
-        if mine is not _ABSENT and theirs is not _ABSENT and not same_setting(key, mine, theirs):
+        if mine is not _ABSENT and theirs is not _ABSENT and not agree(key, mine, theirs):
             return False
     return True
 
@@ -197,7 +197,7 @@ class Comparison:
 
     def __init__(self, runs: list[Run], baseline: str | None = None) -> None:
         if not runs:
-            raise ValueError("no runs to compare")
+            raise SettingsError("no runs to compare")
         self.runs = runs
         groups = experiments(runs)
         names = [changes_label(experiment_changes(g)) if all(r.changes is not None for r in g) else g[0].setting
@@ -222,7 +222,7 @@ class Comparison:
         for run in self.runs:
             if name == run.setting:
                 return self.label[run]
-        raise ValueError(f"--baseline {name!r}: no such setting or run; settings: {'; '.join(self.settings)}")
+        raise SettingsError(f"--baseline {name!r}: no such setting or run; settings: {'; '.join(self.settings)}")
 
     def final(self, setting: str) -> Stats:
         """The mean over collections of the setting's per-collection means (n: collections it covers)."""

@@ -17,7 +17,8 @@ from ..data.tasks import task_of
 from ..models.baselines import random_scores
 from ..submission.files import read_answers, score
 from . import pipeline
-from .pipeline import Job, configs_folder, layered, read_settings
+from .pipeline import Job
+from .settings import configs_folder, layered, read_settings
 from .tracking import pipeline_records
 
 CONFIG_ONLY = {"model": {"ranker": {"class_path": "solution.models.baselines.ConfigOnlyRanker"}}}

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import torch
 
+from ..errors import SettingsError
 from . import pipeline
-from .pipeline import Job, layered, say
+from .failures import guarded
+from .pipeline import Job, say
+from .settings import layered
 
 COMPETITION = "predict-ai-model-runtime"
 KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
@@ -33,7 +36,7 @@ def budget_seconds(text: str | None, default: float) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0:
-        raise ValueError(f"SOLUTION_TIME_BUDGET={text!r}; expected a number of seconds >= 0")
+        raise SettingsError(f"SOLUTION_TIME_BUDGET={text!r}; expected a number of seconds >= 0")
     return value
 
 
@@ -52,7 +55,7 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     """The job and profile the environment variables (SOLUTION_*) describe, with Kaggle's paths by default."""
     profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
     if profile not in PROFILES:
-        raise ValueError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
+        raise SettingsError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
     data, checkpoints = environ.get("SOLUTION_DATA_ROOT"), environ.get("SOLUTION_CHECKPOINTS")
     job = Job(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
               output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
@@ -60,6 +63,11 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
               budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
               checkpoints=Path(checkpoints) if checkpoints else None)
     return job, profile
+
+
+def main(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
+    """`run`, with each failure a user can cause told in one line and its exit code (as the `solution` command)."""
+    return guarded(lambda: run(settings, environ))
 
 
 def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:

@@ -8,13 +8,12 @@ import argparse
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import lightning.pytorch as pl
-import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ..allocator import keep_freed_buffers
@@ -25,7 +24,9 @@ from ..metrics import final_score
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import AtomicCheckpointIO
-from ..training.module import RankingModule
+from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
+from ..training.module import RankingModule, build_module, load_weights
+from .settings import read_settings, with_checkpoint
 
 SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
           "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
@@ -36,35 +37,6 @@ QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": 
 def say(message: str) -> None:
     """Progress for the log, flushed so that it interleaves with Lightning's own lines."""
     print(message, flush=True)
-
-
-# ---------------------------------------------------------------- settings: configs/*.yaml as dicts
-
-
-def layered(base: Mapping, override: Mapping) -> dict:
-    """`override` merged into `base` at every depth, as the Lightning CLI reads config files in turn; a mapping
-    that names another `class_path` replaces the whole mapping (the new class has its own init_args)."""
-    if "class_path" in override and override["class_path"] != base.get("class_path"):
-        return dict(override)
-    out = dict(base)
-    for key, value in override.items():
-        both = isinstance(value, Mapping) and isinstance(base.get(key), Mapping)
-        out[key] = layered(base[key], value) if both else value
-    return out
-
-
-def read_settings(folder: Path, layers: Sequence[Path] = ()) -> dict[str, dict]:
-    """Collection -> its settings: folder/base.yaml, then folder/<collection>.yaml, then each of `layers`."""
-    import yaml  # only where settings are read from files (the kernel carries them inside itself)
-
-    def load(path: Path) -> dict:
-        return yaml.safe_load(path.read_text()) or {}
-
-    base = load(folder / "base.yaml")
-    settings = {c: layered(base, load(folder / f"{collection_file_stem(c)}.yaml")) for c in COLLECTIONS}
-    for layer in layers:
-        settings = {c: layered(s, load(Path(layer))) for c, s in settings.items()}
-    return settings
 
 
 # ---------------------------------------------------------------- one collection
@@ -80,6 +52,9 @@ class Job:
     budget: float | None = None  # seconds of training for all collections together; None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
     runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
+    # collection -> the settings given when the user sets nothing (a checkpoint's settings replace those freely;
+    # a value the user set that contradicts a checkpoint is an error); None: the settings run() is given
+    defaults: Mapping[str, Mapping] | None = None
     # extra Trainer arguments of a collection's fit (e.g. a logger and run-record callbacks): (collection, settings)
     trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
 
@@ -91,21 +66,10 @@ class Job:
         return (self.runs or self.output) / "checkpoints" / f"{collection_file_stem(collection)}.ckpt"
 
 
-def data_settings(settings: Mapping, job: Job, saved: Mapping | None = None) -> dict:
-    """The data module's arguments: the collection's settings (a checkpoint's own, where given, win) with this
-    job's paths, every test file and this run's loader workers (the data module caps them by the CPUs)."""
-    return {**settings["data"], **(saved or {}), "root": str(job.root),
-            "cache_dir": str(job.cache) if job.cache else None, "num_workers": settings["data"].get("num_workers", 0),
-            "predict_split": "test", "limit_graphs": None}
-
-
-def build_module(model: Mapping, datamodule: TpuGraphsDataModule) -> RankingModule:
-    """The module of `model` settings (ranker and loss as class_path/init_args), its input widths from the data."""
-    ranker = model["ranker"]
-    widths = {"node_feat_dim": datamodule.node_feat_dim, "config_width": datamodule.config_width}
-    ranker = {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
-    rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
-    return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
+def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
+    """The data module of `data` settings with this job's paths, ranking every test file."""
+    return TpuGraphsDataModule(**{**data, "root": str(job.root), "cache_dir": str(job.cache) if job.cache else None,
+                                  "predict_split": "test", "limit_graphs": None})
 
 
 class Progress(Callback):
@@ -128,7 +92,7 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job) -
     limit = f"up to {seconds:.0f} s" if seconds is not None else f"{settings['trainer'].get('max_epochs')} epochs"
     say(f"[{collection}] preprocessing and training for {limit}")
     pl.seed_everything(settings.get("seed_everything", 0), verbose=False)
-    datamodule = TpuGraphsDataModule(**data_settings(settings, job))
+    datamodule = build_datamodule(settings["data"], job)
     model = build_module(settings["model"], datamodule)
     best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
@@ -158,21 +122,20 @@ def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job)
     return trained
 
 
-def public(hparams: Mapping) -> dict:
-    """Hyper-parameters without the entries Lightning's CLI adds (`_instantiator`)."""
-    return {key: value for key, value in hparams.items() if not key.startswith("_")}
-
-
 def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
     """The model and data module a checkpoint (of this pipeline or of `solution fit`) was trained with, read as
-    plain tensors and settings (no pickled code, no Lightning CLI), with this job's data paths."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model = RankingModule(**public(saved["hyper_parameters"]))
-    model.load_state_dict(saved["state_dict"])
-    data = data_settings(settings, job, public(saved.get("datamodule_hyper_parameters", {})))
-    if data["collection"] != collection:
-        raise ValueError(f"{checkpoint}: a checkpoint of {data['collection']}; expected one of {collection}")
-    return model, TpuGraphsDataModule(**data)
+    plain tensors and settings (no pickled code, no Lightning CLI), with this job's data paths and loaders."""
+    saved = read_checkpoint(checkpoint)
+    stored = saved_settings(saved)
+    if stored["data"].get("collection") != collection:
+        raise CheckpointError(f"{checkpoint}: datamodule_hyper_parameters.collection = "
+                              f"{stored['data'].get('collection')!r}; expected a checkpoint of {collection}")
+    defaults = (job.defaults or {}).get(collection, settings)
+    resolved = with_checkpoint(settings, stored, [defaults], str(checkpoint))
+    datamodule = build_datamodule(resolved["data"], job)
+    model = build_module(resolved["model"], datamodule)
+    load_weights(model, saved["state_dict"], checkpoint)
+    return model, datamodule
 
 
 def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, predict: bool = True,
@@ -238,11 +201,6 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     return scores
 
 
-def configs_folder() -> Path:
-    """The repository's configs/ (base.yaml and one YAML per collection)."""
-    return Path(__file__).resolve().parents[2] / "configs"
-
-
 def main(argv: list[str] | None = None) -> int:
     """`solution run --data.root PATH`: the whole job in one command."""
     parser = argparse.ArgumentParser(prog="solution run", description=__doc__)
@@ -260,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.budget is not None and args.budget < 0:
         parser.error(f"--budget {args.budget}: expected seconds >= 0")
-    settings = read_settings(configs_folder(), args.config)
+    settings, defaults = read_settings(layers=args.config), read_settings()
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
-    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints), settings)
+    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, defaults=defaults), settings)
     return 0

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import OK, UNEXPECTED
+from ..errors import OK, UNEXPECTED, SettingsError
 
 
 def _error(path: Path, key: str, expected: str, found: Any) -> ValueError:
@@ -27,7 +27,7 @@ def read_sweep(path: Path) -> dict[str, Any]:
     try:
         sweep = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:
-        raise ValueError(f"{path}: not a readable YAML sweep file ({error})") from error
+        raise SettingsError(f"{path}: not a readable YAML sweep file ({error})") from error
     if not isinstance(sweep, Mapping):
         raise _error(path, "(top level)", "a mapping", type(sweep).__name__)
     if sweep.get("method") != "grid":

@@ -25,7 +25,9 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
 from ..atomic import atomic_write
 from ..data.batch import Batch
+from ..errors import SettingsError
 from ..submission.files import collection_file_stem
+from .settings import agree, class_name, configs_folder, layered, leaves, read_yaml
 
 MODES = ("online", "offline", "disabled")
 SUMMARY = "summary.json"
@@ -40,7 +42,7 @@ NOT_SETTINGS = {"seed", "fold", "root", "cache_dir", "num_workers", "logger", "c
 # Also left out of run labels: the collection (each run's own) and switches for logging, devices and prediction.
 NOT_LABELLED = NOT_SETTINGS | {"collection", "strategy", "plugins", "log_every_n_steps", "enable_model_summary",
                                "enable_checkpointing", "profiler", "predict_split", "fold_variant_parts"}
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # base.yaml and <collection stem>.yaml, as the CLI reads
+CONFIGS = configs_folder()  # base.yaml and <collection stem>.yaml, as the CLI reads
 DEFAULTS = "defaults"  # the label of a run that changes no setting of its collection
 MAX_TAG = 64  # characters W&B allows in a tag
 
@@ -55,7 +57,7 @@ def wandb_mode(requested: str | None = None) -> str:
     mode = {"dryrun": "offline", "run": "online"}.get(requested or environment, requested or environment or default)
     if mode not in MODES:
         source = "--trainer.logger.init_args.mode" if requested else "WANDB_MODE"
-        raise ValueError(f"{source}={requested or environment!r}; expected one of {', '.join(MODES)}")
+        raise SettingsError(f"{source}={requested or environment!r}; expected one of {', '.join(MODES)}")
     return mode
 
 
@@ -104,37 +106,6 @@ class RunLogger(WandbLogger):
 # ---------------------------------------------------------------- names from settings
 
 
-def leaves(config: Mapping, prefix: str = "") -> dict[str, Any]:
-    """A nested config flattened to dotted keys."""
-    flat = {}
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            flat.update(leaves(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def class_name(class_path: str) -> str:
-    """'solution.models.losses.ListMLE' -> 'ListMLE' (a short class_path is already one)."""
-    return str(class_path).rsplit(".", 1)[-1]
-
-
-def merge(base: Mapping, over: Mapping) -> dict[str, Any]:
-    """`over` merged into `base` deeply, as the CLI layers config files: a mapping whose class_path changes
-    starts its init_args afresh."""
-    merged = dict(base)
-    for key, value in over.items():
-        below = merged.get(key)
-        if isinstance(value, Mapping) and isinstance(below, Mapping):
-            if "class_path" in value and class_name(value["class_path"]) != class_name(below.get("class_path")):
-                below = {k: v for k, v in below.items() if k != "init_args"}
-            merged[key] = merge(below, value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def trainer_defaults() -> dict[str, Any]:
     """Lightning's own Trainer defaults, which the CLI starts from under the config files."""
     parameters = inspect.signature(pl.Trainer.__init__).parameters.values()
@@ -147,7 +118,7 @@ def collection_defaults(collection: str, configs: Path = CONFIGS) -> dict[str, A
     defaults: dict[str, Any] = {"trainer": trainer_defaults()}
     for path in (configs / "base.yaml", configs / f"{collection_file_stem(collection)}.yaml"):
         if path.is_file():
-            defaults = merge(defaults, yaml.safe_load(path.read_text()) or {})
+            defaults = layered(defaults, read_yaml(path))
     return defaults
 
 
@@ -162,20 +133,13 @@ def experiment_settings(config: Mapping) -> dict[str, Any]:
     return {k: v for k, v in sorted(flat.items()) if NOT_LABELLED.isdisjoint(k.split("."))}
 
 
-def same_setting(key: str, one: Any, other: Any) -> bool:
-    """Whether two values of a setting agree: classes by their name (a short class_path is the same class)."""
-    if key.endswith("class_path"):
-        return class_name(one) == class_name(other)
-    return one == other
-
-
 def differences(config: Mapping, defaults: Mapping) -> dict[str, Any]:
     """The experiment settings of a config that differ from the defaults, by dotted key: a value that differs,
     or a set one (not `unset`) where the defaults have none."""
     theirs = leaves(defaults)
 
     def differs(key: str, value: Any) -> bool:
-        return not unset(value) if key not in theirs else not same_setting(key, value, theirs[key])
+        return not unset(value) if key not in theirs else not agree(key, value, theirs[key])
 
     return {k: v for k, v in experiment_settings(config).items() if differs(k, v)}
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..atomic import atomic_write
+from .checkpoints import read_checkpoint
 
 
 class LRMonitor(LearningRateMonitor):
@@ -27,8 +29,12 @@ class LRMonitor(LearningRateMonitor):
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Checkpoints written to a temporary file beside the target and renamed into place: a crash leaves the old
-    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks)."""
+    checkpoint or none (Lightning's own way stages the file in /tmp and moves it, a copy across disks); read back
+    as data only (`read_checkpoint`: weights_only, registered classes)."""
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         with atomic_write(path, "wb") as handle:
             torch.save(checkpoint, handle)
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
+        return read_checkpoint(path)

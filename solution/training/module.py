@@ -4,11 +4,14 @@ in the YAML): standardize features, score configs, train with the loss, score va
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.utilities import rank_zero_info
 import numpy as np
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 
 from ..data.batch import Batch
 from ..data.features import Standardizer
@@ -18,6 +21,7 @@ from ..models import scatter
 from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
+from .checkpoints import CheckpointError, read_checkpoint
 
 
 class ScoreTable:
@@ -69,7 +73,7 @@ class RankingModule(pl.LightningModule):
         task: str = "layout",
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
-        warmup_steps: int = 0,
+        warmup_steps: int = 100,
         compile: bool = False,
     ) -> None:
         super().__init__()
@@ -101,6 +105,13 @@ class RankingModule(pl.LightningModule):
                 self.config_scaler.fit(*sums["config_feat"])
             self.scalers_fitted.fill_(True)
 
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str | Path, *args: Any, **kwargs: Any) -> RankingModule:
+        """Lightning's loader, after the checkpoint's classes are checked against the registry, and always with
+        `weights_only` (no pickled code runs)."""
+        read_checkpoint(checkpoint_path)
+        return super().load_from_checkpoint(checkpoint_path, *args, **{**kwargs, "weights_only": True})
+
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = batch.replace(node_feat=self.node_scaler(batch.node_feat))
         if self.config_scaler is not None:
@@ -125,8 +136,14 @@ class RankingModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         self._log_table("val")
 
+    def on_test_start(self) -> None:
+        datamodule = self.trainer.datamodule
+        split = datamodule.hparams.test_split
+        rank_zero_info(f"scoring the {split} split of {datamodule.hparams.collection}: "
+                       f"{len(datamodule.graphs(split))} files, metrics logged as test/{split}/...")
+
     def on_test_epoch_end(self) -> None:
-        self._log_table("test")
+        self._log_table(f"test/{self.trainer.datamodule.hparams.test_split}")
 
     def _log_table(self, prefix: str) -> None:
         """Logs the mean of each per-graph metric; keeps the table and per-graph metrics as `last_table` and
@@ -164,3 +181,23 @@ class RankingModule(pl.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def build_module(model: Mapping, datamodule) -> RankingModule:
+    """The module of `model` settings (ranker and loss as class_path/init_args), its task and input widths from
+    the data module."""
+    ranker = model["ranker"]
+    widths = {"node_feat_dim": datamodule.node_feat_dim, "config_width": datamodule.config_width}
+    ranker = {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
+    rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
+    return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
+
+
+def load_weights(model: RankingModule, state_dict: Mapping[str, torch.Tensor], source: str | Path) -> None:
+    """A checkpoint's weights into a module built from its settings; weights of another shape are refused."""
+    try:
+        model.load_state_dict(state_dict)
+    except RuntimeError as error:
+        raise CheckpointError(f"{source}: state_dict does not fit the model its hyper_parameters describe "
+                              f"({str(error).splitlines()[0]}); expected a checkpoint written by this version "
+                              "of the package") from error

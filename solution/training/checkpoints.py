@@ -1,0 +1,69 @@
+"""Reading a checkpoint as data: plain tensors and settings only, every class it names checked against the
+package's registry before anything is imported or built."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..models.spec import UnknownClass, registered
+
+SETTINGS_KEYS = ("hyper_parameters", "datamodule_hyper_parameters")  # where a checkpoint keeps its settings
+
+
+class CheckpointError(Exception):
+    """A file that is not a usable checkpoint of this package; the message names the file and the key."""
+
+
+def class_paths(settings: Any, key: str) -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every `class_path` inside nested settings."""
+    if isinstance(settings, Mapping):
+        for name, value in settings.items():
+            inner = f"{key}.{name}"
+            if name == "class_path":
+                yield inner, value
+            else:
+                yield from class_paths(value, inner)
+    elif isinstance(settings, (list, tuple)):
+        for index, value in enumerate(settings):
+            yield from class_paths(value, f"{key}[{index}]")
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """A checkpoint's contents, loaded with `weights_only` (no pickled code runs), after checking that every class
+    its settings name is one of the package's model classes."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file")
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(f"{path}: not a readable checkpoint ({first}); expected a file written by "
+                              "`solution fit` or `solution run`") from error
+    if not isinstance(saved, Mapping) or not isinstance(saved.get("state_dict"), Mapping) \
+            or not isinstance(saved.get("hyper_parameters"), Mapping):
+        raise CheckpointError(f"{path}: keys state_dict and hyper_parameters missing; expected a checkpoint "
+                              "written by `solution fit` or `solution run`")
+    for section in SETTINGS_KEYS:
+        for key, value in class_paths(saved.get(section, {}), section):
+            try:
+                registered(value)
+            except UnknownClass as error:
+                raise CheckpointError(f"{path}: {key} = {value!r} is not one of the package's model classes; "
+                                      "refused (a checkpoint may name only solution.models classes)") from error
+    return dict(saved)
+
+
+def saved_settings(saved: Mapping[str, Any]) -> dict[str, dict]:
+    """A checkpoint's settings as the configs' sections: {'model': ..., 'data': ...} (without the entries
+    Lightning's CLI adds, such as `_instantiator`)."""
+    def public(section: Mapping) -> dict:
+        return {key: value for key, value in section.items() if not key.startswith("_")}
+
+    return {"model": public(saved["hyper_parameters"]), "data": public(saved.get("datamodule_hyper_parameters", {}))}
