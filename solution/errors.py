@@ -22,6 +22,9 @@ class SettingsError(ValueError):
 class WriteError(OSError):
     """An output that cannot be written (its message names the file and why): WRITE_FAILED."""
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 def fail(message: object, code: int) -> int:
     """Print `error: <message>` on stderr and return `code`."""
