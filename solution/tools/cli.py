@@ -139,12 +139,15 @@ COMMANDS = {
     "compare": ("tools.compare", "main"),
     "sweep": ("tools.sweep", "main"),
     "ensemble": ("submission.ensemble", "main"),
+    "encode": ("programs.encode", "main"),
+    "rank": ("tools.rank", "main"),
 }
 
 
 USAGE = """usage: solution run --data.root PATH [--config configs/demo.yaml] [--budget SECONDS] ...
        solution {fit,validate,test,predict} --config configs/<collection>.yaml [--data.root PATH] ...
        solution demo | synth | inspect | submit | check-submission | score | kernel | compare | sweep | ensemble
+       solution encode PROGRAM.hlo --out FILE.npz | rank PROGRAM --ckpt CKPT
        [--help]"""
 
 
