@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     stored = saved_settings(read_checkpoint(args.ckpt))
     args.collection = stored["data"].get("collection")
     if args.collection not in COLLECTIONS or not args.collection.startswith("layout:"):
-        raise SettingsError(f"--ckpt {args.ckpt}: a checkpoint of {args.collection!r}; expected one of a layout "
+        raise SettingsError(f"--ckpt {args.ckpt}: a checkpoint of {args.collection!r}; expected a layout "
                             "collection (layout:xla:random, ...)")
     program = read_program(args.program)
     configs = candidates_of(program, args)
