@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,22 +13,11 @@ from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..errors import OK, SettingsError
 from ..programs.candidates import BLOCK, BLOCKS, SEARCHES, describe_block, searched, user_candidates
+from ..programs.encode import LAYOUT_KEYS, Program, encode_program
 from ..submission.ensemble import read_run
 from ..training.checkpoints import read_checkpoint, saved_settings
 from . import pipeline
 from .settings import read_settings
-
-LAYOUT_KEYS = ("node_feat", "node_opcode", "edge_index", "node_splits", "node_config_ids")
-
-
-@dataclass
-class Program:
-    """One program's graph as the layout format holds it, with a name and tensor ranks per configurable node."""
-
-    name: str
-    arrays: dict[str, np.ndarray]  # LAYOUT_KEYS, plus node_config_feat when read from a layout file
-    names: list[str]  # [NC] the configurable nodes' names (`dot.12`, as in the HLO)
-    ranks: np.ndarray  # [NC, 3] rank of each one's output, input and kernel tensor; 0 where it has none
 
 
 def program_from_npz(path: Path) -> Program:
@@ -46,17 +34,11 @@ def program_from_npz(path: Path) -> Program:
     return Program(path.stem, arrays, names, ranks.astype(np.int64))
 
 
-def program_from_hlo(path: Path) -> Program:
-    """HLO text, encoded by the official rules (`solution encode`)."""
-    from ..programs.encode import encode_program  # the HLO parser is needed only here
-
-    return encode_program(path)
-
-
 def read_program(path: Path) -> Program:
+    """A layout .npz, or HLO text encoded by the official rules (`solution encode`)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such program file; expected HLO text or a layout .npz")
-    return program_from_npz(path) if path.suffix == ".npz" else program_from_hlo(path)
+    return program_from_npz(path) if path.suffix == ".npz" else encode_program(path)
 
 
 def candidates_of(program: Program, args: argparse.Namespace) -> np.ndarray:

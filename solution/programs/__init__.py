@@ -1,0 +1,1 @@
+"""Users' own programs: XLA HLO text in, TpuGraphs arrays out."""
