@@ -8,7 +8,7 @@ WHEELS := $(VENV)/wheels
 # pytest workers: -n auto is one per core. Each gets one torch thread: two threads a process on 2 busy cores
 # (workers, the torch_scatter build) run a fit ~2x slower; on an idle machine one thread is as fast.
 TEST_JOBS ?= auto
-PYTEST := WANDB_MODE=disabled SOLUTION_REQUIRE_SCATTER=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS)
+PYTEST := env WANDB_MODE=disabled SOLUTION_REQUIRE_SCATTER=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
 .PHONY: setup scatter demo test bench clean
 
@@ -40,12 +40,13 @@ demo: setup
 	$(BIN)/solution demo
 
 # The suite, both scatter paths. While torch_scatter builds in the background, every test that does not need it
-# runs; then it is installed and the tests marked `scatter` (tests/conftest.py) run, with
-# SOLUTION_REQUIRE_SCATTER=1 failing (not skipping) them if it is missing. Exits non-zero if any part failed.
+# runs (niced while a build runs: the build is one compiler process, the longer pole; the workers take the rest);
+# then it is installed and the tests marked `scatter` (tests/conftest.py) run, SOLUTION_REQUIRE_SCATTER=1 failing
+# (not skipping) them if it is missing. Exits non-zero if any part failed.
 test: setup
-	@echo "building torch_scatter in the background (log: $(VENV)/scatter-build.log)"
+	@$(if $(wildcard $(VENV)/.scatter-wheel),,echo "building torch_scatter in the background: $(VENV)/scatter-build.log")
 	@$(MAKE) --no-print-directory $(VENV)/.scatter-wheel > $(VENV)/scatter-build.log 2>&1 & build=$$!; \
-	$(PYTEST) -m "not scatter"; tests=$$?; \
+	$(if $(wildcard $(VENV)/.scatter-wheel),,nice -n 10) $(PYTEST) -m "not scatter"; tests=$$?; \
 	wait $$build || { cat $(VENV)/scatter-build.log; exit 1; }; \
 	$(MAKE) --no-print-directory scatter && $(PYTEST) -m scatter && exit $$tests
 
