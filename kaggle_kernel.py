@@ -417,27 +417,28 @@ def _single(files: contextlib.AbstractContextManager[list[IO]]) -> Iterator[IO]:
 
 def _replace_together(temps: list[str], paths: list[Path]) -> None:
     """Rename each temporary onto its path; where one fails, undo those done (the old files come back)."""
-    backups: list[str | None] = []
+    backups: list[str] = []
+    done: list[tuple[str | None, Path]] = []  # (backup of the old file or None, path), for each rename made
     try:
         for tmp, path in zip(temps, paths):
             backup = None
             if len(paths) > 1 and path.exists():
                 backup = f"{tmp}.old"
                 os.link(path, backup)
-            backups.append(backup)
+                backups.append(backup)
             os.replace(tmp, path)
+            done.append((backup, path))
     except BaseException:
-        for backup, path in zip(backups[:-1], paths):
-            if backup is not None:
-                os.replace(backup, path)
-            else:
+        for backup, path in done:
+            if backup is None:
                 os.unlink(path)
+            else:
+                os.replace(backup, path)
         raise
     finally:
         for backup in backups:
-            if backup is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(backup)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(backup)
 
 
 REASONS = {

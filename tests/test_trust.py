@@ -248,6 +248,29 @@ def test_scores_and_their_csv_are_written_as_a_pair(tmp_path, monkeypatch, tile_
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([csv_path.name, npz_path.name])
 
 
+def test_a_pair_whose_second_backup_fails_leaves_both_old_files(tmp_path, monkeypatch):
+    from solution import atomic
+
+    first, second = tmp_path / "a.csv", tmp_path / "a.npz"
+    first.write_text("old a")
+    second.write_text("old b")
+    real, links = os.link, []
+
+    def second_fails(src, dst):
+        links.append(dst)
+        if len(links) == 2:
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "link", second_fails)
+    with pytest.raises(errors.WriteError, match="the disk is full"):
+        with atomic.atomic_files([first, second]) as (a, b):
+            a.write("new a")
+            b.write("new b")
+    assert (first.read_text(), second.read_text()) == ("old a", "old b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "a.npz"]
+
+
 def test_submit_says_what_it_checked(tmp_path, tile_root, capsys):
     from solution.data.reader import list_files
     from solution.submission.files import write_collection
