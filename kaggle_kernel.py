@@ -110,6 +110,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'graphs_per_batch': 16,
                        'configs_per_graph': 32,
                        'sampling': 'uniform',
+                       'row_budget': 32768,
                        'eval_chunk': 256,
                        'eval_graphs_per_batch': 32,
                        'predict_repeats': 1,
@@ -159,6 +160,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'graphs_per_batch': 1,
                                 'configs_per_graph': 128,
                                 'sampling': 'uniform',
+                                'row_budget': 32768,
                                 'eval_chunk': 256,
                                 'eval_graphs_per_batch': 1,
                                 'predict_repeats': 1,
@@ -208,6 +210,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'graphs_per_batch': 1,
                                  'configs_per_graph': 64,
                                  'sampling': 'stratified',
+                                 'row_budget': 32768,
                                  'eval_chunk': 256,
                                  'eval_graphs_per_batch': 1,
                                  'predict_repeats': 1,
@@ -257,6 +260,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'graphs_per_batch': 1,
                                 'configs_per_graph': 128,
                                 'sampling': 'uniform',
+                                'row_budget': 32768,
                                 'eval_chunk': 256,
                                 'eval_graphs_per_batch': 1,
                                 'predict_repeats': 1,
@@ -306,6 +310,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'graphs_per_batch': 1,
                                  'configs_per_graph': 64,
                                  'sampling': 'stratified',
+                                 'row_budget': 32768,
                                  'eval_chunk': 256,
                                  'eval_graphs_per_batch': 1,
                                  'predict_repeats': 1,
@@ -313,7 +318,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'num_workers': 4,
                                  'collection': 'layout:nlp:default'}}}
 
-LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities', 'lightning.pytorch.utilities.exceptions')
+LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
 PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.submission', 'solution.tools', 'solution.training')
 
@@ -763,7 +768,8 @@ class ArrayCache:
 
 # ---------------------------------------- solution.data.datamodule
 SOURCES['solution.data.datamodule'] = '''\
-"""Datasets, config sampling, -1-padded batching and the LightningDataModule of one collection."""
+"""The LightningDataModule of one collection: its files and folds, preprocessed once, served as sampled training
+items and evaluation chunks (solution/data/sets.py) in -1-padded batches."""
 
 from __future__ import annotations
 
@@ -775,132 +781,18 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset
 
-from ..errors import SettingsError
-from .batch import Collate, Item
-from .cache import ArrayCache
-from .features import node_feature_width
-from .preprocess import Graph, Preprocessing, load_graph, record_cache
 from ..constants import SPLITS
-from .reader import DataError, list_files
+from ..errors import SettingsError
+from .batch import Collate
+from .features import node_feature_width
+from .preprocess import Preprocessing, record_cache
+from .reader import list_files
+from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
 from .tasks import task_of
 
 log = logging.getLogger(__name__)
-
-SAMPLING = ("uniform", "stratified")
-
-
-class GraphSet:
-    """The files of one collection split, preprocessed once through the cache and loaded on demand. With
-    `skip_bad`, a file that fails its checks is left out (and listed in `skipped`) instead of stopping the run."""
-
-    def __init__(self, paths: list[Path], split: str, settings: Preprocessing, cache: ArrayCache | None,
-                 skip_bad: bool = False) -> None:
-        self.split, self.settings, self.cache = split, settings, cache
-        self.paths: list[Path] = []
-        self.meta: list[dict] = []
-        self.skipped: list[DataError] = []
-        for path in paths:  # builds missing cache entries
-            try:
-                self.meta.append(load_graph(path, split, settings, cache).meta)
-            except DataError as err:
-                if not skip_bad:
-                    raise
-                log.warning("skipped a %s file that fails its checks: %s", split, err)
-                self.skipped.append(err)
-                continue
-            self.paths.append(path)
-        if paths and not self.paths:
-            raise DataError(paths[0].parent, split, f"every one of its {len(paths)} files fails its checks "
-                            f"(first: {self.skipped[0]})", "at least one readable file")
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def load(self, index: int) -> Graph:
-        return load_graph(self.paths[index], self.split, self.settings, self.cache)
-
-    def num_configs(self, index: int) -> int:
-        return self.meta[index]["configs"]
-
-    @property
-    def stems(self) -> list[str]:
-        return [p.stem for p in self.paths]
-
-
-def sample_rows(target: np.ndarray, count: int, mode: str, rng: np.random.Generator) -> np.ndarray:
-    """`count` distinct config rows: uniform, or stratified over the runtime order (one per runtime band),
-    which favours pairs far apart in runtime over near-ties."""
-    c = len(target)
-    if c <= count:
-        return rng.permutation(c)
-    if mode == "uniform":
-        return rng.choice(c, count, replace=False)
-    order = np.argsort(target, kind="stable")
-    edges = np.linspace(0, c, count + 1).astype(np.int64)
-    picks = edges[:-1] + (rng.random(count) * (edges[1:] - edges[:-1])).astype(np.int64)
-    return rng.permutation(order[picks])
-
-
-class TrainSet(Dataset):
-    """Each item is one graph with `configs_per_graph` sampled configs, drawn with the seed the sampler pairs with
-    the graph's index (a fresh sample every epoch)."""
-
-    def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str) -> None:
-        self.graphs, self.count, self.sampling = graphs, configs_per_graph, sampling
-
-    def __len__(self) -> int:
-        return len(self.graphs)
-
-    def __getitem__(self, key: tuple[int, tuple[int, ...]]) -> tuple[Graph, Item]:
-        index, draw = key
-        graph = self.graphs.load(index)
-        rng = np.random.default_rng(draw)
-        return graph, Item(index, sample_rows(np.asarray(graph.target), self.count, self.sampling, rng))
-
-
-class ShardSampler(DistributedSampler):
-    """This process's share of a dataset. Training: an order fixed by (seed, epoch), padded so that every rank
-    takes the same number of steps, each index paired with its own draw seed (seed, epoch, index), so that a
-    resumed or sharded run draws what an uninterrupted one would. Evaluation: every item exactly once over the
-    ranks, in order, no padding."""
-
-    def __init__(self, dataset: Dataset, train: bool, seed: int = 0, rank: int = 0, world: int = 1) -> None:
-        super().__init__(dataset, num_replicas=world, rank=rank, shuffle=train, seed=seed)
-        self.train = train
-
-    def __iter__(self):
-        if not self.train:
-            return iter(self._evaluation_share())
-        return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
-
-    def __len__(self) -> int:
-        return self.num_samples if self.train else len(self._evaluation_share())
-
-    def _evaluation_share(self) -> range:
-        return range(self.rank, len(self.dataset), self.num_replicas)
-
-
-class ChunkSet(Dataset):
-    """Every config of every graph, in chunks of at most `chunk`; with `repeats` > 1 each graph is covered
-    that many times, each time under another seeded random permutation of chunk membership."""
-
-    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0) -> None:
-        self.graphs = graphs
-        self.items: list[Item] = []
-        for index in range(len(graphs)):
-            c = graphs.num_configs(index)
-            for repeat in range(repeats):
-                order = np.arange(c) if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(c)
-                self.items += [Item(index, order[s:s + chunk]) for s in range(0, c, chunk)]
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> tuple[Graph, Item]:
-        item = self.items[index]
-        return self.graphs.load(item.graph_id), item
 
 
 FOLD_GROUP = r"\\..*$|_batch_\\d+|_(?:fp|bf)\\d+|_\\d+x\\d+(?:x\\d+)?|_-?[0-9a-f]{16}$"
@@ -950,6 +842,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         graphs_per_batch: int = 1,
         configs_per_graph: int = 128,
         sampling: str = "uniform",
+        row_budget: int = 32768,
         eval_chunk: int = 256,
         eval_graphs_per_batch: int = 1,
         predict_repeats: int = 1,
@@ -969,9 +862,12 @@ class TpuGraphsDataModule(pl.LightningDataModule):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
                              f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
                              "segment or fill; expected none, 0 and false")
-        self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
+        self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
+        if row_budget < 0:
+            raise SettingsError(f"data.row_budget={row_budget}; expected (configurable node, config) rows per "
+                                "training graph, or 0 for no limit")
         if segment_nodes < 0:
             raise SettingsError(f"data.segment_nodes={segment_nodes}; expected a node budget per segment, "
                              "or 0 for whole graphs")
@@ -1061,7 +957,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        train = TrainSet(self.graphs("train"), self.hparams.configs_per_graph, self.hparams.sampling)
+        hp = self.hparams
+        train = TrainSet(self.graphs("train"), hp.configs_per_graph, hp.sampling, hp.row_budget)
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
     def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:
@@ -1258,7 +1155,8 @@ SOURCES['solution.data.preprocess'] = '''\
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -1288,6 +1186,11 @@ class Preprocessing:
             raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
         if self.hops < 0:
             raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
+
+    @classmethod
+    def of(cls, data: Mapping) -> Preprocessing:
+        """The preprocessing named by a data module's settings (`data:` of a config or a checkpoint)."""
+        return cls(**{field.name: data[field.name] for field in fields(cls) if field.name in data})
 
 
 @dataclass
@@ -1851,6 +1754,156 @@ def _check_runtimes(path: Path, graph: RawGraph, split: str) -> None:
     for key, values in (("config_runtime", graph.config_runtime), ("config_runtime_normalizers", graph.normalizers)):
         if values is not None and (values.min() < 0 or (split != "test" and values.min() == 0)):
             raise DataError(path, key, f"minimum {values.min()}", expected)
+'''
+
+# ---------------------------------------- solution.data.sets
+SOURCES['solution.data.sets'] = '''\
+"""The datasets a data module serves: a split's preprocessed graphs, sampled training items, evaluation chunks
+covering every config, and each process's shard of them. Free of Lightning: `solution rank` scores through them."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from torch.utils.data import Dataset, DistributedSampler
+
+from .batch import Item
+from .cache import ArrayCache
+from .preprocess import Graph, Preprocessing, load_graph
+from .reader import DataError
+
+log = logging.getLogger(__name__)
+
+SAMPLING = ("uniform", "stratified")
+
+
+class GraphSet:
+    """The files of one collection split, preprocessed once through the cache and loaded on demand (without a
+    cache: preprocessed once and kept in memory). With `skip_bad`, a file that fails its checks is left out (and
+    listed in `skipped`) instead of stopping the run."""
+
+    def __init__(self, paths: list[Path], split: str, settings: Preprocessing, cache: ArrayCache | None,
+                 skip_bad: bool = False) -> None:
+        self.split, self.settings, self.cache = split, settings, cache
+        self.paths: list[Path] = []
+        self.meta: list[dict] = []
+        self.kept: list[Graph] = []  # the graphs themselves, when there is no cache to load them from
+        self.skipped: list[DataError] = []
+        for path in paths:  # builds missing cache entries
+            try:
+                graph = load_graph(path, split, settings, cache)
+            except DataError as err:
+                if not skip_bad:
+                    raise
+                log.warning("skipped a %s file that fails its checks: %s", split, err)
+                self.skipped.append(err)
+                continue
+            self.meta.append(graph.meta)
+            self.paths.append(path)
+            if cache is None:
+                self.kept.append(graph)
+        if paths and not self.paths:
+            raise DataError(paths[0].parent, split, f"every one of its {len(paths)} files fails its checks "
+                            f"(first: {self.skipped[0]})", "at least one readable file")
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def load(self, index: int) -> Graph:
+        return self.kept[index] if self.cache is None else load_graph(self.paths[index], self.split, self.settings,
+                                                                     self.cache)
+
+    def num_configs(self, index: int) -> int:
+        return self.meta[index]["configs"]
+
+    @property
+    def stems(self) -> list[str]:
+        return [p.stem for p in self.paths]
+
+
+def sample_rows(target: np.ndarray, count: int, mode: str, rng: np.random.Generator) -> np.ndarray:
+    """`count` distinct config rows: uniform, or stratified over the runtime order (one per runtime band),
+    which favours pairs far apart in runtime over near-ties."""
+    c = len(target)
+    if c <= count:
+        return rng.permutation(c)
+    if mode == "uniform":
+        return rng.choice(c, count, replace=False)
+    order = np.argsort(target, kind="stable")
+    edges = np.linspace(0, c, count + 1).astype(np.int64)
+    picks = edges[:-1] + (rng.random(count) * (edges[1:] - edges[:-1])).astype(np.int64)
+    return rng.permutation(order[picks])
+
+
+class TrainSet(Dataset):
+    """Each item is one graph with `configs_per_graph` sampled configs, drawn with the seed the sampler pairs with
+    the graph's index (a fresh sample every epoch). With `row_budget`, a graph of M configurable nodes samples at
+    most row_budget // M configs (two at least): a training step's memory follows M x configs, and a program with
+    thousands of configurable nodes would otherwise take gigabytes."""
+
+    def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str, row_budget: int = 0) -> None:
+        self.graphs, self.count, self.sampling, self.row_budget = graphs, configs_per_graph, sampling, row_budget
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def configs_for(self, graph: Graph) -> int:
+        """How many configs a step samples from `graph`."""
+        nodes = len(graph.config_node)
+        if not (self.row_budget and nodes):
+            return self.count
+        return min(self.count, max(self.row_budget // nodes, 2))
+
+    def __getitem__(self, key: tuple[int, tuple[int, ...]]) -> tuple[Graph, Item]:
+        index, draw = key
+        graph = self.graphs.load(index)
+        rng = np.random.default_rng(draw)
+        return graph, Item(index, sample_rows(np.asarray(graph.target), self.configs_for(graph), self.sampling, rng))
+
+
+class ShardSampler(DistributedSampler):
+    """This process's share of a dataset. Training: an order fixed by (seed, epoch), padded so that every rank
+    takes the same number of steps, each index paired with its own draw seed (seed, epoch, index), so that a
+    resumed or sharded run draws what an uninterrupted one would. Evaluation: every item exactly once over the
+    ranks, in order, no padding."""
+
+    def __init__(self, dataset: Dataset, train: bool, seed: int = 0, rank: int = 0, world: int = 1) -> None:
+        super().__init__(dataset, num_replicas=world, rank=rank, shuffle=train, seed=seed)
+        self.train = train
+
+    def __iter__(self):
+        if not self.train:
+            return iter(self._evaluation_share())
+        return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
+
+    def __len__(self) -> int:
+        return self.num_samples if self.train else len(self._evaluation_share())
+
+    def _evaluation_share(self) -> range:
+        return range(self.rank, len(self.dataset), self.num_replicas)
+
+
+class ChunkSet(Dataset):
+    """Every config of every graph, in chunks of at most `chunk`; with `repeats` > 1 each graph is covered
+    that many times, each time under another seeded random permutation of chunk membership."""
+
+    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0) -> None:
+        self.graphs = graphs
+        self.items: list[Item] = []
+        for index in range(len(graphs)):
+            c = graphs.num_configs(index)
+            for repeat in range(repeats):
+                order = np.arange(c) if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(c)
+                self.items += [Item(index, order[s:s + chunk]) for s in range(0, c, chunk)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[Graph, Item]:
+        item = self.items[index]
+        return self.graphs.load(item.graph_id), item
 '''
 
 # ---------------------------------------- solution.data.tasks
@@ -4112,9 +4165,8 @@ SOURCES['solution.tools.failures'] = '''\
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-
-from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from .. import errors
 from ..data.reader import DataError
@@ -4134,12 +4186,19 @@ def guarded(command: Callable[[], int]) -> int:
         return errors.fail("interrupted; every output is whole or not written", errors.INTERRUPTED)
     except (DataError, SubmissionError, CheckpointError) as error:
         return errors.fail(error, errors.BAD_DATA)
-    except (errors.SettingsError, UnknownClass, MisconfigurationException) as error:
+    except (errors.SettingsError, UnknownClass, *lightning_usage_errors()) as error:
         return errors.fail(error, errors.USAGE)
     except errors.WriteError as error:
         return errors.fail(error, errors.WRITE_FAILED)
     except OSError as error:  # a named input that is missing or unreadable; the package's writes raise WriteError
         return errors.fail(error, errors.WRITE_FAILED if error.errno in errors.DISK_ERRNOS else errors.USAGE)
+
+
+def lightning_usage_errors() -> tuple[type[Exception], ...]:
+    """Lightning's settings error (MisconfigurationException), where Lightning is loaded: a command that never
+    imports it cannot raise it, and need not pay for the import."""
+    exceptions = sys.modules.get("lightning.fabric.utilities.exceptions")
+    return (exceptions.MisconfigurationException,) if exceptions is not None else ()
 '''
 
 # ---------------------------------------- solution.tools.kernel
@@ -4256,7 +4315,8 @@ from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import AtomicCheckpointIO
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
-from ..training.module import RankingModule, build_module, load_weights
+from ..training.inference import load_weights
+from ..training.module import RankingModule, build_module
 from .settings import read_settings, with_checkpoint
 
 SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
@@ -4376,6 +4436,7 @@ def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, pre
     nothing when it does not validate."""
     doing = " and ".join(word for word, wanted in (("validating", validate), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {checkpoint}")
+    pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
     model, datamodule = load(checkpoint, collection, settings, job)
     trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
                          devices=settings["trainer"].get("devices", 1), **QUIET,
@@ -4472,8 +4533,8 @@ from ..submission.files import collection_file_stem
 
 # data settings a command may change for a trained model: where files are, how many at a time, which split
 FREE_DATA = frozenset({
-    "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "eval_chunk",
-    "eval_graphs_per_batch", "predict_split", "predict_repeats", "test_split", "limit_graphs", "skip_bad_files",
+    "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "row_budget",
+    "eval_chunk", "eval_graphs_per_batch", "predict_split", "predict_repeats", "test_split", "limit_graphs", "skip_bad_files",
     "folds", "fold", "fold_variant_parts",
 })
 FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
@@ -4712,32 +4773,28 @@ def saved_settings(saved: Mapping[str, Any]) -> dict[str, dict]:
     return {"model": public(saved["hyper_parameters"]), "data": public(saved.get("datamodule_hyper_parameters", {}))}
 '''
 
-# ---------------------------------------- solution.training.module
-SOURCES['solution.training.module'] = '''\
-"""The LightningModule: a thin training loop around an injected ranker and loss (`model.ranker`, `model.loss`
-in the YAML): standardize features, score configs, train with the loss, score validation by the task's metric."""
+# ---------------------------------------- solution.training.inference
+SOURCES['solution.training.inference'] = '''\
+"""Scoring without a trainer: a checkpoint's ranker with its input standardizers, run over every config of a
+graph in the chunks `solution predict` uses. `solution rank` scores through it without importing Lightning."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.utilities import rank_zero_info
+from torch import nn
 
-from ..data.batch import Batch
+from ..data.batch import Batch, Collate
 from ..data.features import Standardizer
+from ..data.sets import ChunkSet, GraphSet
 from ..data.tasks import TASKS
-from ..metrics import mean_over_graphs
-from ..models import scatter
-from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
-from .checkpoints import CheckpointError, read_checkpoint
+from .checkpoints import CheckpointError
 
 
 class ScoreTable:
@@ -4778,6 +4835,95 @@ class ScoreTable:
                 self.parts.setdefault(graph_id, []).extend(pieces)
 
 
+def standardized_scores(ranker: Ranker, node_scaler: Standardizer, config_scaler: Standardizer | None,
+                        batch: Batch) -> torch.Tensor:
+    """[G, C] the ranker's scores of a batch whose node features (and tile configs) are standardized first."""
+    batch = batch.replace(node_feat=node_scaler(batch.node_feat))
+    if config_scaler is not None:
+        batch = batch.replace(config_feat=config_scaler(batch.config_feat))
+    return ranker(batch).float()  # float32 also under bf16 autocast
+
+
+def load_weights(model: nn.Module, state_dict: Mapping[str, torch.Tensor], source: str | Path) -> None:
+    """A checkpoint's weights into a module built from its settings; weights of another shape are refused."""
+    try:
+        model.load_state_dict(state_dict)
+    except RuntimeError as error:
+        raise CheckpointError(f"{source}: state_dict does not fit the model its hyper_parameters describe "
+                              f"({str(error).splitlines()[0]}); expected a checkpoint written by this version "
+                              "of the package") from error
+
+
+def with_widths(ranker: Mapping, node_feat_dim: int, config_width: int) -> dict:
+    """A ranker's settings (class_path, init_args) with the input widths its data gives."""
+    widths = {"node_feat_dim": node_feat_dim, "config_width": config_width}
+    return {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
+
+
+class Scorer(nn.Module):
+    """The part of a trained RankingModule that scores: its ranker and standardizers, under the same state_dict
+    keys, so that a checkpoint's weights load into it as they are."""
+
+    def __init__(self, ranker: Ranker | Mapping, task: str) -> None:
+        super().__init__()
+        self.ranker = build(ranker)
+        init_args = self.ranker.spec["init_args"]
+        self.node_scaler = Standardizer(init_args["node_feat_dim"])
+        self.config_scaler = Standardizer(init_args["config_width"]) if TASKS[task].standardize_configs else None
+
+    @classmethod
+    def of_checkpoint(cls, saved: Mapping[str, Any], model: Mapping, source: str | Path) -> Scorer:
+        """The scorer of a checkpoint read by `read_checkpoint`, built from `model` settings resolved against it
+        (`with_checkpoint`: its architecture, and speed settings such as inference_rows from the command)."""
+        stored = saved["hyper_parameters"]["ranker"]["init_args"]
+        ranker = with_widths(model["ranker"], stored["node_feat_dim"], stored["config_width"])
+        scorer = cls(ranker, saved["hyper_parameters"]["task"])
+        own = scorer.state_dict().keys()
+        load_weights(scorer, {key: value for key, value in saved["state_dict"].items() if key in own}, source)
+        return scorer.eval()
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        return standardized_scores(self.ranker, self.node_scaler, self.config_scaler, batch)
+
+    @torch.inference_mode()
+    def score(self, graphs: GraphSet, collate: Collate, chunk: int, repeats: int = 1, seed: int = 0) -> ScoreTable:
+        """Every config of every graph, `chunk` configs a batch (covered `repeats` times, each time in another
+        seeded chunking), as `solution predict` scores them."""
+        table = ScoreTable()
+        chunks = ChunkSet(graphs, chunk, repeats, seed)
+        for index in range(len(chunks)):
+            batch = collate([chunks[index]])
+            table.add(batch, self(batch))
+        return table
+'''
+
+# ---------------------------------------- solution.training.module
+SOURCES['solution.training.module'] = '''\
+"""The LightningModule: a thin training loop around an injected ranker and loss (`model.ranker`, `model.loss`
+in the YAML): standardize features, score configs, train with the loss, score validation by the task's metric."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+
+from ..data.batch import Batch
+from ..data.tasks import TASKS
+from ..metrics import mean_over_graphs
+from ..models import scatter
+from ..models.losses import RankingLoss
+from ..models.rankers import Ranker
+from ..models.spec import build
+from .checkpoints import read_checkpoint
+from .inference import ScoreTable, Scorer, standardized_scores, with_widths
+
+
 class RankingModule(pl.LightningModule):
     """Ranks the configs of a graph with `ranker` (lower score = faster), trained with `loss`; the task (from
     the data module) names the metric and whether config features are standardized."""
@@ -4794,12 +4940,11 @@ class RankingModule(pl.LightningModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["ranker", "loss"])
-        self.ranker, self.loss_fn = build(ranker), build(loss)  # a checkpoint's hparams hold their specs
-        self.hparams.update(ranker=self.ranker.spec, loss=self.loss_fn.spec)
+        scorer = Scorer(ranker, task)  # its parts, under the same keys: a checkpoint also loads into a Scorer
+        self.ranker, self.node_scaler, self.config_scaler = scorer.ranker, scorer.node_scaler, scorer.config_scaler
+        self.loss_fn = build(loss)
+        self.hparams.update(ranker=self.ranker.spec, loss=self.loss_fn.spec)  # a checkpoint's hparams hold specs
         self.task = TASKS[task]
-        init_args = self.ranker.spec["init_args"]
-        self.node_scaler = Standardizer(init_args["node_feat_dim"])
-        self.config_scaler = Standardizer(init_args["config_width"]) if self.task.standardize_configs else None
         self.register_buffer("scalers_fitted", torch.tensor(False))
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
@@ -4829,10 +4974,7 @@ class RankingModule(pl.LightningModule):
         return super().load_from_checkpoint(checkpoint_path, *args, **{**kwargs, "weights_only": True})
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        batch = batch.replace(node_feat=self.node_scaler(batch.node_feat))
-        if self.config_scaler is not None:
-            batch = batch.replace(config_feat=self.config_scaler(batch.config_feat))
-        return self.ranker(batch).float()  # [G, C]; float32 also under bf16 autocast
+        return standardized_scores(self.ranker, self.node_scaler, self.config_scaler, batch)  # [G, C]
 
     def on_train_epoch_start(self) -> None:
         self.ranker.begin_epoch(self.current_epoch, self.trainer.max_epochs)
@@ -4902,21 +5044,9 @@ class RankingModule(pl.LightningModule):
 def build_module(model: Mapping, datamodule) -> RankingModule:
     """The module of `model` settings (ranker and loss as class_path/init_args), its task and input widths from
     the data module."""
-    ranker = model["ranker"]
-    widths = {"node_feat_dim": datamodule.node_feat_dim, "config_width": datamodule.config_width}
-    ranker = {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
+    ranker = with_widths(model["ranker"], datamodule.node_feat_dim, datamodule.config_width)
     rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
     return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
-
-
-def load_weights(model: RankingModule, state_dict: Mapping[str, torch.Tensor], source: str | Path) -> None:
-    """A checkpoint's weights into a module built from its settings; weights of another shape are refused."""
-    try:
-        model.load_state_dict(state_dict)
-    except RuntimeError as error:
-        raise CheckpointError(f"{source}: state_dict does not fit the model its hyper_parameters describe "
-                              f"({str(error).splitlines()[0]}); expected a checkpoint written by this version "
-                              "of the package") from error
 '''
 
 

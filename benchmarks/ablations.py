@@ -42,7 +42,7 @@ from solution.data.synth import generate
 from solution.data.tasks import task_of
 from solution.submission.files import collection_file_stem, read_answers, score
 from solution.tools import compare, pipeline
-from solution.tools.cli import lightning_main
+from solution.tools.lightning_cli import lightning_main
 from solution.tools.tracking import SUMMARY, code_version, run_folder
 from solution.tools.settings import read_settings
 
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=2, help="epochs between validations (the checkpoints to select)")
     parser.add_argument("--jobs", type=int, default=1, help="fits at a time, the cores shared among them")
     parser.add_argument("--runs", default="runs/ablations", help="W&B logs, run folders and results/")
-    parser.add_argument("--out", help="the report, its chart beside it (default docs/ablations.md)")
+    parser.add_argument("--out", help="the report, its chart beside it (default benchmarks/results/ablations.md)")
     parser.add_argument("--report_only", action="store_true", help="write the report from the recorded fits only")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "benchmarks/ablations.py", *given])
     how = f"report written with `--report_only` from the fits recorded in {runs / 'results'}" if args.report_only \
         else f"{minutes:.0f} min of fitting on this machine; fits already recorded for the same code are reused"
-    out = Path(args.out or "docs/ablations.md")
+    out = Path(args.out or "benchmarks/results/ablations.md")
     lines = [f"# Ablations on {args.size} synthetic data, {args.settings} settings", "",
              f"Command: `{command}` ({how}). {args.max_epochs} epochs, validated every {args.every}; seeds "
              f"{args.seeds}. Each fit's checkpoint with the best validation score is scored on the test split "

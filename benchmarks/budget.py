@@ -2,7 +2,7 @@
 training, for two source trees side by side (before / after a change), on realistic synthetic layout data.
 
     git worktree add /tmp/before <commit>                         # the version to compare against
-    python benchmarks/budget.py --before /tmp/before               # docs/budget.md and docs/budget.svg
+    python benchmarks/budget.py --before /tmp/before               # benchmarks/results/budget.md and budget.svg
     python benchmarks/budget.py --smoke                            # seconds: checks that the script runs
 
 Each collection's fits of the two trees run at the same time, one torch thread each (OMP_NUM_THREADS=1), so that
@@ -104,14 +104,14 @@ def fit_code(collection: str, root: Path, folder: Path, minutes: list[float], ex
             "--trainer.limit_val_batches", "0", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder),
             "--trainer.callbacks+=budget.Marks", "--trainer.callbacks.folder", str(folder),
             "--trainer.callbacks.minutes", json.dumps(minutes), *extra]
-    return f"from solution.tools.cli import lightning_main; lightning_main({args!r})"
+    return f"from solution.tools.lightning_cli import lightning_main; lightning_main({args!r})"
 
 
 def validate_code(collection: str, root: Path, checkpoint: Path, extra: list[str]) -> str:
     args = ["validate", "--config", f"configs/{collection_file_stem(collection)}.yaml", "--data.root", str(root),
             "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--ckpt_path", str(checkpoint),
             *extra]
-    return (f"import json; from solution.tools.cli import lightning_main; cli = lightning_main({args!r}); "
+    return (f"import json; from solution.tools.lightning_cli import lightning_main; cli = lightning_main({args!r}); "
             "print('SCORE', json.dumps(float(cli.trainer.callback_metrics['val/score'])))")
 
 
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collections", nargs="+", default=["layout:xla:random", "layout:nlp:random"])
     parser.add_argument("--minutes", type=float, nargs="+", default=[2, 4, 8])
     parser.add_argument("--eval_configs", type=int, default=1000)
-    parser.add_argument("--out", type=Path, default=Path("docs/budget.md"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/budget.md"))
     parser.add_argument("--smoke", action="store_true", help="tiny data, one collection, seconds, this tree twice")
     args = parser.parse_args(argv)
     command = " ".join(["python benchmarks/budget.py", *(argv if argv is not None else sys.argv[1:])])

@@ -1,6 +1,6 @@
 """Data-layer benchmark: pruning retention, packed config size, cold vs cached reads, memory over an epoch.
 
-    python benchmarks/data_bench.py --size realistic --out docs/data_benchmark.md
+    python benchmarks/data_bench.py --size realistic --out benchmarks/results/data_benchmark.md
     python benchmarks/data_bench.py --size tiny --smoke          # seconds, checks that the script still runs
 
 Prints every figure and writes them as markdown to --out.
@@ -22,7 +22,7 @@ import numpy as np
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.batch import Collate
-from solution.data.datamodule import GraphSet, TrainSet
+from solution.data.sets import GraphSet, TrainSet
 from solution.data.packing import pack
 from solution.data.preprocess import Preprocessing, load_graph, record_cache
 from solution.data.pruning import STRATEGIES, keep_nodes, output_node
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=None, help="dataset root (generated when missing)")
     parser.add_argument("--size", default="realistic", choices=("tiny", "small", "realistic"))
-    parser.add_argument("--out", default="docs/data_benchmark.md")
+    parser.add_argument("--out", default="benchmarks/results/data_benchmark.md")
     parser.add_argument("--smoke", action="store_true", help="tiny data, temporary folders")
     parser.add_argument("--epoch-child", nargs=3, metavar=("ROOT", "COLLECTION", "CACHE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

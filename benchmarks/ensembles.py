@@ -1,7 +1,7 @@
 """Ensembles: one model vs a 5-seed ensemble vs a 5-fold ensemble, and test-time permutation averaging, scored
 on the synthetic test answers.
 
-    python benchmarks/ensembles.py --data data/synthetic-small --size small --out docs/ensembles.md
+    python benchmarks/ensembles.py --data data/synthetic-small --size small --out benchmarks/results/ensembles.md
     python benchmarks/ensembles.py --smoke      # tiny data, two seeds, two folds, one epoch: checks that it runs
 
 Per collection: `--seeds` fits on train (`solution fit`: configs/base.yaml, configs/<collection>.yaml, then
@@ -28,7 +28,7 @@ from solution.constants import COLLECTIONS
 from solution.data.synth import generate
 from solution.submission.ensemble import SUFFIX, ensemble
 from solution.submission.files import collection_file_stem, read_answers, score
-from solution.tools.cli import lightning_main
+from solution.tools.lightning_cli import lightning_main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=list(COLLECTIONS))
     parser.add_argument("--max_epochs", type=int, default=None, help="override configs/demo.yaml")
     parser.add_argument("--runs", default="runs/ensembles", help="logs, checkpoints and predictions")
-    parser.add_argument("--out", help="the report (default docs/ensembles.md)")
+    parser.add_argument("--out", help="the report (default benchmarks/results/ensembles.md)")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         args.data, args.size, args.seeds, args.folds, args.repeats = str(work / "data"), "tiny", [0, 1], 2, 2
         args.collections, args.max_epochs, args.runs = ["tile:xla", "layout:xla:random"], 1, str(work / "runs")
         args.out = args.out or str(work / "ensembles.md")
-    args.out = args.out or "docs/ensembles.md"
+    args.out = args.out or "benchmarks/results/ensembles.md"
     for name in ("lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("WANDB_SILENT", "true")

@@ -46,7 +46,7 @@ from solution.data.synth import generate
 from solution.data.tasks import LAYOUT
 from solution.models.rankers import LayoutRanker
 from solution.submission.files import collection_file_stem
-from solution.tools.cli import lightning_main
+from solution.tools.lightning_cli import lightning_main
 
 FEATURES = NODE_FEAT_DIM
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -157,9 +157,9 @@ def machine() -> tuple[str, int, str]:
 
 
 def write_report(lines: list[str], out: str | None, name: str, device: str) -> None:
-    """The report's lines to `out` (default docs/<name>-<cpu|gpu>.md), atomically, and to the terminal."""
+    """The report's lines to `out` (default benchmarks/results/<name>-<cpu|gpu>.md), atomically, and to the terminal."""
     text = "\n".join(lines) + "\n"
-    path = Path(out or f"docs/{name}-{'gpu' if device == 'cuda' else 'cpu'}.md")
+    path = Path(out or f"benchmarks/results/{name}-{'gpu' if device == 'cuda' else 'cpu'}.md")
     with atomic_write(path) as handle:
         handle.write(text)
     print(f"\n{text}\nwrote {path}")
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collections", nargs="+", default=["layout:nlp:random", "layout:xla:random"])
     parser.add_argument("--epoch_budget", type=int, default=2048, help="segment budget of the epoch-time runs")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--out", default=None, help="default docs/segments-<cpu|gpu>.md")
+    parser.add_argument("--out", default=None, help="default benchmarks/results/segments-<cpu|gpu>.md")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

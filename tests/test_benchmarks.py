@@ -23,7 +23,7 @@ def load(name: str):
 
 
 @pytest.mark.parametrize("name", ["data_bench", "ablations", "speed", "segments", "ensembles", "budget", "scatter",
-                                  "predict_scale"])
+                                  "predict_scale", "own_programs"])
 def test_benchmark_smoke(name, capsys, tmp_path):
     out_file = ["--out", str(tmp_path / f"{name}.md")] if name != "data_bench" else []
     assert load(name).main(["--smoke", *out_file]) == 0
@@ -35,6 +35,8 @@ def test_benchmark_smoke(name, capsys, tmp_path):
                           "torch_scatter", "GFLOP/s"],
                 "scatter": ["| pool of the configurable nodes [M=", "max, forward + backward", "LayoutRanker, ranking pass",
                             "torch_scatter / torch"] if importlib.util.find_spec("torch_scatter") else ["nothing to compare"],
+                "own_programs": ["| resnet |", "| transformer |", "`solution predict` of both files",
+                                 "`solution fit` (shipped layout_xla_random.yaml", "importing the Lightning CLI"],
                 "predict_scale": ["| 0 (0 started) | cold |", "| 0 (0 started) | warm |", "configs/s", "bert_like"],
                 "budget": ["| layout:xla:random | 0.05 |", "after − before", "budget.svg"],
                 "segments": ["| 800 | 4 |", "every segment (default): peak memory of the largest graph / the smallest",
@@ -49,7 +51,7 @@ def test_ablation_variants_parse_and_layout_only_ones_never_reach_tile():
     """Every variant's flags are accepted by the CLI for layout (base, collection and demo configs, as a fit layers
     them); on tile the shared ones are (in TileRanker's terms where they differ), and a layout-only one is refused
     by `fit` before any parsing."""
-    from solution.tools.cli import lightning_main
+    from solution.tools.lightning_cli import lightning_main
 
     ablations = load("ablations")
     for collection, stem in (("layout:xla:default", "layout_xla_default"), ("tile:xla", "tile_xla")):

@@ -15,7 +15,8 @@ from solution.data.datamodule import TpuGraphsDataModule
 from solution.submission import files
 from solution.submission.files import check, collection_file_stem, read_answers, score
 from solution import errors
-from solution.tools.cli import lightning_main, main
+from solution.tools.cli import main
+from solution.tools.lightning_cli import lightning_main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 QUICK = ["--trainer.max_epochs", "2", "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar",

@@ -15,7 +15,8 @@ from test_kernel import run_kernel
 from solution.constants import COLLECTIONS
 from solution.data.reader import DataError, list_files, read_graph
 from solution.submission.files import check
-from solution.tools.cli import lightning_main, main
+from solution.tools.cli import main
+from solution.tools.lightning_cli import lightning_main
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO.parent / "shared" / "fixtures" / "npz"

@@ -8,10 +8,11 @@ import torch
 
 from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
 from solution.data.batch import Batch, Collate
-from solution.data.datamodule import (ChunkSet, TpuGraphsDataModule, assign_folds, model_group, sample_rows,
-                                      usable_workers)
+from solution.data.datamodule import TpuGraphsDataModule, assign_folds, model_group, usable_workers
 from solution.data.packing import unpack
-from solution.data.reader import read_graph
+from solution.data.preprocess import Preprocessing
+from solution.data.reader import list_files, read_graph
+from solution.data.sets import ChunkSet, GraphSet, TrainSet, sample_rows
 from solution.data.tasks import LAYOUT, TILE, task_of
 
 
@@ -122,6 +123,18 @@ def test_stratified_sampling_spreads_over_runtime_order():
     target = np.arange(1000, dtype=float)
     ranks = np.sort(sample_rows(target, 10, "stratified", rng))
     assert all(100 * i <= r < 100 * (i + 1) for i, r in enumerate(ranks))
+
+
+def test_row_budget_caps_the_configs_of_graphs_with_many_configurable_nodes(tiny_root, tmp_path):
+    graphs = GraphSet(list_files(tiny_root, "layout:xla:random", "train"), "train", Preprocessing(), None)
+    nodes = [len(graphs.load(i).config_node) for i in range(len(graphs))]
+    budget = 3 * min(nodes)  # the smallest graph samples 3 configs, larger ones fewer, never under 2
+    capped, free = TrainSet(graphs, 16, "uniform", budget), TrainSet(graphs, 16, "uniform", 0)
+    for index, m in enumerate(nodes):
+        rows = capped[(index, (0, 0, index))][1].rows
+        assert len(rows) == min(16, max(budget // m, 2), graphs.num_configs(index))
+        assert len(rows) * m <= max(budget, 2 * m)
+        assert len(free[(index, (0, 0, index))][1].rows) == min(16, graphs.num_configs(index))
 
 
 def test_predict_repeats_cover_each_graph_repeat_times(datamodule):

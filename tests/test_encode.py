@@ -127,6 +127,17 @@ def test_dump_syntax_encodes_like_jax_text(tmp_path):
     assert {(8, 4), (10, 2)} <= edges and plain["node_splits"].tolist() == [[0, 13]]
 
 
+def test_stack_frame_tables_before_the_computations_are_skipped(tmp_path):
+    """jax's compiled text (`.compile().as_text()`) prints the metadata tables between the module line and the
+    first computation; XLA's dumps print them after the last."""
+    lines = DUMP.splitlines()
+    tables = lines[lines.index("FileNames"):]
+    first = next(i for i, line in enumerate(lines) if line.endswith("{") and i > 0)
+    moved = [lines[0], *tables, *lines[1:first], *lines[first:lines.index("FileNames")]]
+    assert_same(encode_file(write(tmp_path / "tables_first.txt", moved)),
+                encode_file(write(tmp_path / "dump.txt", lines)))
+
+
 def test_other_syntax_nested_tuples_default_layouts_literals_and_attribute_forms():
     from solution.programs.encode import encode_module
 
@@ -297,6 +308,34 @@ def test_command_writes_one_file_and_refuses_bad_paths(tmp_path, capsys):
     assert main([str(tmp_path / "nope.hlo"), "--out", str(out)]) == errors.USAGE
     assert main([str(HLO), "--out", str(tmp_path / "all.npz")]) == errors.USAGE
     assert "no such file" in capsys.readouterr().err
+
+
+def test_tile_kernels_of_an_optimised_module_read_as_tile_test_files(tmp_path, capsys):
+    dump = write(tmp_path / "small.after_optimizations.txt", DUMP.splitlines())
+    assert main([str(dump), "--collection", "tile", "--configs", "6", "--out", str(tmp_path / "tiles")]) == errors.OK
+    files = sorted((tmp_path / "tiles").iterdir())
+    assert [f.name for f in files] == ["small.after_optimizations_fused.1.npz"]  # the one fused computation
+    graph = read_graph(files[0], "test")
+    assert graph.task.name == "tile" and graph.node_opcode.tolist() == [OPCODE_IDS["parameter"], OPCODE_IDS["negate"]]
+    assert graph.edge_index.tolist() == [[1, 0]] and graph.node_feat[:, 0].tolist() == [0.0, 1.0]  # negate is root
+    tiles = graph.config_feat  # [C, 24]: kernel bounds, sum, product; output bounds, sum, product; input bounds 0
+    assert 1 < len(tiles) <= 6 and len({row.tobytes() for row in tiles}) == len(tiles)
+    np.testing.assert_array_equal(tiles[0, :2], [8, 4])  # the default first: the whole [8, 4] output in one tile
+    bounds = tiles[:, :2]
+    assert ((bounds >= 1) & (bounds <= [8, 4])).all()
+    np.testing.assert_array_equal(tiles[:, 6], bounds.sum(1))
+    np.testing.assert_array_equal(tiles[:, 7], bounds.prod(1))
+    assert (tiles[:, 16:] == 0).all() and graph.is_test
+
+
+def test_tile_encoding_refuses_unknown_fusions_and_unfused_modules(tmp_path, capsys):
+    dump = write(tmp_path / "dump.txt", DUMP.splitlines())
+    assert main([str(dump), "--collection", "tile", "--fusion", "fused.9", "--out", str(tmp_path / "t")]) == errors.USAGE
+    assert "--fusion fused.9: not a fused computation" in capsys.readouterr().err
+    plain = HLO / "fixture_conv_reshape_dot.hlo"
+    assert main([str(plain), "--collection", "tile", "--out", str(tmp_path / "t")]) == errors.USAGE
+    assert "no fused computation in this module" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
 
 
 def test_benchmark_script_runs(tmp_path, capsys):

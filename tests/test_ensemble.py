@@ -14,7 +14,7 @@ from solution.constants import COLLECTIONS
 from solution.data.reader import list_files
 from solution.submission.ensemble import EnsembleError, ensemble, file_record, main, read_run, write_run
 from solution.submission.files import check, collection_file_stem, expected_test_files
-from solution.tools.cli import lightning_main
+from solution.tools.lightning_cli import lightning_main
 from solution.tools.cli import main as solution
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

@@ -18,7 +18,8 @@ import torch
 from solution.constants import COLLECTIONS
 from solution.submission.files import check, collection_file_stem, read_answers, score
 from solution.tools import bundle, kernel, pipeline
-from solution.tools.cli import lightning_main, main
+from solution.tools.cli import main
+from solution.tools.lightning_cli import lightning_main
 from solution.tools.settings import layered, read_settings
 from solution.training.checkpoints import CheckpointError
 

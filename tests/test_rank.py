@@ -4,7 +4,10 @@ scores `solution run` gives the same file, its tables and files, and its refusal
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +86,15 @@ def test_rank_refuses_a_tile_checkpoint_and_a_missing_program(layout_checkpoint,
     assert "expected a layout collection" in capsys.readouterr().err
     assert main(["rank", str(tmp_path / "nope.hlo"), "--ckpt", str(layout_checkpoint)]) == errors.USAGE
     assert "no such program file" in capsys.readouterr().err
+
+
+def test_rank_never_imports_lightning(layout_checkpoint, tmp_path):
+    """The whole command (encode, search, score, write) runs without Lightning: its import alone takes seconds."""
+    code = ("import sys; from solution.tools.cli import main; "
+            f"code = main(['rank', {str(PROGRAM)!r}, '--ckpt', {str(layout_checkpoint)!r}, '--top', '2']); "
+            "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'lightning'); "
+            "print('LOADED', loaded); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "WANDB_MODE": "disabled"})
+    assert done.returncode == errors.OK, done.stderr
+    assert "LOADED []" in done.stdout and "| 1 |" in done.stdout

@@ -19,9 +19,9 @@ import pytest
 
 from solution.atomic import atomic_write
 from solution.data.cache import ArrayCache
-from solution.data.datamodule import ShardSampler
+from solution.data.sets import ShardSampler
 from solution.data.reader import DataError
-from solution.tools.cli import lightning_main
+from solution.tools.lightning_cli import lightning_main
 from solution.tools.tracking import SUMMARY
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -168,7 +168,7 @@ def test_evaluation_shards_hold_every_item_exactly_once():
 
 DRIVER = """
 import json, sys
-from solution.tools.cli import lightning_main
+from solution.tools.lightning_cli import lightning_main
 cli = lightning_main(sys.argv[2:])
 if cli.trainer.is_global_zero:
     json.dump({k: float(v) for k, v in cli.trainer.callback_metrics.items()}, open(sys.argv[1], "w"))

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from solution.tools import compare, sweep, tracking
-from solution.tools.cli import lightning_main, main
+from solution.tools.cli import main
+from solution.tools.lightning_cli import lightning_main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 PNG = b"\x89PNG"

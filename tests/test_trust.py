@@ -21,7 +21,8 @@ from solution.data.datamodule import TpuGraphsDataModule
 from solution.models import losses, rankers
 from solution.submission.ensemble import write_run
 from solution.tools import pipeline
-from solution.tools.cli import lightning_main, main
+from solution.tools.cli import main
+from solution.tools.lightning_cli import lightning_main
 from solution.tools.settings import configs_folder, layered, read_settings, read_yaml
 from solution.training.checkpoints import CheckpointError
 from solution.training.module import RankingModule

@@ -1,4 +1,5 @@
-"""Datasets, config sampling, -1-padded batching and the LightningDataModule of one collection."""
+"""The LightningDataModule of one collection: its files and folds, preprocessed once, served as sampled training
+items and evaluation chunks (solution/data/sets.py) in -1-padded batches."""
 
 from __future__ import annotations
 
@@ -10,132 +11,18 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset
 
-from ..errors import SettingsError
-from .batch import Collate, Item
-from .cache import ArrayCache
-from .features import node_feature_width
-from .preprocess import Graph, Preprocessing, load_graph, record_cache
 from ..constants import SPLITS
-from .reader import DataError, list_files
+from ..errors import SettingsError
+from .batch import Collate
+from .features import node_feature_width
+from .preprocess import Preprocessing, record_cache
+from .reader import list_files
+from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
 from .tasks import task_of
 
 log = logging.getLogger(__name__)
-
-SAMPLING = ("uniform", "stratified")
-
-
-class GraphSet:
-    """The files of one collection split, preprocessed once through the cache and loaded on demand. With
-    `skip_bad`, a file that fails its checks is left out (and listed in `skipped`) instead of stopping the run."""
-
-    def __init__(self, paths: list[Path], split: str, settings: Preprocessing, cache: ArrayCache | None,
-                 skip_bad: bool = False) -> None:
-        self.split, self.settings, self.cache = split, settings, cache
-        self.paths: list[Path] = []
-        self.meta: list[dict] = []
-        self.skipped: list[DataError] = []
-        for path in paths:  # builds missing cache entries
-            try:
-                self.meta.append(load_graph(path, split, settings, cache).meta)
-            except DataError as err:
-                if not skip_bad:
-                    raise
-                log.warning("skipped a %s file that fails its checks: %s", split, err)
-                self.skipped.append(err)
-                continue
-            self.paths.append(path)
-        if paths and not self.paths:
-            raise DataError(paths[0].parent, split, f"every one of its {len(paths)} files fails its checks "
-                            f"(first: {self.skipped[0]})", "at least one readable file")
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def load(self, index: int) -> Graph:
-        return load_graph(self.paths[index], self.split, self.settings, self.cache)
-
-    def num_configs(self, index: int) -> int:
-        return self.meta[index]["configs"]
-
-    @property
-    def stems(self) -> list[str]:
-        return [p.stem for p in self.paths]
-
-
-def sample_rows(target: np.ndarray, count: int, mode: str, rng: np.random.Generator) -> np.ndarray:
-    """`count` distinct config rows: uniform, or stratified over the runtime order (one per runtime band),
-    which favours pairs far apart in runtime over near-ties."""
-    c = len(target)
-    if c <= count:
-        return rng.permutation(c)
-    if mode == "uniform":
-        return rng.choice(c, count, replace=False)
-    order = np.argsort(target, kind="stable")
-    edges = np.linspace(0, c, count + 1).astype(np.int64)
-    picks = edges[:-1] + (rng.random(count) * (edges[1:] - edges[:-1])).astype(np.int64)
-    return rng.permutation(order[picks])
-
-
-class TrainSet(Dataset):
-    """Each item is one graph with `configs_per_graph` sampled configs, drawn with the seed the sampler pairs with
-    the graph's index (a fresh sample every epoch)."""
-
-    def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str) -> None:
-        self.graphs, self.count, self.sampling = graphs, configs_per_graph, sampling
-
-    def __len__(self) -> int:
-        return len(self.graphs)
-
-    def __getitem__(self, key: tuple[int, tuple[int, ...]]) -> tuple[Graph, Item]:
-        index, draw = key
-        graph = self.graphs.load(index)
-        rng = np.random.default_rng(draw)
-        return graph, Item(index, sample_rows(np.asarray(graph.target), self.count, self.sampling, rng))
-
-
-class ShardSampler(DistributedSampler):
-    """This process's share of a dataset. Training: an order fixed by (seed, epoch), padded so that every rank
-    takes the same number of steps, each index paired with its own draw seed (seed, epoch, index), so that a
-    resumed or sharded run draws what an uninterrupted one would. Evaluation: every item exactly once over the
-    ranks, in order, no padding."""
-
-    def __init__(self, dataset: Dataset, train: bool, seed: int = 0, rank: int = 0, world: int = 1) -> None:
-        super().__init__(dataset, num_replicas=world, rank=rank, shuffle=train, seed=seed)
-        self.train = train
-
-    def __iter__(self):
-        if not self.train:
-            return iter(self._evaluation_share())
-        return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
-
-    def __len__(self) -> int:
-        return self.num_samples if self.train else len(self._evaluation_share())
-
-    def _evaluation_share(self) -> range:
-        return range(self.rank, len(self.dataset), self.num_replicas)
-
-
-class ChunkSet(Dataset):
-    """Every config of every graph, in chunks of at most `chunk`; with `repeats` > 1 each graph is covered
-    that many times, each time under another seeded random permutation of chunk membership."""
-
-    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0) -> None:
-        self.graphs = graphs
-        self.items: list[Item] = []
-        for index in range(len(graphs)):
-            c = graphs.num_configs(index)
-            for repeat in range(repeats):
-                order = np.arange(c) if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(c)
-                self.items += [Item(index, order[s:s + chunk]) for s in range(0, c, chunk)]
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> tuple[Graph, Item]:
-        item = self.items[index]
-        return self.graphs.load(item.graph_id), item
 
 
 FOLD_GROUP = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
@@ -185,6 +72,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         graphs_per_batch: int = 1,
         configs_per_graph: int = 128,
         sampling: str = "uniform",
+        row_budget: int = 32768,
         eval_chunk: int = 256,
         eval_graphs_per_batch: int = 1,
         predict_repeats: int = 1,
@@ -204,9 +92,12 @@ class TpuGraphsDataModule(pl.LightningDataModule):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
                              f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
                              "segment or fill; expected none, 0 and false")
-        self.settings = Preprocessing(prune, hops, dedup, sentinel, extra_features)
+        self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
+        if row_budget < 0:
+            raise SettingsError(f"data.row_budget={row_budget}; expected (configurable node, config) rows per "
+                                "training graph, or 0 for no limit")
         if segment_nodes < 0:
             raise SettingsError(f"data.segment_nodes={segment_nodes}; expected a node budget per segment, "
                              "or 0 for whole graphs")
@@ -296,7 +187,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        train = TrainSet(self.graphs("train"), self.hparams.configs_per_graph, self.hparams.sampling)
+        hp = self.hparams
+        train = TrainSet(self.graphs("train"), hp.configs_per_graph, hp.sampling, hp.row_budget)
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
     def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:

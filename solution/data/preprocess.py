@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,11 @@ class Preprocessing:
             raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
         if self.hops < 0:
             raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
+
+    @classmethod
+    def of(cls, data: Mapping) -> Preprocessing:
+        """The preprocessing named by a data module's settings (`data:` of a config or a checkpoint)."""
+        return cls(**{field.name: data[field.name] for field in fields(cls) if field.name in data})
 
 
 @dataclass

@@ -69,7 +69,7 @@ from ..constants import (
     SPLITS,
     TILE_CONFIG_DIM,
 )
-from ..errors import OK
+from ..errors import OK, USAGE, fail
 
 SIZES = ("tiny", "small", "realistic")
 
@@ -1474,10 +1474,22 @@ def main(argv: list[str] | None = None) -> int:
     """`solution synth`: write a synthetic dataset and say what was written."""
     parser = argparse.ArgumentParser(prog="solution synth", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="data/synthetic", help="dataset folder (the Kaggle root)")
-    parser.add_argument("--size", default="tiny", choices=SIZES)
+    parser.add_argument("--size", default="tiny", choices=(*SIZES, "full"),
+                        help="tiny | small | realistic; with --programs: tiny | small | full")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=COLLECTIONS)
+    parser.add_argument("--programs", action="store_true",
+                        help="real JAX programs of the package's zoo, timed by its runtime law (docs/corpus.md); "
+                             "needs jax: pip install '.[programs]'")
     args = parser.parse_args(argv)
+    if args.programs:
+        try:
+            from ..programs import corpus  # jax is imported here only
+        except ImportError as error:
+            return fail(error, USAGE)
+        return corpus.main(args.out, args.size, args.seed, args.collections)
+    if args.size == "full":
+        parser.error("--size full needs --programs; expected tiny, small or realistic")
     start = time.perf_counter()
     root = generate(args.out, args.size, args.seed, args.collections)
     files = sum(1 for _ in (root / "npz_all").rglob("*.npz"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,33 +30,49 @@ def permutation_block(order: Sequence[int]) -> np.ndarray:
     return block
 
 
+def random_orders(ranks: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """[count, *ranks.shape, 6] int8: each block a uniformly random minor-to-major order of its tensor's rank, then
+    -1s (all -1 where the tensor is absent, rank 0)."""
+    out = np.full((count, *ranks.shape, BLOCK), -1, dtype=np.int8)
+    for rank in np.unique(ranks[ranks > 0]):
+        orders = np.array(list(itertools.permutations(range(rank))), dtype=np.int8)  # [rank!, rank]
+        where = ranks == rank
+        out[:, where, :rank] = orders[rng.integers(len(orders), size=(count, int(where.sum())))]
+    return out
+
+
 def searched(ranks: np.ndarray, count: int, search: str, rng: np.random.Generator,
              changed: int = 3) -> np.ndarray:
     """[1 + n, NC, 18]: the compiler default, then up to `count` distinct other candidates. `ranks` [NC, 3] is the
     rank of each node's output, input and kernel tensor (0 where the node has none). `random` gives every block a
-    random minor-to-major order; `default` changes the blocks of at most `changed` nodes and leaves the rest
-    to the compiler, as the `default` collections' search does."""
+    random minor-to-major order; `default` changes the blocks of 1 to `changed` nodes and leaves the rest to the
+    compiler, as the `default` collections' search does. Drawn a batch at a time; fewer than `count` when the
+    node's layouts run out."""
     if search not in SEARCHES:
         raise SettingsError(f"--search {search!r}; expected one of {', '.join(SEARCHES)}")
     ranks = np.asarray(ranks, dtype=np.int64)
-    nodes = len(ranks)
-    rows, seen = [default_row(nodes)], {default_row(nodes).tobytes()}
-    tunable = [k for k in range(nodes) if ranks[k].max() > 0]
-    attempts = 0
-    while len(rows) <= count and tunable and attempts < 20 * (count + 1):
-        attempts += 1
-        row = default_row(nodes)
-        few = min(len(tunable), int(rng.integers(1, changed + 1)))
-        picked = tunable if search == "random" else rng.choice(tunable, few, replace=False)
-        for k in picked:
-            for b, rank in enumerate(ranks[k]):
-                if rank > 0:
-                    row[k, b * BLOCK:(b + 1) * BLOCK] = permutation_block(rng.permutation(int(rank)))
-        key = row.tobytes()
-        if key not in seen:
-            seen.add(key)
-            rows.append(row)
-    return np.stack(rows)  # [C, NC, 18]
+    tunable = np.flatnonzero(ranks.max(1, initial=0) > 0)  # [T] nodes with any layout to set
+    default = np.full((len(ranks), LAYOUT_CONFIG_DIM), -1, dtype=np.int8)
+    rows, seen = [default], {default.tobytes()}
+    for _ in range(20):  # batches of draws; duplicates are dropped, so a small space runs out
+        if len(rows) > count or not len(tunable):
+            break
+        draws = random_orders(ranks[tunable], max(count + 1 - len(rows), 16), rng)  # [n, T, 3, 6]
+        if search == "default":  # keep the blocks of 1..changed random nodes of each draw
+            most = min(changed, len(tunable))
+            picked = np.argpartition(rng.random((len(draws), len(tunable))), most - 1, 1)[:, :most]  # [n, most]
+            few = rng.integers(1, most + 1, len(draws))  # [n]
+            kept = np.zeros((len(draws), len(tunable)), dtype=bool)  # [n, T]
+            np.put_along_axis(kept, picked, np.arange(most) < few[:, None], 1)
+            draws[~kept] = -1
+        full = np.repeat(default[None], len(draws), 0)  # [n, NC, 18]
+        full[:, tunable] = draws.reshape(len(draws), len(tunable), LAYOUT_CONFIG_DIM)
+        for row in full:
+            key = row.tobytes()
+            if key not in seen and len(rows) <= count:
+                seen.add(key)
+                rows.append(row)
+    return np.stack(rows).astype(np.float32)  # [C, NC, 18]
 
 
 def parse_order(text: object, rank: int, where: str) -> np.ndarray:

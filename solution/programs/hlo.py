@@ -12,7 +12,7 @@ from typing import NamedTuple
 CALLEE_KEYS = ("to_apply", "body", "condition", "calls", "select", "scatter", "true_computation",
                "false_computation", "branch_computations", "called_computations")
 _CALLEES = frozenset(CALLEE_KEYS)
-# tables that newer XLA prints after the last computation (stack frames of the metadata): not computations
+# tables that newer XLA prints before or after the computations (stack frames of the metadata): skipped
 TRAILERS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 MODULE_SYNTAX = "HLO text as XLA prints it: 'HloModule <name>', then computations '<name> {' ... '}'"
 INSTRUCTION_SYNTAX = "'[ROOT] <name> = <shape> <opcode>(<operands>), <key>=<value>, ...'"
@@ -143,8 +143,8 @@ def parse_module(text: str, path: str | Path = "<text>") -> Module:
                 _add(current, defined, *_instruction(line, number, path), path)
         elif name is None:
             name = _module_name(line, number, path)
-        elif line in TRAILERS:
-            break
+        elif line in TRAILERS or line[0].isdigit():  # the stack-frame tables (before or after computations)
+            continue
         else:
             current, defined = _open(line, number, path, computations), set()
     if name is None:

@@ -1,130 +1,13 @@
-"""The `solution` command: Lightning CLI (fit/validate/test/predict) plus the package's own sub-commands."""
+"""The `solution` command: the Lightning sub-commands (fit/validate/test/predict, solution/tools/lightning_cli.py)
+and the package's own, each imported only when used (a command that needs no trainer never loads Lightning)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
-import warnings
-from pathlib import Path
-
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI
 
 from .. import errors
-from ..allocator import keep_freed_buffers
-from ..constants import COLLECTIONS
-from ..data.datamodule import TpuGraphsDataModule
-from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
-from ..submission.writer import SubmissionWriter
-from ..training.callbacks import LRMonitor
-from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
-from ..training.module import RankingModule
 from .failures import guarded
-from .settings import DERIVED, configs_folder, read_settings, read_yaml, with_checkpoint
-from .tracking import RunRecorder, describe, unfinished_run
-
-SUBCOMMANDS = ("fit", "validate", "test", "predict")
-DEFAULT_RUNS = "runs"
-RUN_LOGGER = "solution.tools.tracking.RunLogger"
-
-
-class CLI(LightningCLI):
-    """Lightning CLI whose model takes its task, and its ranker the input widths, from the data module."""
-
-    def add_arguments_to_parser(self, parser) -> None:
-        parser.link_arguments("data.task", "model.task", compute_fn=lambda task: task.name, apply_on="instantiate")
-        for width in ("node_feat_dim", "config_width"):
-            parser.link_arguments(f"data.{width}", f"model.ranker.init_args.{width}", apply_on="instantiate")
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
-        parser.set_defaults({"checkpoint.monitor": "val/score", "checkpoint.mode": "max",
-                             "checkpoint.save_last": True, "checkpoint.filename": "best"})
-        parser.add_lightning_class_args(SubmissionWriter, "submission")
-        parser.add_lightning_class_args(LRMonitor, "lr_monitor")
-
-    def _parse_ckpt_path(self) -> None:
-        """With `--ckpt_path FILE`, the checkpoint's settings (read as data: `read_checkpoint`) replace the model and
-        the data settings that shape its inputs, as `solution run --checkpoints` does; a value set on the command
-        line or in a --config file that contradicts them is an error that names both."""
-        subcommand = self.config.get("subcommand")
-        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if not ckpt_path or not Path(ckpt_path).is_file():
-            return  # none, or one of Lightning's names ("last", "best"), or a missing file the Trainer reports
-        stored = saved_settings(read_checkpoint(ckpt_path))
-        collection = stored["data"].get("collection")
-        if collection not in COLLECTIONS:
-            raise CheckpointError(f"{ckpt_path}: datamodule_hyper_parameters.collection = {collection!r}; expected "
-                                  f"one of {', '.join(COLLECTIONS)}")
-        config = self.config[subcommand].as_dict()
-        defaults = [self._subcommand_parsers[subcommand].get_defaults().as_dict(), read_settings()[collection]]
-        resolved = with_checkpoint(config, stored, defaults, f"--ckpt_path {ckpt_path}")
-        ranker = resolved["model"]["ranker"]
-        model = {**{k: v for k, v in resolved["model"].items() if k not in DERIVED},
-                 "ranker": {**ranker, "init_args": {k: v for k, v in ranker.get("init_args", {}).items()
-                                                    if k not in DERIVED}}}
-        data = {k: v for k, v in resolved["data"].items() if k in stored["data"]}
-        self.config = self.parser.parse_object({subcommand: {"model": model, "data": data}}, self.config)
-
-    def before_instantiate_classes(self) -> None:
-        """A fit's W&B run is named, grouped and tagged by its settings (where not set); the other sub-commands
-        start no W&B run (they may name another logger class)."""
-        config = self.config[self.subcommand] if self.subcommand else self.config
-        logger = config.trainer.logger
-        if not (hasattr(logger, "class_path") and logger.class_path == RUN_LOGGER):
-            return
-        if self.subcommand not in (None, "fit"):
-            config.trainer.logger = False
-            return
-        for key, value in describe(config.as_dict()).items():
-            if logger.init_args.get(key) is None:
-                logger.init_args[key] = value
-        if config.ckpt_path == "last" and config.checkpoint.dirpath is None:
-            self.resume_unfinished(config, logger.init_args)
-
-    @staticmethod
-    def resume_unfinished(config, logger_args) -> None:
-        """`fit --ckpt_path last` with no checkpoint folder given: carry on the latest killed fit with the same
-        settings and seed, in its run folder and W&B run."""
-        found = unfinished_run(logger_args.get("save_dir") or DEFAULT_RUNS, config.as_dict())
-        if found is None:
-            raise SystemExit(f"--ckpt_path last: no unfinished fit with these settings and seed under "
-                             f"{logger_args.get('save_dir') or DEFAULT_RUNS}; name its folder with "
-                             "--checkpoint.dirpath RUN_FOLDER/checkpoints")
-        folder, run_id = found
-        config.checkpoint.dirpath = str(folder / "checkpoints")
-        logger_args["id"], logger_args["resume"] = run_id, "allow"
-
-
-def config_files(args: list[str]) -> list[str]:
-    """The files named by `--config FILE` / `-c FILE` / `--config=FILE` in a command line."""
-    named = [value for flag, value in zip(args, args[1:]) if flag in ("--config", "-c")]
-    return named + [arg.split("=", 1)[1] for arg in args if arg.startswith("--config=")]
-
-
-def lightning_main(args: list[str], run: bool = True) -> CLI:
-    """Run one Lightning sub-command (`fit`, `validate`, `test`, `predict`) or build it with run=False."""
-    for path in config_files(args):  # a broken file is told by name and line, as `solution run` tells it
-        if Path(path).is_file():
-            read_yaml(path)
-    warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # `main` passes sys.argv on
-    warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
-    warnings.filterwarnings("ignore", message="The dirpath has changed from")  # predict restores a fit's callback
-    keep_freed_buffers()
-    return CLI(
-        RankingModule,
-        TpuGraphsDataModule,
-        args=args,
-        run=run,
-        seed_everything_default=0,
-        parser_kwargs={command: {"default_config_files": [str(configs_folder() / "base.yaml")]}
-                       for command in SUBCOMMANDS},
-        save_config_callback=RunRecorder,
-        save_config_kwargs={"overwrite": True},
-        trainer_defaults={
-            "logger": {"class_path": RUN_LOGGER, "init_args": {"save_dir": DEFAULT_RUNS}},
-            "plugins": [{"class_path": "solution.training.callbacks.AtomicCheckpointIO"}],
-        },
-    )
-
 
 # the package's own sub-commands: module and function, imported only when used
 COMMANDS = {
@@ -156,7 +39,7 @@ def dispatch(argv: list[str]) -> int:
     if argv[0] in COMMANDS:
         module, function = COMMANDS[argv[0]]
         return int(getattr(importlib.import_module(f"solution.{module}"), function)(argv[1:]) or 0)
-    lightning_main(argv)
+    importlib.import_module("solution.tools.lightning_cli").lightning_main(argv)
     return 0
 
 

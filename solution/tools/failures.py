@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-
-from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from .. import errors
 from ..data.reader import DataError
@@ -24,9 +23,16 @@ def guarded(command: Callable[[], int]) -> int:
         return errors.fail("interrupted; every output is whole or not written", errors.INTERRUPTED)
     except (DataError, SubmissionError, CheckpointError) as error:
         return errors.fail(error, errors.BAD_DATA)
-    except (errors.SettingsError, UnknownClass, MisconfigurationException) as error:
+    except (errors.SettingsError, UnknownClass, *lightning_usage_errors()) as error:
         return errors.fail(error, errors.USAGE)
     except errors.WriteError as error:
         return errors.fail(error, errors.WRITE_FAILED)
     except OSError as error:  # a named input that is missing or unreadable; the package's writes raise WriteError
         return errors.fail(error, errors.WRITE_FAILED if error.errno in errors.DISK_ERRNOS else errors.USAGE)
+
+
+def lightning_usage_errors() -> tuple[type[Exception], ...]:
+    """Lightning's settings error (MisconfigurationException), where Lightning is loaded: a command that never
+    imports it cannot raise it, and need not pay for the import."""
+    exceptions = sys.modules.get("lightning.fabric.utilities.exceptions")
+    return (exceptions.MisconfigurationException,) if exceptions is not None else ()

@@ -25,7 +25,8 @@ from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import AtomicCheckpointIO
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
-from ..training.module import RankingModule, build_module, load_weights
+from ..training.inference import load_weights
+from ..training.module import RankingModule, build_module
 from .settings import read_settings, with_checkpoint
 
 SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
@@ -145,6 +146,7 @@ def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, pre
     nothing when it does not validate."""
     doing = " and ".join(word for word, wanted in (("validating", validate), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {checkpoint}")
+    pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
     model, datamodule = load(checkpoint, collection, settings, job)
     trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
                          devices=settings["trainer"].get("devices", 1), **QUIET,

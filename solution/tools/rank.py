@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +14,15 @@ import numpy as np
 from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..errors import OK, SettingsError
+from ..data.batch import Collate
+from ..data.preprocess import Preprocessing
+from ..data.sets import GraphSet
+from ..data.tasks import task_of
 from ..programs.candidates import BLOCK, BLOCKS, SEARCHES, describe_block, searched, user_candidates
 from ..programs.encode import LAYOUT_KEYS, Program, encode_program
-from ..submission.ensemble import read_run
 from ..training.checkpoints import read_checkpoint, saved_settings
-from . import pipeline
-from .settings import read_settings
+from ..training.inference import Scorer
+from .settings import read_settings, with_checkpoint
 
 
 def program_from_npz(path: Path) -> Program:
@@ -52,62 +57,94 @@ def candidates_of(program: Program, args: argparse.Namespace) -> np.ndarray:
                     np.random.default_rng(args.seed))
 
 
-def score(checkpoint: Path, collection: str, program: Program, configs: np.ndarray) -> np.ndarray:
-    """[C] the model's scores (lower = predicted faster), through the same path as `solution run --checkpoints`:
-    the program is written as the one test file of a scratch data root and predicted there."""
+def score(checkpoint: Path, saved: Mapping, program: Program, configs: np.ndarray) -> np.ndarray:
+    """[C] the model's scores (lower = predicted faster), as `solution predict` scores a test file: the program
+    goes through the reader's checks and the checkpoint's preprocessing, its configs through the same chunks and
+    scorer (without Lightning: settings resolved as every command resolves them)."""
+    stored = saved_settings(saved)
+    collection = stored["data"]["collection"]
+    defaults = read_settings()[collection]
+    settings = with_checkpoint(defaults, stored, [defaults], str(checkpoint))
+    data = settings["data"]
+    scorer = Scorer.of_checkpoint(saved, settings["model"], checkpoint)
     with tempfile.TemporaryDirectory(prefix="solution-rank-") as scratch:
-        root = Path(scratch) / "data"
-        task, source, search = collection.split(":")
-        folder = root / "npz_all" / "npz" / task / source / search / "test"
-        folder.mkdir(parents=True)
-        arrays = {key: program.arrays[key] for key in LAYOUT_KEYS}
-        np.savez(folder / f"{program.name}.npz", **arrays, node_config_feat=configs.astype(np.float32),
+        path = Path(scratch) / f"{program.name}.npz"
+        np.savez(path, **{key: program.arrays[key] for key in LAYOUT_KEYS}, node_config_feat=configs,
                  config_runtime=np.zeros(len(configs), np.int64))
-        job = pipeline.Job(root, Path(scratch) / "out")
-        pipeline.evaluate(collection, checkpoint, read_settings()[collection], job, validate=False)
-        run = read_run(job.parts / f"{collection.replace(':', '_')}.scores.npz")
-        return run.scores[program.name]
+        graphs = GraphSet([path], "test", Preprocessing.of(data), cache=None)
+    collate = Collate(task_of(collection), data["fill_default_layout"], data["segment_nodes"])
+    table = scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], settings["seed_everything"])
+    rows, scores, _ = table.graph(0)
+    out = np.empty(len(configs))
+    out[rows] = scores
+    return out
 
 
-def ranking(program: Program, configs: np.ndarray, scores: np.ndarray) -> list[dict]:
-    """Every candidate from the predicted fastest: its rank, index, score against the default's, and layouts."""
-    default = [c for c in range(len(configs)) if (configs[c] == -1).all()]
-    base = float(scores[default[0]]) if default else float(np.median(scores))
-    rows = []
-    for rank, c in enumerate(np.argsort(scores, kind="stable"), start=1):
-        layouts = {name: {block: describe_block(configs[c, k, b * BLOCK:(b + 1) * BLOCK])
-                          for b, block in enumerate(BLOCKS) if program.ranks[k, b] > 0}
-                   for k, name in enumerate(program.names)}
-        rows.append({"rank": rank, "candidate": int(c), "score": float(scores[c]),
-                     "vs_default": float(scores[c]) - base, "layouts": layouts})
-    return rows
+@dataclass
+class Ranking:
+    """Every candidate of a program by its score, from the predicted fastest; a candidate's layouts are spelled
+    out only when asked for (a random search sets every block of every node)."""
+
+    program: Program
+    configs: np.ndarray  # [C, NC, 18]
+    scores: np.ndarray  # [C]
+
+    def __post_init__(self) -> None:
+        self.order = np.argsort(self.scores, kind="stable")  # [C] candidates, predicted fastest first
+        default = np.flatnonzero((self.configs == -1).all((1, 2)))
+        self.base = float(self.scores[default[0]]) if len(default) else float(np.median(self.scores))
+        blocks = self.configs.reshape(*self.configs.shape[:2], len(BLOCKS), BLOCK)  # [C, NC, 3, 6] in -1..5
+        codes = ((blocks + 1).astype(np.int64) * 7 ** np.arange(BLOCK)).sum(-1)  # [C, NC, 3] a block in base 7
+        used, inverse = np.unique(codes, return_inverse=True)  # spelled once per distinct block
+        digits = used[:, None] // 7 ** np.arange(BLOCK) % 7 - 1  # [U, 6] the blocks back
+        spelled = np.array([describe_block(block) for block in digits], dtype=object)
+        self.orders = spelled[inverse.reshape(codes.shape)]  # [C, NC, 3] '{1,0}' or 'default'
+        self.present = self.program.ranks > 0  # [NC, 3] the tensors each node has
+
+    def row(self, rank: int) -> dict:
+        """The candidate at `rank` (1 = predicted fastest): its index, score, score against the default's, and
+        per node the minor-to-major of each of its tensors."""
+        c = int(self.order[rank - 1])
+        layouts = {name: {block: self.orders[c, k, b] for b, block in enumerate(BLOCKS) if self.present[k, b]}
+                   for k, name in enumerate(self.program.names)}
+        return {"rank": rank, "candidate": c, "score": float(self.scores[c]),
+                "vs_default": float(self.scores[c]) - self.base, "layouts": layouts}
+
+    def changed(self, c: int) -> list[str]:
+        """'dot.12 output={1,0} input={0,1}' for each node that candidate `c` sets away from the default."""
+        set_here = (self.orders[c] != "default") & self.present  # [NC, 3]
+        return [f"{name} " + " ".join(f"{block}={self.orders[c, k, b]}" for b, block in enumerate(BLOCKS)
+                                      if set_here[k, b])
+                for k, name in enumerate(self.program.names) if set_here[k].any()]
 
 
-def table(rows: list[dict], top: int) -> str:
-    """The top candidates for a compiler engineer: rank, score against the default, and each node the candidate
-    sets away from the default with its minor-to-major per tensor."""
-    lines = ["| rank | candidate | score - default's | layouts set (minor-to-major; others: compiler default) |",
-             "|---|---|---|---|"]
-    for row in rows[:top]:
-        changed = [f"{name} " + " ".join(f"{block}={order}" for block, order in blocks.items() if order != "default")
-                   for name, blocks in row["layouts"].items() if any(o != "default" for o in blocks.values())]
-        lines.append(f"| {row['rank']} | {row['candidate']}{' (default)' if not changed else ''} | "
-                     f"{row['vs_default']:+.4f} | {'; '.join(changed) or '-'} |")
+def table(ranking: Ranking, top: int, shown: int = 3) -> str:
+    """The top candidates for a compiler engineer: rank, score against the default's, how many nodes each sets
+    away from the compiler default and the first `shown` of them with their minor-to-major per tensor."""
+    lines = ["| rank | candidate | score - default's | nodes set | layouts set (minor-to-major; others: compiler "
+             "default) |", "|---|---|---|---|---|"]
+    for rank in range(1, min(top, len(ranking.order)) + 1):
+        c = int(ranking.order[rank - 1])
+        changed = ranking.changed(c)
+        more = f"; ... {len(changed) - shown} more (--out lists every node)" if len(changed) > shown else ""
+        lines.append(f"| {rank} | {c}{' (default)' if not changed else ''} | "
+                     f"{ranking.scores[c] - ranking.base:+.4f} | {len(changed)} | "
+                     f"{'; '.join(changed[:shown]) or '-'}{more} |")
     return "\n".join(lines)
 
 
-def write(prefix: Path, rows: list[dict]) -> tuple[Path, Path]:
-    """<prefix>.csv (one line per candidate and configurable node) and <prefix>.json, as a pair."""
+def write(prefix: Path, ranking: Ranking) -> tuple[Path, Path]:
+    """<prefix>.csv (one line per candidate and configurable node) and <prefix>.json (one entry per candidate), as
+    a pair."""
     csv_path, json_path = prefix.with_name(prefix.name + ".csv"), prefix.with_name(prefix.name + ".json")
+    cells = np.where(ranking.present, ranking.orders, "")  # [C, NC, 3]
     lines = ["rank,candidate,score,vs_default,node,output,input,kernel"]
-    for row in rows:
-        for name, blocks in row["layouts"].items():
-            lines.append(",".join([str(row["rank"]), str(row["candidate"]), f"{row['score']:.6g}",
-                                   f"{row['vs_default']:.6g}", name,
-                                   *(f'"{blocks.get(block, "")}"' for block in BLOCKS)]))
+    for rank, c in enumerate(ranking.order.tolist(), start=1):
+        head = f"{rank},{c},{ranking.scores[c]:.6g},{ranking.scores[c] - ranking.base:.6g},"
+        lines += [head + f'{name},"{o}","{i}","{k}"' for name, (o, i, k) in zip(ranking.program.names, cells[c])]
     with atomic_files([csv_path, json_path], "w") as (csv_handle, json_handle):
         csv_handle.write("\n".join(lines) + "\n")
-        json.dump(rows, json_handle, indent=1)
+        json.dump([ranking.row(rank) for rank in range(1, len(ranking.order) + 1)], json_handle, indent=1)
     return csv_path, json_path
 
 
@@ -129,17 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.configs is not None and args.configs < 0:
         parser.error(f"--configs {args.configs}: expected a count >= 0")
-    stored = saved_settings(read_checkpoint(args.ckpt))
-    args.collection = stored["data"].get("collection")
+    saved = read_checkpoint(args.ckpt)
+    args.collection = saved_settings(saved)["data"].get("collection")
     if args.collection not in COLLECTIONS or not args.collection.startswith("layout:"):
         raise SettingsError(f"--ckpt {args.ckpt}: a checkpoint of {args.collection!r}; expected a layout "
                             "collection (layout:xla:random, ...)")
     program = read_program(args.program)
     configs = candidates_of(program, args)
-    rows = ranking(program, configs, score(args.ckpt, args.collection, program, configs))
+    ranking = Ranking(program, configs, score(args.ckpt, saved, program, configs))
     print(f"\n{program.name}: {len(configs)} candidates over {len(program.names)} configurable nodes, ranked by "
           f"{args.ckpt} ({args.collection}); lower score = predicted faster (a ranking score, not a time)\n")
-    print(table(rows, args.top))
+    print(table(ranking, args.top))
     if args.out is not None:
-        print("\nwrote " + " and ".join(map(str, write(args.out, rows))))
+        print("\nwrote " + " and ".join(map(str, write(args.out, ranking))))
     return OK

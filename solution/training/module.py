@@ -9,57 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
 from ..data.batch import Batch
-from ..data.features import Standardizer
 from ..data.tasks import TASKS
 from ..metrics import mean_over_graphs
 from ..models import scatter
 from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
-from .checkpoints import CheckpointError, read_checkpoint
-
-
-class ScoreTable:
-    """Per-graph scores gathered from chunks (and averaged over repeated chunkings), indexed by config row."""
-
-    def __init__(self) -> None:
-        self.parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-
-    def add(self, batch: Batch, scores: torch.Tensor) -> None:
-        mask = batch.config_mask.cpu().numpy()  # [G, C]
-        rows, target = batch.config_index.cpu().numpy(), batch.target.cpu().numpy()
-        values = scores.detach().float().cpu().numpy()
-        for g, graph_id in enumerate(batch.graph_id.tolist()):
-            keep = mask[g]
-            self.parts.setdefault(graph_id, []).append((rows[g][keep], values[g][keep], target[g][keep]))
-
-    def graph(self, graph_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(config rows seen, their mean scores, their targets) of one graph, in row order."""
-        rows, values, target = (np.concatenate(x) for x in zip(*self.parts[graph_id]))
-        seen, inverse = np.unique(rows, return_inverse=True)
-        mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
-        targets = np.zeros(len(seen))
-        targets[inverse] = target
-        return seen, mean, targets
-
-    def __iter__(self):
-        return iter(sorted(self.parts))
-
-    def gather(self) -> None:
-        """Merge every process's parts into this table, on every process (nothing to do in one process)."""
-        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-            return
-        every: list[dict | None] = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(every, self.parts)
-        self.parts = {}
-        for parts in every:
-            for graph_id, pieces in parts.items():
-                self.parts.setdefault(graph_id, []).extend(pieces)
+from .checkpoints import read_checkpoint
+from .inference import ScoreTable, Scorer, standardized_scores, with_widths
 
 
 class RankingModule(pl.LightningModule):
@@ -78,12 +39,11 @@ class RankingModule(pl.LightningModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["ranker", "loss"])
-        self.ranker, self.loss_fn = build(ranker), build(loss)  # a checkpoint's hparams hold their specs
-        self.hparams.update(ranker=self.ranker.spec, loss=self.loss_fn.spec)
+        scorer = Scorer(ranker, task)  # its parts, under the same keys: a checkpoint also loads into a Scorer
+        self.ranker, self.node_scaler, self.config_scaler = scorer.ranker, scorer.node_scaler, scorer.config_scaler
+        self.loss_fn = build(loss)
+        self.hparams.update(ranker=self.ranker.spec, loss=self.loss_fn.spec)  # a checkpoint's hparams hold specs
         self.task = TASKS[task]
-        init_args = self.ranker.spec["init_args"]
-        self.node_scaler = Standardizer(init_args["node_feat_dim"])
-        self.config_scaler = Standardizer(init_args["config_width"]) if self.task.standardize_configs else None
         self.register_buffer("scalers_fitted", torch.tensor(False))
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
@@ -113,10 +73,7 @@ class RankingModule(pl.LightningModule):
         return super().load_from_checkpoint(checkpoint_path, *args, **{**kwargs, "weights_only": True})
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        batch = batch.replace(node_feat=self.node_scaler(batch.node_feat))
-        if self.config_scaler is not None:
-            batch = batch.replace(config_feat=self.config_scaler(batch.config_feat))
-        return self.ranker(batch).float()  # [G, C]; float32 also under bf16 autocast
+        return standardized_scores(self.ranker, self.node_scaler, self.config_scaler, batch)  # [G, C]
 
     def on_train_epoch_start(self) -> None:
         self.ranker.begin_epoch(self.current_epoch, self.trainer.max_epochs)
@@ -186,18 +143,6 @@ class RankingModule(pl.LightningModule):
 def build_module(model: Mapping, datamodule) -> RankingModule:
     """The module of `model` settings (ranker and loss as class_path/init_args), its task and input widths from
     the data module."""
-    ranker = model["ranker"]
-    widths = {"node_feat_dim": datamodule.node_feat_dim, "config_width": datamodule.config_width}
-    ranker = {**ranker, "init_args": {**ranker.get("init_args", {}), **widths}}
+    ranker = with_widths(model["ranker"], datamodule.node_feat_dim, datamodule.config_width)
     rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
     return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
-
-
-def load_weights(model: RankingModule, state_dict: Mapping[str, torch.Tensor], source: str | Path) -> None:
-    """A checkpoint's weights into a module built from its settings; weights of another shape are refused."""
-    try:
-        model.load_state_dict(state_dict)
-    except RuntimeError as error:
-        raise CheckpointError(f"{source}: state_dict does not fit the model its hyper_parameters describe "
-                              f"({str(error).splitlines()[0]}); expected a checkpoint written by this version "
-                              "of the package") from error

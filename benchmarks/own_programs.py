@@ -1,0 +1,218 @@
+"""`solution encode`, `rank`, `predict` and `fit` on real-size programs lowered here: a ResNet and a transformer
+training step, compiled by XLA (CPU) and taken at layout assignment, the stage the official dataset encodes.
+
+    python benchmarks/own_programs.py                    # writes benchmarks/results/own_programs.md
+    python benchmarks/own_programs.py --smoke            # small programs: checks that the script runs
+
+Each command runs as a user runs it, start-up included, in its own process: wall seconds (median of --repeats),
+configs/s, and memory: the main process's peak resident set (VmHWM) and the peak RssAnon of the process tree
+(each data-loader worker is a process). Ranking speed does not depend on the weights: the checkpoint is the
+shipped layout_xla_random.yaml fitted for --epochs on the two programs with random runtimes (that fit is the
+memory measurement). Needs jax (`pip install '.[programs]'`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from solution.atomic import atomic_write
+from solution.programs.candidates import searched
+from solution.programs.encode import LAYOUT_KEYS, encode_program
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAMS = {"resnet": 48, "transformer": 8}  # blocks / layers of the two training steps
+SMOKE = {"resnet": 2, "transformer": 1}
+
+
+def lower(name: str, depth: int) -> tuple:
+    """(function, abstract arguments) of a training step: a ResNet of `depth` basic blocks (batch norm, SGD with
+    momentum) or a transformer encoder of `depth` layers (Adam), built from the zoo's blocks."""
+    import jax.numpy as jnp
+
+    from solution.programs import zoo
+
+    if name == "resnet":
+        width = 64
+        block = {key: zoo.spec(shape) for key, shape in (("w1", (3, 3, width, width)), ("w2", (3, 3, width, width)),
+                                                          ("g1", (width,)), ("b1", (width,)), ("g2", (width,)),
+                                                          ("b2", (width,)))}
+        params = {"stem": zoo.spec((3, 3, 3, width)), "blocks": [block] * depth, "head": zoo.spec((width, 10))}
+
+        def loss(p, x, y):
+            h = zoo.conv(x, p["stem"])
+            for b in p["blocks"]:
+                inner = jnp.maximum(zoo.batch_norm(zoo.conv(h, b["w1"]), (0, 1, 2), b["g1"], b["b1"]), 0)
+                h = jnp.maximum(h + zoo.batch_norm(zoo.conv(inner, b["w2"]), (0, 1, 2), b["g2"], b["b2"]), 0)
+            return ((h.mean((1, 2)) @ p["head"] - y) ** 2).mean()
+
+        batch = (zoo.spec((8, 32, 32, 3)), zoo.spec((8, 10)))
+        return zoo.program(loss, None, params, batch, True, "sgd")
+    width = 128
+    params = [zoo.block_params(width, 4 * width, jnp.float32)] * depth
+
+    def loss(p, x):
+        for layer in p:
+            x = zoo.transformer_block(layer, x, 4, False)
+        return (x ** 2).mean()
+
+    return zoo.program(loss, None, params, (zoo.spec((8, 64, width)),), True, "adam")
+
+
+def lowered_at_layout_assignment(name: str, depth: int, folder: Path) -> Path:
+    """<folder>/<name>.hlo: the program's module after XLA's layout assignment, dumped by a child process (XLA reads
+    its dump flags once, at start-up)."""
+    dump = folder / f"dump-{name}"
+    env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_as_text "
+                                      "--xla_dump_hlo_pass_re=layout-assignment"}
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import jax, own_programs; "
+            f"f, args = own_programs.lower({name!r}, {depth}); jax.jit(f).lower(*args).compile()")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+    dumped = max(dump.glob("*after_layout-assignment*.txt"), key=lambda path: path.stat().st_size)
+    target = folder / f"{name}.hlo"
+    target.write_text(dumped.read_text())
+    return target
+
+
+def data_root(programs: dict[str, Path], root: Path, configs: int) -> dict[str, dict]:
+    """A layout:xla:random root whose train, valid and test splits each hold every program with the compiler
+    default and `configs` random candidates (random runtimes: speed and memory do not depend on them)."""
+    facts = {}
+    for index, (name, path) in enumerate(programs.items()):
+        start = time.perf_counter()
+        program = encode_program(path)
+        seconds = time.perf_counter() - start
+        rows = searched(program.ranks, configs, "random", np.random.default_rng(index))
+        runtime = np.random.default_rng(index).integers(1_000_000, 2_000_000, len(rows))
+        for split in ("train", "valid", "test"):
+            folder = root / "npz_all" / "npz" / "layout" / "xla" / "random" / split
+            folder.mkdir(parents=True, exist_ok=True)
+            np.savez(folder / f"{name}.npz", **{key: program.arrays[key] for key in LAYOUT_KEYS},
+                     node_config_feat=rows, config_runtime=runtime if split != "test" else 0 * runtime)
+        lines = sum(1 for line in path.read_text().splitlines() if " = " in line)
+        facts[name] = {"nodes": len(program.arrays["node_opcode"]), "configurable": len(program.names),
+                       "configs": len(rows), "encode_s": seconds, "instructions": lines}
+    return facts
+
+
+def status_kib(pid: int, key: str) -> int:
+    try:
+        line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith(key))
+        return int(line.split()[1])
+    except (OSError, StopIteration):
+        return 0
+
+
+def descendants(pid: int) -> set[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier and child not in tree]
+        tree.update(frontier)
+    return tree
+
+
+def measured(command: list[str], log: Path) -> dict[str, float]:
+    """Run `command`: wall seconds, the main process's peak RSS (VmHWM) and the tree's peak RssAnon, in MiB."""
+    peak = {"main": 0, "tree": 0}
+    done = threading.Event()
+    start = time.perf_counter()
+    with open(log, "w") as handle:
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO,
+                                   env={**os.environ, "WANDB_MODE": "disabled"})
+
+        def sample() -> None:
+            while not done.is_set():
+                peak["main"] = max(peak["main"], status_kib(process.pid, "VmHWM"))
+                peak["tree"] = max(peak["tree"], sum(status_kib(p, "RssAnon") for p in descendants(process.pid)))
+                done.wait(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        code = process.wait()
+        done.set()
+        sampler.join()
+    if code != 0:
+        raise RuntimeError(f"{' '.join(command)} exited with {code}:\n{log.read_text()[-3000:]}")
+    return {"seconds": time.perf_counter() - start, "main_mib": peak["main"] / 1024, "tree_mib": peak["tree"] / 1024}
+
+
+def repeated(command: list[str], log: Path, repeats: int) -> dict[str, float]:
+    """The median wall time of `repeats` runs, with the largest memory figures."""
+    runs = [measured(command, log) for _ in range(repeats)]
+    return {"seconds": statistics.median(r["seconds"] for r in runs), "main_mib": max(r["main_mib"] for r in runs),
+            "tree_mib": max(r["tree_mib"] for r in runs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", type=int, default=999, help="random candidates per program (plus the default)")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs of the measured fit")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each timed command (median)")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "own_programs.md")
+    parser.add_argument("--smoke", action="store_true", help="tiny programs, 20 configs, one run each")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.configs, args.epochs, args.repeats = 20, 1, 1
+    work = Path(tempfile.mkdtemp(prefix="solution-own-programs-"))
+    depths = SMOKE if args.smoke else PROGRAMS
+    programs = {name: lowered_at_layout_assignment(name, depth, work) for name, depth in depths.items()}
+    facts = data_root(programs, work / "data", args.configs)
+    solution = [sys.executable, "-m", "solution"]
+    config = ["--config", str(REPO / "configs" / "layout_xla_random.yaml"), "--data.root", str(work / "data"),
+              "--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
+    fit = measured([*solution, "fit", *config, "--data.cache_dir", str(work / "cache"), "--trainer.max_epochs",
+                    str(args.epochs), "--checkpoint.dirpath", str(work / "checkpoints")], work / "fit.log")
+    checkpoint = work / "checkpoints" / "last.ckpt"
+    ranks = {name: repeated([*solution, "rank", str(path), "--ckpt", str(checkpoint), "--configs",
+                             str(args.configs), "--top", "3"], work / f"rank-{name}.log", args.repeats)
+             for name, path in programs.items()}
+    predict = repeated([*solution, "predict", *config, "--ckpt_path", str(checkpoint), "--data.cache_dir",
+                        str(work / "cache"), "--submission.out_dir", str(work / "submission")],
+                       work / "predict.log", args.repeats)
+    lightning = repeated([sys.executable, "-c", "import solution.tools.lightning_cli"], work / "import.log",
+                         args.repeats)
+    total = sum(f["configs"] for f in facts.values())
+    given = " ".join(["python benchmarks/own_programs.py", *(argv if argv is not None else sys.argv[1:])])
+    lines = [f"# solution encode / rank / predict / fit on programs lowered here ({date.today()})", "",
+             f"Command: `{given}`; {os.cpu_count()} CPUs, torch threads: default.", "",
+             "| program | HLO instructions | nodes | configurable | configs | encode (s) | instructions/s | "
+             "`solution rank` (s, start-up included) | configs/s | peak RSS (MiB) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, f in facts.items():
+        r = ranks[name]
+        lines.append(f"| {name} | {f['instructions']:,} | {f['nodes']:,} | {f['configurable']} | {f['configs']} | "
+                     f"{f['encode_s']:.2f} | {f['instructions'] / f['encode_s']:,.0f} | {r['seconds']:.2f} | "
+                     f"{f['configs'] / r['seconds']:,.0f} | {r['main_mib']:,.0f} |")
+    lines += ["", "| command | wall (s) | configs/s | main peak RSS (MiB) | tree peak RssAnon (MiB) |",
+              "|---|---|---|---|---|",
+              f"| `solution predict` of both files ({total} configs) | {predict['seconds']:.2f} | "
+              f"{total / predict['seconds']:,.0f} | {predict['main_mib']:,.0f} | {predict['tree_mib']:,.0f} |",
+              f"| `solution fit` (shipped layout_xla_random.yaml, {args.epochs} epochs, both files) | "
+              f"{fit['seconds']:.1f} | - | {fit['main_mib']:,.0f} | {fit['tree_mib']:,.0f} |",
+              f"| importing the Lightning CLI alone (`import solution.tools.lightning_cli`) | "
+              f"{lightning['seconds']:.2f} | - | - | - |"]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(args.out) as handle:
+        handle.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,545 @@
+"""A zoo of real JAX programs (families of models, inference and training steps) lowered to HLO text."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+try:
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+except ImportError as error:  # jax is the optional extra `programs`
+    raise ImportError("solution synth --programs needs jax: pip install '.[programs]'") from error
+
+Params = dict[str, object]
+Built = tuple[Callable, tuple]  # a function and its abstract arguments (ShapeDtypeStruct pytrees)
+
+
+@dataclass(frozen=True)
+class Program:
+    """One zoo program: its family (the unit that evaluation holds out), a variant label and its HLO text."""
+
+    family: str  # no '_' and no '.': the first part of every file stem made from it
+    variant: str  # e.g. 'train-d4-w256-b8-bf16'
+    kind: str  # 'xla' or 'nlp': the layout collections it goes to
+    hlo: str  # jax.jit(f).lower(*args).as_text(dialect="hlo")
+
+    @property
+    def instructions(self) -> int:
+        """Instruction lines of the HLO text."""
+        return sum(1 for line in self.hlo.splitlines() if " = " in line and not line.startswith("HloModule"))
+
+
+# ---------------------------------------------------------------- building blocks
+
+
+def spec(shape: tuple[int, ...], dtype=jnp.float32) -> jax.ShapeDtypeStruct:
+    """An abstract argument: lowering needs shapes only, never values."""
+    return jax.ShapeDtypeStruct(tuple(int(d) for d in shape), dtype)
+
+
+def dense_params(sizes: list[int], dtype) -> list[Params]:
+    """One {w [a, b], b [b]} per consecutive pair of `sizes`."""
+    return [{"w": spec((a, b), dtype), "b": spec((b,), dtype)} for a, b in zip(sizes[:-1], sizes[1:])]
+
+
+def dense(p: Params, x):
+    return x @ p["w"] + p["b"]
+
+
+def layer_norm(x, eps: float = 1e-5):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + eps)
+
+
+def batch_norm(x, axes: tuple[int, ...], scale, shift, eps: float = 1e-5):
+    """Training-mode batch norm: statistics over `axes`."""
+    mean = x.mean(axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axes, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + eps) * scale + shift
+
+
+def conv(x, w, stride: int = 1, dilation: int = 1, groups: int = 1, nchw: bool = False):
+    """A 2-D (or 1-D, by w's rank) convolution with SAME padding, channels last unless `nchw`."""
+    spatial = w.ndim - 2
+    labels = ("NCHW", "OIHW", "NCHW") if nchw else ("NHWC", "HWIO", "NHWC")
+    if spatial == 1:
+        labels = ("NCH", "OIH", "NCH") if nchw else ("NHC", "HIO", "NHC")
+    return lax.conv_general_dilated(x, w, (stride,) * spatial, "SAME", rhs_dilation=(dilation,) * spatial,
+                                    dimension_numbers=labels, feature_group_count=groups)
+
+
+def max_pool(x, nchw: bool = False):
+    window = (1, 1, 2, 2) if nchw else (1, 2, 2, 1)
+    return lax.reduce_window(x, -jnp.inf, lax.max, window, window, "VALID")
+
+
+def attention(p: Params, x, heads: int, causal: bool, memory=None):
+    """Multi-head attention of x [B, T, D] over itself (or over `memory` [B, S, D])."""
+    source = x if memory is None else memory
+    b, t, d = x.shape
+    s = source.shape[1]
+    q = dense(p["q"], x).reshape(b, t, heads, d // heads)  # [B, T, H, Dh]
+    k = dense(p["k"], source).reshape(b, s, heads, d // heads)
+    v = dense(p["v"], source).reshape(b, s, heads, d // heads)
+    logits = jnp.einsum("bthd,bshd->bhts", q, k) / math.sqrt(d // heads)
+    if causal:
+        logits = jnp.where(jnp.tril(jnp.ones((t, s), bool)), logits, -1e9)
+    weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(x.dtype)
+    out = jnp.einsum("bhts,bshd->bthd", weights, v).reshape(b, t, d)
+    return dense(p["o"], out)
+
+
+def attention_params(d: int, dtype) -> Params:
+    return {name: dense_params([d, d], dtype)[0] for name in "qkvo"}
+
+
+def block_params(d: int, hidden: int, dtype, cross: bool = False) -> Params:
+    params = {"attn": attention_params(d, dtype), "mlp": dense_params([d, hidden, d], dtype)}
+    if cross:
+        params["cross"] = attention_params(d, dtype)
+    return params
+
+
+def transformer_block(p: Params, x, heads: int, causal: bool, memory=None, activation=jax.nn.gelu):
+    x = x + attention(p["attn"], layer_norm(x), heads, causal)
+    if memory is not None:
+        x = x + attention(p["cross"], layer_norm(x), heads, False, memory)
+    h = activation(dense(p["mlp"][0], layer_norm(x)))
+    return x + dense(p["mlp"][1], h)
+
+
+def cross_entropy(logits, labels):
+    """Mean softmax cross-entropy of logits [..., K] against integer labels [...]."""
+    logits = logits.astype(jnp.float32)
+    picked = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    return (jax.nn.logsumexp(logits, axis=-1) - picked).mean()
+
+
+def training_step(loss: Callable, optimizer: str, lr: float = 1e-3) -> Callable:
+    """(params, state, *batch) -> (params, state, loss) with jax.grad and an SGD-momentum or Adam update."""
+
+    def step(params, state, *batch):
+        value, grads = jax.value_and_grad(loss)(params, *batch)
+        if optimizer == "sgd":
+            state = jax.tree.map(lambda m, g: 0.9 * m + g, state, grads)
+            params = jax.tree.map(lambda p, m: p - lr * m, params, state)
+        else:
+            mean, var = state
+            mean = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, mean, grads)
+            var = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, var, grads)
+            params = jax.tree.map(lambda p, m, v: p - lr * m * lax.rsqrt(v + 1e-8), params, mean, var)
+            state = (mean, var)
+        return params, state, value
+
+    return step
+
+
+def program(loss: Callable, forward: Callable, params: Params, batch: tuple, train: bool, optimizer: str) -> Built:
+    """A training step of `loss` (params, *batch), or an inference step of `forward` (params, inputs)."""
+    if not train:
+        return forward, (params, batch[0])
+    state = params if optimizer == "sgd" else (params, params)
+    return training_step(loss, optimizer), (params, state, *batch)
+
+
+# ---------------------------------------------------------------- families
+# Each family: (rng, scale) -> (variant label, function, abstract arguments). `scale` in (0, 1] sets the depth
+# and width ranges: 1 reaches the largest programs (~20k instructions), small values a few hundred.
+
+
+def _pick(rng: np.random.Generator, options: list, scale: float):
+    """One of the first ceil(scale * len) options: small scales keep the small end."""
+    return options[int(rng.integers(max(1, math.ceil(scale * len(options)))))]
+
+
+def _common(rng: np.random.Generator) -> tuple[bool, str, object, str]:
+    """Training or inference, the optimizer and the dtype, and their variant label."""
+    train = bool(rng.random() < 0.6)
+    optimizer = str(rng.choice(["sgd", "adam"]))
+    dtype = jnp.bfloat16 if rng.random() < 0.3 else jnp.float32
+    label = (f"train-{optimizer}" if train else "infer") + ("-bf16" if dtype == jnp.bfloat16 else "")
+    return train, optimizer, dtype, label
+
+
+def mlp(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    depth, width = _pick(rng, [2, 3, 4, 6, 8, 12], scale), _pick(rng, [64, 100, 256, 512, 1024, 2048], scale)
+    batch, inputs = int(rng.choice([8, 32, 128, 256])), int(rng.choice([3, 20, 784, 1000]))
+    params = dense_params([inputs] + [width] * depth + [10], dtype)
+
+    def forward(p, x):
+        for layer in p[:-1]:
+            x = jax.nn.relu(dense(layer, x))
+        return dense(p[-1], x)
+
+    batch_spec = (spec((batch, inputs), dtype), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-d{depth}-w{width}-b{batch}", built
+
+
+def cnn(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    depth, width = _pick(rng, [2, 3, 4, 6, 8], scale), _pick(rng, [8, 16, 32, 64, 96, 128], scale)
+    batch, image, nchw = int(rng.choice([1, 4, 16])), int(rng.choice([28, 32, 64])), bool(rng.random() < 0.3)
+    channels = [3] + [width * 2 ** min(i // 2, 2) for i in range(depth)]
+    kernel = int(rng.choice([3, 5]))
+    params = {"convs": [spec((o, i, kernel, kernel) if nchw else (kernel, kernel, i, o), dtype)
+                        for i, o in zip(channels[:-1], channels[1:])],
+              "head": dense_params([channels[-1], 10], dtype)[0]}
+
+    def forward(p, x):
+        for i, w in enumerate(p["convs"]):
+            x = jax.nn.relu(conv(x, w, nchw=nchw))
+            if i % 2 == 1 and x.shape[2] > 4:
+                x = max_pool(x, nchw)
+        return dense(p["head"], x.mean((2, 3) if nchw else (1, 2)))
+
+    shape = (batch, 3, image, image) if nchw else (batch, image, image, 3)
+    batch_spec = (spec(shape, dtype), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-{'nchw' if nchw else 'nhwc'}-d{depth}-w{width}-k{kernel}-b{batch}", built
+
+
+def resnet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    stages, blocks = _pick(rng, [2, 3, 4], scale), _pick(rng, [1, 2, 3, 4, 6, 8], scale)
+    width, batch, image = _pick(rng, [16, 32, 64, 128], scale), int(rng.choice([2, 8, 16])), int(rng.choice([32, 64]))
+    bottleneck = bool(rng.random() < 0.4)
+    params: Params = {"stem": spec((3, 3, 3, width), dtype), "stages": [], "head": dense_params([width * 2 ** (stages - 1), 10], dtype)[0]}
+    c = width
+    for s in range(stages):
+        out = width * 2 ** s
+        stage = []
+        for b in range(blocks):
+            kernels = [(1, 1, c, out // 4), (3, 3, out // 4, out // 4), (1, 1, out // 4, out)] if bottleneck else \
+                [(3, 3, c, out), (3, 3, out, out)]
+            block = {"w": [spec(k, dtype) for k in kernels], "bn": [(spec((k[-1],), dtype),) * 2 for k in kernels]}
+            if c != out or (b == 0 and s > 0):
+                block["proj"] = spec((1, 1, c, out), dtype)
+            stage.append(block)
+            c = out
+        params["stages"].append(stage)
+
+    def forward(p, x):
+        x = jax.nn.relu(conv(x, p["stem"]))
+        for s, stage in enumerate(p["stages"]):
+            for b, block in enumerate(stage):
+                stride = 2 if (b == 0 and s > 0) else 1
+                h = x
+                for i, (w, (gamma, beta)) in enumerate(zip(block["w"], block["bn"])):
+                    h = batch_norm(conv(h, w, stride if i == 0 else 1), (0, 1, 2), gamma, beta)
+                    h = jax.nn.relu(h) if i < len(block["w"]) - 1 else h
+                shortcut = conv(x, block["proj"], stride) if "proj" in block else x
+                x = jax.nn.relu(h + shortcut)
+        return dense(p["head"], x.mean((1, 2)))
+
+    batch_spec = (spec((batch, image, image, 3), dtype), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    kind = "bottleneck" if bottleneck else "basic"
+    return f"{label}-{kind}-s{stages}-n{blocks}-w{width}-b{batch}", built
+
+
+def unet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    levels, width = _pick(rng, [2, 3, 4], scale), _pick(rng, [8, 16, 32, 64], scale)
+    batch, image = int(rng.choice([1, 2, 4])), int(rng.choice([32, 64, 128]))
+    down, up, c = [], [], 1
+    for level in range(levels):
+        out = width * 2 ** level
+        down.append([spec((3, 3, c, out), dtype), spec((3, 3, out, out), dtype)])
+        c = out
+    for level in reversed(range(levels - 1)):
+        out = width * 2 ** level
+        up.append({"up": spec((2, 2, c, out), dtype), "w": [spec((3, 3, 2 * out, out), dtype),
+                                                             spec((3, 3, out, out), dtype)]})
+        c = out
+    params = {"down": down, "up": up, "out": spec((1, 1, c, 2), dtype)}
+
+    def forward(p, x):
+        skips = []
+        for level, (w1, w2) in enumerate(p["down"]):
+            if level:
+                x = max_pool(x)
+            x = jax.nn.relu(conv(jax.nn.relu(conv(x, w1)), w2))
+            skips.append(x)
+        for block, skip in zip(p["up"], reversed(skips[:-1])):
+            x = lax.conv_transpose(x, block["up"], (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            x = jnp.concatenate([x, skip], axis=-1)
+            for w in block["w"]:
+                x = jax.nn.relu(conv(x, w))
+        return conv(x, p["out"])
+
+    def loss(p, x, y):
+        return cross_entropy(forward(p, x), y)
+
+    batch_spec = (spec((batch, image, image, 1), dtype), spec((batch, image, image), jnp.int32))
+    return f"{label}-l{levels}-w{width}-i{image}-b{batch}", program(loss, forward, params, batch_spec, train, optimizer)
+
+
+def rnn(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    steps, hidden = int(rng.choice([8, 16, 32, 64])), _pick(rng, [32, 64, 128, 256, 512], scale)
+    layers, batch, inputs = _pick(rng, [1, 2, 3], scale), int(rng.choice([4, 16, 64])), int(rng.choice([8, 40, 128]))
+    cell = str(rng.choice(["lstm", "gru"]))
+    gates = 4 if cell == "lstm" else 3
+    params = {"cells": [{"x": spec((i, gates * hidden), dtype), "h": spec((hidden, gates * hidden), dtype),
+                         "b": spec((gates * hidden,), dtype)} for i in [inputs] + [hidden] * (layers - 1)],
+              "head": dense_params([hidden, 10], dtype)[0]}
+
+    def run(p, xs):  # xs [T, B, I]
+        for c in p["cells"]:
+            def step(carry, x, c=c):
+                h, m = carry
+                z = x @ c["x"] + h @ c["h"] + c["b"]
+                if cell == "lstm":
+                    i, f, o, g = jnp.split(z, 4, axis=-1)
+                    m = jax.nn.sigmoid(f) * m + jax.nn.sigmoid(i) * jnp.tanh(g)
+                    h = jax.nn.sigmoid(o) * jnp.tanh(m)
+                else:
+                    r, u, n = jnp.split(z, 3, axis=-1)
+                    h = jax.nn.sigmoid(u) * h + (1 - jax.nn.sigmoid(u)) * jnp.tanh(n * jax.nn.sigmoid(r))
+                return (h, m), h
+
+            zeros = jnp.zeros((xs.shape[1], hidden), xs.dtype)
+            _, xs = lax.scan(step, (zeros, zeros), xs)
+        return dense(p["head"], xs[-1])
+
+    batch_spec = (spec((steps, batch, inputs), dtype), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(run(p, x), y), run, params, batch_spec, train, optimizer)
+    return f"{label}-{cell}-t{steps}-l{layers}-h{hidden}-b{batch}", built
+
+
+def mixer(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    blocks, channels = _pick(rng, [2, 4, 6, 8, 12, 16, 24], scale), _pick(rng, [64, 128, 256, 512], scale)
+    patches, batch = int(rng.choice([16, 49, 64, 196])), int(rng.choice([2, 8, 32]))
+    params = {"embed": dense_params([48, channels], dtype)[0],
+              "blocks": [{"token": dense_params([patches, 2 * patches, patches], dtype),
+                          "channel": dense_params([channels, 4 * channels, channels], dtype)} for _ in range(blocks)],
+              "head": dense_params([channels, 10], dtype)[0]}
+
+    def forward(p, x):  # x [B, P, 48]
+        x = dense(p["embed"], x)
+        for block in p["blocks"]:
+            h = jnp.swapaxes(layer_norm(x), 1, 2)  # [B, C, P]
+            h = dense(block["token"][1], jax.nn.gelu(dense(block["token"][0], h)))
+            x = x + jnp.swapaxes(h, 1, 2)
+            h = dense(block["channel"][1], jax.nn.gelu(dense(block["channel"][0], layer_norm(x))))
+            x = x + h
+        return dense(p["head"], x.mean(1))
+
+    batch_spec = (spec((batch, patches, 48), dtype), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-n{blocks}-c{channels}-p{patches}-b{batch}", built
+
+
+def moe(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    experts, width = int(rng.choice([4, 8, 16])), _pick(rng, [64, 128, 256, 512], scale)
+    layers, tokens = _pick(rng, [1, 2, 4, 6], scale), int(rng.choice([64, 256, 1024]))
+    params = {"layers": [{"router": spec((width, experts), dtype), "up": spec((experts, width, 2 * width), dtype),
+                          "down": spec((experts, 2 * width, width), dtype)} for _ in range(layers)],
+              "head": dense_params([width, 10], dtype)[0]}
+
+    def forward(p, x):  # x [N, D]
+        for layer in p["layers"]:
+            gate = jax.nn.softmax((x @ layer["router"]).astype(jnp.float32), axis=-1)  # [N, E]
+            choice = jax.nn.one_hot(jnp.argmax(gate, -1), experts, dtype=x.dtype)  # [N, E] top-1 dispatch
+            routed = jnp.einsum("ne,nd->end", choice, x)  # [E, N, D]
+            h = jax.nn.relu(jnp.einsum("end,edf->enf", routed, layer["up"]))
+            out = jnp.einsum("enf,efd->end", h, layer["down"])
+            x = x + jnp.einsum("end,ne->nd", out, choice * gate.astype(x.dtype))
+        return dense(p["head"], x)
+
+    batch_spec = (spec((tokens, width), dtype), spec((tokens,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-e{experts}-l{layers}-w{width}-n{tokens}", built
+
+
+def gnn(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    layers, width = _pick(rng, [1, 2, 3, 4, 6], scale), _pick(rng, [16, 32, 64, 128, 256], scale)
+    nodes = int(rng.choice([100, 500, 2000]))
+    edges = nodes * int(rng.choice([2, 4, 8]))
+    features = int(rng.choice([7, 16, 100]))
+    params = {"embed": dense_params([features, width], dtype)[0],
+              "layers": [{"message": dense_params([2 * width, width], dtype)[0],
+                          "update": dense_params([2 * width, width], dtype)[0]} for _ in range(layers)],
+              "head": dense_params([width, 4], dtype)[0]}
+
+    def forward(p, x, senders, receivers):
+        h = jax.nn.relu(dense(p["embed"], x))
+        for layer in p["layers"]:
+            pair = jnp.concatenate([h[senders], h[receivers]], axis=-1)  # [E, 2D] gathers
+            message = jax.nn.relu(dense(layer["message"], pair))
+            summed = jax.ops.segment_sum(message, receivers, num_segments=nodes)  # scatter-add [N, D]
+            h = h + jax.nn.relu(dense(layer["update"], jnp.concatenate([h, summed], axis=-1)))
+        return dense(p["head"], h)
+
+    graph = (spec((nodes, features), dtype), spec((edges,), jnp.int32), spec((edges,), jnp.int32))
+    labels = spec((nodes,), jnp.int32)
+    if train:
+        loss = training_step(lambda p, x, s, r, y: cross_entropy(forward(p, x, s, r), y), optimizer)
+        state = params if optimizer == "sgd" else (params, params)
+        built = (loss, (params, state, *graph, labels))
+    else:
+        built = (forward, (params, *graph))
+    return f"{label}-l{layers}-w{width}-n{nodes}-e{edges}", built
+
+
+def wavenet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    train, optimizer, dtype, label = _common(rng)
+    layers, channels = _pick(rng, [3, 5, 8, 12, 16], scale), _pick(rng, [16, 32, 64, 128], scale)
+    length, batch = int(rng.choice([256, 1024, 4000])), int(rng.choice([1, 4, 8]))
+    params = {"input": spec((1, 1, channels), dtype),
+              "layers": [{"filter": spec((2, channels, channels), dtype), "gate": spec((2, channels, channels), dtype),
+                          "out": spec((1, channels, channels), dtype)} for _ in range(layers)],
+              "head": spec((1, channels, 256), dtype)}
+
+    def forward(p, x):  # x [B, L, 1]
+        x = conv(x, p["input"])
+        for i, layer in enumerate(p["layers"]):
+            dilation = 2 ** (i % 10)
+            h = jnp.tanh(conv(x, layer["filter"], dilation=dilation)) * \
+                jax.nn.sigmoid(conv(x, layer["gate"], dilation=dilation))
+            x = x + conv(h, layer["out"])
+        return conv(jax.nn.relu(x), p["head"])
+
+    batch_spec = (spec((batch, length, 1), dtype), spec((batch, length), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-l{layers}-c{channels}-t{length}-b{batch}", built
+
+
+def _nlp_sizes(rng: np.random.Generator, scale: float) -> tuple[int, int, int, int, int]:
+    """Layers, width, heads, sequence length, batch of a language model."""
+    layers, width = _pick(rng, [1, 2, 4, 6, 8, 12, 16, 24], scale), _pick(rng, [64, 128, 256, 512, 768, 1024], scale)
+    heads = int(rng.choice([h for h in (2, 4, 8, 12, 16) if width % h == 0]))
+    return layers, width, heads, int(rng.choice([32, 128, 256, 512])), int(rng.choice([1, 4, 8, 16]))
+
+
+def encoder(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    """A BERT-like encoder: token embeddings (gather), blocks, a classifier on the first token."""
+    train, optimizer, dtype, label = _common(rng)
+    layers, width, heads, seq, batch = _nlp_sizes(rng, scale)
+    vocab = int(rng.choice([1000, 8000, 30522]))
+    params = {"tokens": spec((vocab, width), dtype), "positions": spec((seq, width), dtype),
+              "blocks": [block_params(width, 4 * width, dtype) for _ in range(layers)],
+              "head": dense_params([width, 2], dtype)[0]}
+
+    def forward(p, ids):
+        x = p["tokens"][ids] + p["positions"]
+        for block in p["blocks"]:
+            x = transformer_block(block, x, heads, causal=False)
+        return dense(p["head"], layer_norm(x[:, 0]))
+
+    batch_spec = (spec((batch, seq), jnp.int32), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-l{layers}-d{width}-h{heads}-t{seq}-b{batch}", built
+
+
+def decoder(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    """A GPT-like causal language model with a tied output projection."""
+    train, optimizer, dtype, label = _common(rng)
+    layers, width, heads, seq, batch = _nlp_sizes(rng, scale)
+    vocab = int(rng.choice([1000, 8000, 32000]))
+    params = {"tokens": spec((vocab, width), dtype), "positions": spec((seq, width), dtype),
+              "blocks": [block_params(width, 4 * width, dtype) for _ in range(layers)]}
+
+    def forward(p, ids):
+        x = p["tokens"][ids] + p["positions"]
+        for block in p["blocks"]:
+            x = transformer_block(block, x, heads, causal=True, activation=jax.nn.silu)
+        return layer_norm(x) @ p["tokens"].T  # [B, T, V]
+
+    batch_spec = (spec((batch, seq), jnp.int32), spec((batch, seq), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-l{layers}-d{width}-h{heads}-t{seq}-b{batch}", built
+
+
+def seq2seq(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    """A T5-like encoder-decoder with cross-attention."""
+    train, optimizer, dtype, label = _common(rng)
+    layers, width, heads, seq, batch = _nlp_sizes(rng, scale)
+    layers = max(1, layers // 2)
+    vocab = int(rng.choice([1000, 8000, 32000]))
+    params = {"tokens": spec((vocab, width), dtype),
+              "encoder": [block_params(width, 4 * width, dtype) for _ in range(layers)],
+              "decoder": [block_params(width, 4 * width, dtype, cross=True) for _ in range(layers)]}
+
+    def forward(p, source, target):
+        memory = p["tokens"][source]
+        for block in p["encoder"]:
+            memory = transformer_block(block, memory, heads, causal=False, activation=jax.nn.relu)
+        x = p["tokens"][target]
+        for block in p["decoder"]:
+            x = transformer_block(block, x, heads, causal=True, memory=layer_norm(memory), activation=jax.nn.relu)
+        return layer_norm(x) @ p["tokens"].T
+
+    ids = (spec((batch, seq), jnp.int32), spec((batch, seq // 2), jnp.int32))
+    if train:
+        loss = lambda p, s, t, y: cross_entropy(forward(p, s, t), y)  # noqa: E731
+        state = params if optimizer == "sgd" else (params, params)
+        built = (training_step(loss, optimizer), (params, state, *ids, spec((batch, seq // 2), jnp.int32)))
+    else:
+        built = (forward, (params, *ids))
+    return f"{label}-l{layers}-d{width}-h{heads}-t{seq}-b{batch}", built
+
+
+def generate(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    """Autoregressive decoding with a key/value cache: one lax.scan step per token (a while loop in HLO)."""
+    _, _, dtype, _ = _common(rng)
+    label = "infer-bf16" if dtype == jnp.bfloat16 else "infer"
+    layers, width, heads, seq, batch = _nlp_sizes(rng, scale)
+    steps, vocab = int(rng.choice([4, 16, 64])), int(rng.choice([1000, 8000]))
+    params = {"tokens": spec((vocab, width), dtype),
+              "blocks": [block_params(width, 4 * width, dtype) for _ in range(layers)]}
+    dh = width // heads
+
+    def decode(p, cache_k, cache_v, first):  # caches [L, B, S, H, Dh]
+        def step(carry, position):
+            token, k_all, v_all = carry
+            x = p["tokens"][token][:, None]  # [B, 1, D]
+            for i, block in enumerate(p["blocks"]):
+                h = layer_norm(x)
+                q = dense(block["attn"]["q"], h).reshape(batch, 1, heads, dh)
+                k = dense(block["attn"]["k"], h).reshape(batch, 1, heads, dh)
+                v = dense(block["attn"]["v"], h).reshape(batch, 1, heads, dh)
+                k_all = lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), (i, 0, position, 0, 0))
+                v_all = lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), (i, 0, position, 0, 0))
+                logits = jnp.einsum("bqhd,bshd->bhqs", q, k_all[i]) / math.sqrt(dh)
+                logits = jnp.where(jnp.arange(seq) <= position, logits, -1e9)
+                out = jnp.einsum("bhqs,bshd->bqhd", jax.nn.softmax(logits, -1), v_all[i]).reshape(batch, 1, width)
+                x = x + dense(block["attn"]["o"], out)
+                x = x + dense(block["mlp"][1], jax.nn.gelu(dense(block["mlp"][0], layer_norm(x))))
+            token = jnp.argmax(layer_norm(x[:, 0]) @ p["tokens"].T, axis=-1).astype(jnp.int32)
+            return (token, k_all, v_all), token
+
+        _, tokens = lax.scan(step, (first, cache_k, cache_v), jnp.arange(steps))
+        return tokens
+
+    cache = spec((layers, batch, seq, heads, dh), dtype)
+    return (f"{label}-l{layers}-d{width}-h{heads}-t{seq}-s{steps}-b{batch}",
+            (decode, (params, cache, cache, spec((batch,), jnp.int32))))
+
+
+FAMILIES: dict[str, tuple[str, Callable[[np.random.Generator, float], tuple[str, Built]]]] = {
+    "mlp": ("xla", mlp), "cnn": ("xla", cnn), "resnet": ("xla", resnet), "unet": ("xla", unet),
+    "rnn": ("xla", rnn), "mixer": ("xla", mixer), "moe": ("xla", moe), "gnn": ("xla", gnn),
+    "wavenet": ("xla", wavenet),
+    "encoder": ("nlp", encoder), "decoder": ("nlp", decoder), "seq2seq": ("nlp", seq2seq),
+    "generate": ("nlp", generate),
+}
+
+
+def lower(family: str, rng: np.random.Generator, scale: float) -> Program:
+    """Draw one program of `family` at `scale` and lower it to HLO text (before XLA's optimisation passes)."""
+    kind, make = FAMILIES[family]
+    variant, (function, arguments) = make(rng, scale)
+    text = jax.jit(function).lower(*arguments).as_text(dialect="hlo")
+    return Program(family, variant, kind, text)
