@@ -39,11 +39,13 @@ scatter: $(VENV)/.scatter
 demo: setup
 	$(BIN)/solution demo
 
-# The suite, both scatter paths. While torch_scatter builds in the background, every test that does not need it
-# runs (niced while a build runs: the build is one compiler process, the longer pole; the workers take the rest);
-# then it is installed and the tests marked `scatter` (tests/conftest.py) run, SOLUTION_REQUIRE_SCATTER=1 failing
-# (not skipping) them if it is missing. Exits non-zero if any part failed.
+# Lint (ruff: pyflakes, pycodestyle, import order; its settings in pyproject.toml), then the suite, both scatter
+# paths. While torch_scatter builds in the background, every test that does not need it runs (niced while a build
+# runs: the build is one compiler process, the longer pole; the workers take the rest); then it is installed and
+# the tests marked `scatter` (tests/conftest.py) run, SOLUTION_REQUIRE_SCATTER=1 failing (not skipping) them if it
+# is missing. Exits non-zero if any part failed.
 test: setup
+	$(BIN)/ruff check .
 	@$(if $(wildcard $(VENV)/.scatter-wheel),,echo "building torch_scatter in the background: $(VENV)/scatter-build.log")
 	@$(MAKE) --no-print-directory $(VENV)/.scatter-wheel > $(VENV)/scatter-build.log 2>&1 & build=$$!; \
 	$(if $(wildcard $(VENV)/.scatter-wheel),,nice -n 10) $(PYTEST) -m "not scatter"; tests=$$?; \

@@ -499,7 +499,7 @@ COLLECTIONS = (
 
 # ---------------------------------------- solution.data
 SOURCES['solution.data'] = '''\
-"""Data: read and check the npz files, prune, featurize, pack, cache, batch; the synthetic generator."""
+"""Data: read and check the npz files, prune, featurize, pack, cache, batch, serve (generators: solution/synth)."""
 '''
 
 # ---------------------------------------- solution.data.batch
@@ -1412,7 +1412,6 @@ from ..constants import (
 )
 from ..errors import SettingsError
 from .tasks import COMMON_KEYS, TASKS, Task
-
 
 
 class DataError(ValueError):
@@ -2790,8 +2789,19 @@ from torch.nn import functional as F
 
 from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
 from ..data.batch import Batch
-from .layers import (ConfigLinks, CrossConfigAttention, GraphEncoder, LinkBlock, Readout, SAGEBlock, in_chunks, mlp,
-                     per_config, pool, valid_configs)
+from .layers import (
+    ConfigLinks,
+    CrossConfigAttention,
+    GraphEncoder,
+    LinkBlock,
+    Readout,
+    SAGEBlock,
+    in_chunks,
+    mlp,
+    per_config,
+    pool,
+    valid_configs,
+)
 from .segments import SegmentTraining
 from .spec import Remembered
 
@@ -3015,7 +3025,7 @@ from ..errors import SettingsError
 
 # Two paths for one behaviour. torch_scatter's fused kernels are the GPU's fast path; on CPU plain torch
 # (index_add_ and scatter_reduce) is as fast or faster (whole steps 0-7 % faster, its max 20x in a forward
-# pass; docs/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA
+# pass; benchmarks/results/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA
 # tensors when it is installed and plain torch otherwise; torch_scatter has no PyPI wheel and is missing on a
 # Kaggle notebook, and both paths give the same numbers (tested). SOLUTION_SCATTER=torch_scatter or =torch
 # forces one path everywhere.
@@ -3666,8 +3676,8 @@ from ..atomic import atomic_write
 from ..constants import COLLECTIONS
 from ..data.reader import DataError, find_collections, list_files, submission_id
 from ..data.tasks import task_of
-from ..metrics import TILE_TOPK, final_score, rank_order
 from ..errors import BAD_DATA, OK
+from ..metrics import TILE_TOPK, final_score, rank_order
 
 HEADER = ("ID", "TopConfigs")
 ANSWERS_HEADER = ("ID", "Runtimes")
@@ -4156,7 +4166,7 @@ class SubmissionWriter(pl.Callback):
 
 # ---------------------------------------- solution.tools
 SOURCES['solution.tools'] = '''\
-"""Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, the demo."""
+"""Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, demo."""
 '''
 
 # ---------------------------------------- solution.tools.failures
@@ -4534,8 +4544,8 @@ from ..submission.files import collection_file_stem
 # data settings a command may change for a trained model: where files are, how many at a time, which split
 FREE_DATA = frozenset({
     "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "row_budget",
-    "eval_chunk", "eval_graphs_per_batch", "predict_split", "predict_repeats", "test_split", "limit_graphs", "skip_bad_files",
-    "folds", "fold", "fold_variant_parts",
+    "eval_chunk", "eval_graphs_per_batch", "predict_split", "predict_repeats", "test_split", "limit_graphs",
+    "skip_bad_files", "folds", "fold", "fold_variant_parts",
 })
 FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
 DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings
@@ -4921,7 +4931,7 @@ from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
 from .checkpoints import read_checkpoint
-from .inference import ScoreTable, Scorer, standardized_scores, with_widths
+from .inference import Scorer, ScoreTable, standardized_scores, with_widths
 
 
 class RankingModule(pl.LightningModule):

@@ -38,13 +38,13 @@ from scipy import stats
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.synth import generate
 from solution.data.tasks import task_of
 from solution.submission.files import collection_file_stem, read_answers, score
+from solution.synth.files import generate
 from solution.tools import compare, pipeline
 from solution.tools.lightning_cli import lightning_main
-from solution.tools.tracking import SUMMARY, code_version, run_folder
 from solution.tools.settings import read_settings
+from solution.tools.tracking import SUMMARY, code_version, run_folder
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "configs"

@@ -30,8 +30,8 @@ import numpy as np
 
 from solution.atomic import atomic_write
 from solution.data.reader import collection_dir
-from solution.data.synth import generate, write_npz
 from solution.submission.files import collection_file_stem
+from solution.synth.files import generate, write_npz
 
 HERE = Path(__file__).resolve().parent
 AFTER = HERE.parent
@@ -80,7 +80,8 @@ def subsampled(root: Path, out: Path, collection: str, configs: int, seed: int =
         with np.load(path) as loaded:
             arrays = dict(loaded)
         keep = np.sort(np.random.default_rng(seed).permutation(len(arrays["config_runtime"]))[:configs])
-        arrays["node_config_feat"], arrays["config_runtime"] = arrays["node_config_feat"][keep], arrays["config_runtime"][keep]
+        for key in ("node_config_feat", "config_runtime"):
+            arrays[key] = arrays[key][keep]
         write_npz(target / "valid" / path.name, list(arrays.items()), compress=False)
     return out
 
@@ -101,7 +102,8 @@ def finish(process: subprocess.Popen) -> tuple[int, float]:
 
 def fit_code(collection: str, root: Path, folder: Path, minutes: list[float], extra: list[str]) -> str:
     args = ["fit", "--config", f"configs/{collection_file_stem(collection)}.yaml", "--data.root", str(root),
-            "--trainer.limit_val_batches", "0", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder),
+            "--trainer.limit_val_batches", "0", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.default_root_dir", str(folder),
             "--trainer.callbacks+=budget.Marks", "--trainer.callbacks.folder", str(folder),
             "--trainer.callbacks.minutes", json.dumps(minutes), *extra]
     return f"from solution.tools.lightning_cli import lightning_main; lightning_main({args!r})"
@@ -122,7 +124,8 @@ def run_pair(trees: dict[str, Path], collection: str, train_root: Path, eval_roo
     fits = {}
     for name, tree in trees.items():
         folders[name].mkdir(parents=True, exist_ok=True)
-        fits[name] = child(tree, fit_code(collection, train_root, folders[name], minutes, extra), folders[name] / "fit.log")
+        code = fit_code(collection, train_root, folders[name], minutes, extra)
+        fits[name] = child(tree, code, folders[name] / "fit.log")
     peaks = {}
     for name, process in fits.items():
         code, peaks[name] = finish(process)

@@ -22,13 +22,13 @@ import numpy as np
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.batch import Collate
-from solution.data.sets import GraphSet, TrainSet
 from solution.data.packing import pack
 from solution.data.preprocess import Preprocessing, load_graph, record_cache
 from solution.data.pruning import STRATEGIES, keep_nodes, output_node
 from solution.data.reader import list_files, read_graph
-from solution.data.synth import generate
+from solution.data.sets import GraphSet, TrainSet
 from solution.data.tasks import LAYOUT
+from solution.synth.files import generate
 
 
 def rss_mib() -> tuple[float, float]:
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = work / "cache"
     layout = [c for c in COLLECTIONS if c.startswith("layout")]
     lines = [f"# Data-layer benchmark ({'tiny, smoke' if args.smoke else args.size} synthetic data)", "",
-             f"Command: `python benchmarks/data_bench.py --size {args.size}`", "", "## Node retention after pruning", ""]
+             f"Command: `python benchmarks/data_bench.py --size {args.size}`", "",
+             "## Node retention after pruning", ""]
     lines += retention(root, layout)
     lines += ["", "## Packed layout configs", ""] + packed_size(root, "layout:nlp:random")
     lines += ["", "## Cold vs cached reads", ""] + read_speed(root, "layout:nlp:random", cache_dir)

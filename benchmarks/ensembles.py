@@ -25,9 +25,9 @@ import numpy as np
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.synth import generate
 from solution.submission.ensemble import SUFFIX, ensemble
 from solution.submission.files import collection_file_stem, read_answers, score
+from solution.synth.files import generate
 from solution.tools.lightning_cli import lightning_main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

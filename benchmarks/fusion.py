@@ -27,8 +27,8 @@ from scipy import stats
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.synth import generate
 from solution.submission.files import collection_file_stem, read_answers, score
+from solution.synth.files import generate
 from solution.tools import pipeline
 from solution.tools.demo import CONFIG_ONLY
 from solution.tools.settings import configs_folder, layered, read_settings
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--collections", nargs="+", default=LAYOUT, choices=LAYOUT)
     parser.add_argument("--smoke", action="store_true", help="tiny data, one collection, 1 epoch, 1 seed")
-    parser.add_argument("--out", type=Path, default=Path("docs/fusion.md"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/fusion.md"))
     args = parser.parse_args(argv)
     if args.smoke:
         args.epochs, args.seeds, args.collections, args.size = 1, [0], LAYOUT[:1], "tiny"
@@ -113,15 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for collection in args.collections:
             for variant, layer in VARIANTS.items():
-                settings = layered(base[collection], {**layer, "seed_everything": seed,
-                                            "trainer": {"max_epochs": epochs, "check_val_every_n_epoch": min(epochs, 5)}})
+                trainer = {"max_epochs": epochs, "check_val_every_n_epoch": min(epochs, 5)}
+                settings = layered(base[collection], {**layer, "seed_everything": seed, "trainer": trainer})
                 out = work / f"{variant.replace(' ', '_')}{seed}"
                 rows.append({"seed": seed, "collection": collection, "variant": variant,
                              **held_out(collection, settings, args.budget, root, out)})
                 print(json.dumps(rows[-1]), flush=True)
     condition = f"{args.budget:.0f} s of training per fit" if args.budget else f"{args.epochs} epochs per fit"
+    given = argv if argv is not None else sys.argv[1:]
     lines = [f"# Encode once vs early fusion: quality ({args.size} synthetic data, {condition})", "",
-             f"    {' '.join(['.venv/bin/python', 'benchmarks/fusion.py', *(argv if argv is not None else sys.argv[1:])])}",
+             "    " + " ".join([".venv/bin/python", "benchmarks/fusion.py", *given]),
              "", f"Seeds {args.seeds}; held-out score = mean of validation and test (answers.csv) Kendall tau; "
              "differences paired by seed, 95 % t intervals.", ""]
     lines += report(rows, args.seeds, args.collections)

@@ -2,7 +2,7 @@
 root (in the realistic synthetic data, a 14k-node BERT-like graph with 100,040 configs), run as a user runs it:
 wall time, configs/s and the peak memory of the whole process tree (each data-loader worker is a process).
 
-    python benchmarks/predict_scale.py --data data/synthetic-realistic --workers 0 4 --out docs/predict-scale.md
+    python benchmarks/predict_scale.py --data data/synthetic-realistic --workers 0 4   # benchmarks/results/
     python benchmarks/predict_scale.py --smoke   # tiny data: checks that the script runs
 
 The file is linked as the only test file of a scratch root, the collection's other files beside it as train and
@@ -28,8 +28,8 @@ import numpy as np
 from solution.atomic import atomic_write
 from solution.data.datamodule import usable_workers
 from solution.data.reader import list_files
-from solution.data.synth import generate
 from solution.submission.files import collection_file_stem
+from solution.synth.files import generate
 
 REPO = Path(__file__).resolve().parent.parent
 SPLITS = ("train", "valid", "test")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a data root (the realistic synthetic data is generated there when absent)")
     parser.add_argument("--collection", default="layout:nlp:random")
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 4], help="data.num_workers settings")
-    parser.add_argument("--out", type=Path, default=Path("docs/predict-scale.md"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/predict-scale.md"))
     parser.add_argument("--smoke", action="store_true", help="tiny data, 0 workers")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="solution-predict-scale-"))

@@ -2,7 +2,7 @@
 shapes the rankers use, forward and forward + backward, then whole steps of the two layout rankers (training and
 ranking) on a realistic pruned graph. What the "auto" backend (solution/models/scatter.py) is chosen from.
 
-    python benchmarks/scatter.py                 # docs/scatter.md (about 3 minutes on 2 CPU cores)
+    python benchmarks/scatter.py                 # benchmarks/results/scatter.md (about 3 minutes on 2 CPU cores)
     python benchmarks/scatter.py --smoke         # seconds: checks that the script runs
 
 Each measurement alternates the two backends repeat by repeat (so that both see the same machine load) after
@@ -24,13 +24,13 @@ import numpy as np
 import torch
 
 from solution.atomic import atomic_write
-from solution.data import synth
 from solution.data.batch import Batch, Collate, Item
 from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.tasks import LAYOUT
 from solution.models import scatter
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import EarlyFusionRanker, LayoutRanker
+from solution.synth import files, layouts
 
 BACKENDS = ("torch_scatter", "torch")
 REDUCTIONS = {"sum": scatter.scatter_sum, "mean": scatter.scatter_mean, "max": scatter.scatter_max}
@@ -78,12 +78,13 @@ def reductions(shapes: dict[str, tuple[tuple[int, ...], int, int]], repeats: int
 def layout_batch(nodes: int, configurable: int, configs: int, folder: Path) -> Batch:
     """One synthetic realistic xla graph through the package's preprocessing (1-hop pruning) and training collate."""
     rng = np.random.default_rng([0, nodes])
-    graph = synth.build_layout_graph(rng, "xla", nodes, configurable)
-    choices, explicit = synth.sample_choices(graph, rng, 2 * configs, "random")  # spare rows: dedup drops some
-    runtime = synth.noisy(graph.cost.evaluate(choices), choices, graph.hash_weights, rng)
+    graph = layouts.build_layout_graph(rng, "xla", nodes, configurable)
+    choices, explicit = layouts.sample_choices(graph, rng, 2 * configs, "random")  # spare rows: dedup drops some
+    runtime = layouts.noisy(graph.cost.evaluate(choices), choices, graph.hash_weights, rng)
     path = folder / "graph.npz"
-    synth.write_npz(path, [*graph.arrays().items(), ("node_config_feat", synth.config_features(graph, choices, explicit)),
-                           ("config_runtime", runtime)], compress=False)
+    features = layouts.config_features(graph, choices, explicit)
+    files.write_npz(path, [*graph.arrays().items(), ("node_config_feat", features), ("config_runtime", runtime)],
+                    compress=False)
     loaded = load_graph(path, "train", Preprocessing(), None)
     return Collate(LAYOUT)([(loaded, Item(0, np.arange(configs)))])
 
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "scatter.md")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "scatter.md")
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, 2 repeats: checks that the script runs")
     args = parser.parse_args(argv)
     if not scatter.AVAILABLE:

@@ -5,7 +5,8 @@ of a training epoch on realistic synthetic graphs.
     python benchmarks/segments.py --nodes 10000 50000 200000 --budget 2048 --configs 16
     python benchmarks/segments.py --smoke               # seconds: checks that the script runs
 
-Memory: random XLA-like DAGs (each node reads one or two of the 50 nodes before it; 1 % configurable nodes, processed whole: no pruning)
+Memory: random XLA-like DAGs (each node reads one or two of the 50 nodes before it; 1 % configurable nodes,
+processed whole: no pruning)
 of growing size, one training step (forward + backward) of the layout model on `--configs` configs, each
 measurement in a child process of its own (GPU memory allocated, or resident memory on the CPU, above the
 level after building the model and batch). Whole-graph training is skipped where its estimated activations
@@ -42,10 +43,10 @@ from solution.constants import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
 from solution.data import pruning
 from solution.data.batch import Batch
 from solution.data.partition import partition
-from solution.data.synth import generate
 from solution.data.tasks import LAYOUT
 from solution.models.rankers import LayoutRanker
 from solution.submission.files import collection_file_stem
+from solution.synth.files import generate
 from solution.tools.lightning_cli import lightning_main
 
 FEATURES = NODE_FEAT_DIM

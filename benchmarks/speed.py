@@ -3,7 +3,7 @@ it as config-aware states of the configurable nodes only, [M, C, d]) against Ear
 solutions' design: each config joined to its configurable nodes' input features before the first layer,
 [N, C, d] through every layer).
 
-    python benchmarks/speed.py                     # the full grid (about 25 minutes on 2 CPU cores); docs/speed.md
+    python benchmarks/speed.py                     # the full grid (~25 min on 2 CPU cores); benchmarks/results/speed.md
     python benchmarks/speed.py --sizes 15000 --configs 64 128 --out /tmp/speed.md
     python benchmarks/speed.py --smoke             # seconds: checks that the script runs
 
@@ -13,7 +13,7 @@ settings of configs/base.yaml: hidden 128, four message-passing layers in all (L
 config_layers 2; EarlyFusionRanker layers 4), cross-config attention on, edges both ways; PairwiseHinge loss,
 AdamW. Early fusion's every layer is config-aware, at the hidden width; LayoutRanker's config-aware layers run
 at its `config_hidden` (the shipped value is in the title). Graphs are the synthetic generator's
-realistic xla graphs (`solution.data.synth.build_layout_graph`, 125 configurable nodes as in its realistic size)
+realistic xla graphs (`solution.data.layouts.build_layout_graph`, 125 configurable nodes as in its realistic size)
 at about 5k, 15k and 40k nodes.
 
 Every cell (ranker, graph, C, mode) runs in two fresh interpreters. Its speed comes from one with the allocator
@@ -51,13 +51,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from solution.allocator import keep_freed_buffers
 from solution.atomic import atomic_write
-from solution.data import synth
 from solution.data.batch import Batch, Collate, Item
 from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.tasks import LAYOUT
 from solution.models import layers, scatter
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import EarlyFusionRanker, LayoutRanker
+from solution.synth import files, layouts
 
 SHIPPED = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "base.yaml").read_text())[
     "model"]["ranker"]["init_args"]  # LayoutRanker's settings
@@ -76,12 +76,13 @@ MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}  # the memory child's allocator
 def write_graph(folder: Path, nodes: int, configs: int, seed: int = 0) -> Path:
     """A synthetic realistic xla layout file of about `nodes` nodes with `configs` random configs."""
     rng = np.random.default_rng([seed, nodes])
-    graph = synth.build_layout_graph(rng, "xla", nodes, CONFIGURABLE)
-    choices, explicit = synth.sample_choices(graph, rng, configs, "random")
-    runtime = synth.noisy(graph.cost.evaluate(choices), choices, graph.hash_weights, rng)
+    graph = layouts.build_layout_graph(rng, "xla", nodes, CONFIGURABLE)
+    choices, explicit = layouts.sample_choices(graph, rng, configs, "random")
+    runtime = layouts.noisy(graph.cost.evaluate(choices), choices, graph.hash_weights, rng)
     path = folder / f"xla_{nodes}.npz"
-    synth.write_npz(path, [*graph.arrays().items(), ("node_config_feat", synth.config_features(graph, choices, explicit)),
-                           ("config_runtime", runtime)], compress=False)
+    features = layouts.config_features(graph, choices, explicit)
+    files.write_npz(path, [*graph.arrays().items(), ("node_config_feat", features), ("config_runtime", runtime)],
+                    compress=False)
     return path
 
 
@@ -266,8 +267,8 @@ class Runner:
                     step_s = extrapolate(speed[key], configs)
                     if step_s * (1 + repeats) > args.cell_s:
                         repeats = max(args.min_repeats, int(args.cell_s / max(step_s, 1e-9)) - 1)
-                    why = self.skip(extrapolate(memory[key], configs) / 1024, step_s, step_s * (5 + repeats) + 6,  # + memory child
-                                    max_step_s)
+                    why = self.skip(extrapolate(memory[key], configs) / 1024, step_s,
+                                    step_s * (5 + repeats) + 6, max_step_s)  # + the memory child
                     if why:
                         results[key][configs] = {"error": why}
                         print(f"{label} {why}", flush=True)
@@ -281,7 +282,8 @@ class Runner:
                 else:
                     result = in_child(job, timeout=max(120.0, 3 * step_s * (1 + repeats) + 60))
                     if "error" not in result:
-                        held = in_child({**job, "repeats": 1, "count_flops": False}, timeout=max(120.0, 6 * step_s + 60), env=MEMORY_ENV)
+                        once = {**job, "repeats": 1, "count_flops": False}
+                        held = in_child(once, timeout=max(120.0, 6 * step_s + 60), env=MEMORY_ENV)
                         result = {**result, **{k: held[k] for k in MEMORY_KEYS}} if "error" not in held else held
                     self.children += 1
                 results[key][configs] = result
@@ -407,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
                         "2-core machine two threads stall each other whenever another process runs)")
     parser.add_argument("--once_args", nargs="*", default={}, type=setting, action=Settings, metavar="KEY=VALUE",
                         help="LayoutRanker arguments other than the shipped ones, e.g. shared_link_maps=true")
-    parser.add_argument("--out", default="docs/speed.md")
+    parser.add_argument("--out", default="benchmarks/results/speed.md")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -508,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append("")
     prune_at = max(args.prune_configs)
     lines += [f"## What pruning buys (LayoutRanker, the {unpruned_sizes['raw']:,}-node graph)", "",
-              f"The same graph and model, preprocessed with `Preprocessing()` (k_hop, 1 hop: {sizes[middle]['nodes']:,} "
+              "The same graph and model, preprocessed with `Preprocessing()` "
+              f"(k_hop, 1 hop: {sizes[middle]['nodes']:,} "
               f"nodes) and `Preprocessing(prune=\"none\")` ({unpruned_sizes['nodes']:,} nodes). The target is C = "
               f"{prune_at}; the smaller C are the ladder its estimates come from (up to "
               f"{args.prune_max_step_s:.0f} s per step here). Ratios: pruned / unpruned.", ""]

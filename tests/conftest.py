@@ -22,7 +22,7 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny synthetic dataset in the Kaggle layout (read-only by convention: copy it before changing it)."""
-    from solution.data.synth import generate
+    from solution.synth.files import generate
 
     return generate(tmp_path_factory.mktemp("tiny"), size="tiny", seed=0)
 

@@ -33,8 +33,9 @@ def test_benchmark_smoke(name, capsys, tmp_path):
                               "no readout attention", "Δ against the full model per collection"],
                 "speed": ["Headline", "Training step", "Ranking", "What pruning buys", "| train | 16 |",
                           "torch_scatter", "GFLOP/s"],
-                "scatter": ["| pool of the configurable nodes [M=", "max, forward + backward", "LayoutRanker, ranking pass",
-                            "torch_scatter / torch"] if importlib.util.find_spec("torch_scatter") else ["nothing to compare"],
+                "scatter": ["| pool of the configurable nodes [M=", "max, forward + backward",
+                            "LayoutRanker, ranking pass", "torch_scatter / torch"]
+                if importlib.util.find_spec("torch_scatter") else ["nothing to compare"],
                 "own_programs": ["| resnet |", "| transformer |", "`solution predict` of both files",
                                  "`solution fit` (shipped layout_xla_random.yaml", "importing the Lightning CLI"],
                 "predict_scale": ["| 0 (0 started) | cold |", "| 0 (0 started) | warm |", "configs/s", "bert_like"],

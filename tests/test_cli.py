@@ -9,18 +9,19 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from solution import errors
 from solution.constants import COLLECTIONS
-from solution.submission.ensemble import read_run
 from solution.data.datamodule import TpuGraphsDataModule
 from solution.submission import files
+from solution.submission.ensemble import read_run
 from solution.submission.files import check, collection_file_stem, read_answers, score
-from solution import errors
 from solution.tools.cli import main
 from solution.tools.lightning_cli import lightning_main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 QUICK = ["--trainer.max_epochs", "2", "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar",
-         "false", "--model.ranker.init_args.hidden", "16", "--model.ranker.init_args.opcode_dim", "8", "--data.configs_per_graph", "8"]
+         "false", "--model.ranker.init_args.hidden", "16", "--model.ranker.init_args.opcode_dim", "8",
+         "--data.configs_per_graph", "8"]
 
 
 def run_args(collection: str, root: Path, runs: Path) -> list[str]:

@@ -25,7 +25,8 @@ CONFIGS = REPO / "configs"
 # one brief CPU epoch; 8-node segments so that the while-loop program trains and predicts in segments
 BRIEF = ["--config", str(CONFIGS / "layout_xla_random.yaml"), "--config", str(CONFIGS / "demo.yaml"),
          "--trainer.max_epochs", "1", "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar",
-         "false", "--model.ranker.init_args.hidden", "16", "--model.ranker.init_args.opcode_dim", "8", "--data.configs_per_graph", "8",
+         "false", "--model.ranker.init_args.hidden", "16", "--model.ranker.init_args.opcode_dim", "8",
+         "--data.configs_per_graph", "8",
          "--data.segment_nodes", "8"]
 
 

@@ -12,10 +12,10 @@ jax = pytest.importorskip("jax", reason="the corpus needs the extra [programs]: 
 jnp = pytest.importorskip("jax.numpy")
 
 from solution.constants import COLLECTIONS, LAYOUT_GROUP, SPLITS  # noqa: E402
-from solution.data import synth  # noqa: E402
 from solution.data.datamodule import model_group  # noqa: E402
 from solution.data.reader import list_files, read_graph  # noqa: E402
 from solution.programs import encode, hlo, law  # noqa: E402
+from solution.synth.files import main as synth_main  # noqa: E402
 
 LAYOUT_DTYPES = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64,
                  "node_config_feat": np.float32, "node_config_ids": np.int64, "node_splits": np.int64,
@@ -27,7 +27,7 @@ TILE_DTYPES = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": n
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("programs")
-    assert synth.main(["--programs", "--size", "tiny", "--out", str(out)]) == 0
+    assert synth_main(["--programs", "--size", "tiny", "--out", str(out)]) == 0
     return out
 
 
@@ -98,7 +98,7 @@ def test_runtimes_differ_across_configs(corpus):
 
 
 def test_same_seed_same_files(corpus, tmp_path):
-    assert synth.main(["--programs", "--size", "tiny", "--out", str(tmp_path), "--collections", "layout:nlp:random",
+    assert synth_main(["--programs", "--size", "tiny", "--out", str(tmp_path), "--collections", "layout:nlp:random",
                        "tile:xla"]) == 0
     for collection in ("layout:nlp:random", "tile:xla"):
         for split, path in files(corpus, collection):
@@ -109,7 +109,7 @@ def test_same_seed_same_files(corpus, tmp_path):
 
 def test_full_size_needs_programs(capsys):
     with pytest.raises(SystemExit):
-        synth.main(["--size", "full", "--out", "unused"])
+        synth_main(["--size", "full", "--out", "unused"])
     assert "--programs" in capsys.readouterr().err
 
 

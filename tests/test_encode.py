@@ -328,9 +328,29 @@ def test_tile_kernels_of_an_optimised_module_read_as_tile_test_files(tmp_path, c
     assert (tiles[:, 16:] == 0).all() and graph.is_test
 
 
+def test_a_module_compiled_by_xla_encodes_as_layout_and_as_tile_kernels(tmp_path, capsys):
+    """Real later-stage text: jax's compiled module (after XLA's passes: fusions, stack-frame tables, tiled
+    layouts) encodes as one layout file and as one tile file per fused computation, each read by the reader."""
+    jax = pytest.importorskip("jax")
+
+    def step(w, x):
+        return jax.numpy.tanh(x @ w).sum(0) * 2.0
+
+    args = (jax.numpy.ones((64, 32)), jax.numpy.ones((16, 64)))
+    compiled = write(tmp_path / "step.after_optimizations.txt",
+                     jax.jit(step).lower(*args).compile().as_text().splitlines())
+    assert main([str(compiled), "--out", str(tmp_path / "layout.npz")]) == errors.OK
+    with np.load(tmp_path / "layout.npz") as layout:
+        assert len(layout["node_opcode"]) > 4 and OPCODE_IDS["fusion"] in layout["node_opcode"]
+    assert main([str(compiled), "--collection", "tile", "--out", str(tmp_path / "tiles")]) == errors.OK
+    files = sorted((tmp_path / "tiles").iterdir())
+    assert files and all(read_graph(f, "test").task.name == "tile" for f in files)
+
+
 def test_tile_encoding_refuses_unknown_fusions_and_unfused_modules(tmp_path, capsys):
     dump = write(tmp_path / "dump.txt", DUMP.splitlines())
-    assert main([str(dump), "--collection", "tile", "--fusion", "fused.9", "--out", str(tmp_path / "t")]) == errors.USAGE
+    asked = [str(dump), "--collection", "tile", "--fusion", "fused.9", "--out", str(tmp_path / "t")]
+    assert main(asked) == errors.USAGE
     assert "--fusion fused.9: not a fused computation" in capsys.readouterr().err
     plain = HLO / "fixture_conv_reshape_dot.hlo"
     assert main([str(plain), "--collection", "tile", "--out", str(tmp_path / "t")]) == errors.USAGE

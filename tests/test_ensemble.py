@@ -14,8 +14,8 @@ from solution.constants import COLLECTIONS
 from solution.data.reader import list_files
 from solution.submission.ensemble import EnsembleError, ensemble, file_record, main, read_run, write_run
 from solution.submission.files import check, collection_file_stem, expected_test_files
-from solution.tools.lightning_cli import lightning_main
 from solution.tools.cli import main as solution
+from solution.tools.lightning_cli import lightning_main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -165,7 +165,8 @@ def test_predict_records_the_files_it_scored(tiny_root, tmp_path):
     collection = "layout:xla:random"
     lightning_main(["predict", "--config", str(CONFIGS / "layout_xla_random.yaml"), "--config",
                     str(CONFIGS / "demo.yaml"), "--data.root", str(tiny_root), "--trainer.logger", "false",
-                    "--trainer.enable_progress_bar", "false", "--model.ranker.init_args.hidden", "16", "--model.ranker.init_args.opcode_dim", "8",
+                    "--trainer.enable_progress_bar", "false", "--model.ranker.init_args.hidden", "16",
+                    "--model.ranker.init_args.opcode_dim", "8",
                     "--submission.out_dir", str(tmp_path)])
     run = read_run(tmp_path / "layout_xla_random.scores.npz")
     paths = list_files(tiny_root, collection, "test")

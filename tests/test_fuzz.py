@@ -54,7 +54,7 @@ class Base:
     name: str
     split: str
     arrays: dict[str, np.ndarray]
-    raw: bytes | None = None  # the file as another writer (solution.data.synth) wrote it
+    raw: bytes | None = None  # the file as another writer (solution.synth) wrote it
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Mutant:
 
 
 def npz_bases(root: Path) -> list[Base]:
-    """Small valid files: the test factory's arrays (real and README dtypes) and four solution.data.synth files."""
+    """Small valid files: the test factory's arrays (real and README dtypes) and four solution.synth files."""
     bases = [
         Base("factory layout", "train", layout_arrays(n=16, c=6, nc=3)),
         Base("factory layout int32", "valid", layout_arrays(n=14, c=5, nc=4, dtypes="readme", split="valid", seed=1)),

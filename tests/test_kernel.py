@@ -58,7 +58,7 @@ def test_kernel_embeds_the_job_and_no_command_line_modules():
                 and isinstance(node.targets[0], ast.Subscript) and node.targets[0].value.id == "SOURCES"}
     assert {"solution", "solution.tools.kernel", "solution.models.rankers", "solution.data.datamodule",
             "solution.submission.files", "solution.data", "solution.models"} <= assigned
-    assert not assigned & {"solution.tools.cli", "solution.tools.bundle", "solution.data.synth", "solution.tools.demo"}
+    assert not assigned & {"solution.tools.cli", "solution.tools.bundle", "solution.synth.files", "solution.tools.demo"}
     docstring = ast.get_docstring(tree)
     for variable in ("SOLUTION_DATA_ROOT", "SOLUTION_OUTPUT_DIR", "SOLUTION_TIME_BUDGET", "SOLUTION_CHECKPOINTS"):
         assert variable in docstring
@@ -139,7 +139,8 @@ def test_budget_goes_to_collections_by_share_and_unused_time_moves_on(monkeypatc
 def test_load_reads_a_command_line_checkpoint(tiny_root, tmp_path):
     config = REPO / "configs"
     fit = lightning_main(["fit", "--config", str(config / "tile_xla.yaml"), "--config", str(config / "demo.yaml"),
-                          "--data.root", str(tiny_root), "--trainer.max_epochs", "1", "--model.ranker.init_args.hidden", "16",
+                          "--data.root", str(tiny_root), "--trainer.max_epochs", "1",
+                          "--model.ranker.init_args.hidden", "16",
                           "--trainer.logger", "false", "--checkpoint.dirpath", str(tmp_path / "ckpt"),
                           "--trainer.enable_progress_bar", "false"])
     saved = Path(fit.trainer.checkpoint_callback.last_model_path)

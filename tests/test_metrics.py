@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from solution.constants import COLLECTIONS
-from solution.submission.files import score, write_collection
+from solution.data.tasks import LAYOUT
 from solution.metrics import (
     final_score,
     kendall_tau,
@@ -24,7 +24,7 @@ from solution.metrics import (
     tile_score,
     tile_topk_error,
 )
-from solution.data.tasks import LAYOUT
+from solution.submission.files import score, write_collection
 
 
 def _sample(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

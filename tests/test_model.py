@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from npz_factory import layout_arrays, tile_arrays, write_npz
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.flop_counter import FlopCounterMode
-from npz_factory import layout_arrays, tile_arrays, write_npz
 
 from solution.constants import PAD
 from solution.data.batch import Batch, Collate, Item
@@ -24,9 +24,8 @@ from solution.data.datamodule import TpuGraphsDataModule
 from solution.data.features import Standardizer
 from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
-from solution.models import scatter
+from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker
-from solution.models import layers
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import EarlyFusionRanker, LayoutRanker, TileRanker

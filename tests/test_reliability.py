@@ -19,8 +19,8 @@ import pytest
 
 from solution.atomic import atomic_write
 from solution.data.cache import ArrayCache
-from solution.data.sets import ShardSampler
 from solution.data.reader import DataError
+from solution.data.sets import ShardSampler
 from solution.tools.lightning_cli import lightning_main
 from solution.tools.tracking import SUMMARY
 
@@ -99,7 +99,7 @@ def test_disk_full_and_permission_denied_name_the_file(tmp_path, code, words):
     target = tmp_path / "per_graph.csv"
     target.write_text("old\n")
     with pytest.raises(OSError, match=f"cannot write {target}: {words}.*the old file is unchanged"):
-        with atomic_write(target) as handle:
+        with atomic_write(target):
             raise OSError(code, os.strerror(code))
     assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["per_graph.csv"]
 

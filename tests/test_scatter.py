@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 import torch

@@ -10,7 +10,6 @@ from scipy.stats import kendalltau, rankdata
 
 from solution.constants import COLLECTIONS
 from solution.data.reader import list_files, read_graph, submission_id
-from solution.data.synth import generate
 from solution.submission import files as submission
 from solution.submission.files import (
     SubmissionError,
@@ -27,6 +26,7 @@ from solution.submission.files import (
     score_main,
     write_collection,
 )
+from solution.synth.files import generate
 from solution.tools.cli import main
 
 

@@ -22,9 +22,9 @@ from solution.constants import (
     SPLITS,
     TILE_CONFIG_DIM,
 )
-from solution.data import synth
 from solution.data.reader import list_files, read_graph
-from solution.data.synth import Op
+from solution.synth import files, graphs, law, layouts, ops, tiles
+from solution.synth.ops import Op
 
 LAYOUT_DTYPES = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64,
                  "node_config_feat": np.float32, "node_config_ids": np.int64, "node_splits": np.int64,
@@ -196,13 +196,13 @@ def test_train_duplicates_stay_within_0_4_percent(tiny_root):
 
 def test_same_seed_same_bytes_other_seed_other_data(tmp_path):
     subset = ["tile:xla", "layout:nlp:random"]
-    a = synth.generate(tmp_path / "a", "tiny", seed=3, collections=subset)
-    b = synth.generate(tmp_path / "b", "tiny", seed=3, collections=subset)
-    c = synth.generate(tmp_path / "c", "tiny", seed=4, collections=subset)
-    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
-    assert len(files) > 40 and not any(p.parts[-1].endswith(".tmp") for p in files)
-    for rel in files:
+    a = files.generate(tmp_path / "a", "tiny", seed=3, collections=subset)
+    b = files.generate(tmp_path / "b", "tiny", seed=3, collections=subset)
+    c = files.generate(tmp_path / "c", "tiny", seed=4, collections=subset)
+    written = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert written == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert len(written) > 40 and not any(p.parts[-1].endswith(".tmp") for p in written)
+    for rel in written:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
         if rel.suffix == ".npz":
             with zipfile.ZipFile(a / rel) as archive:
@@ -216,7 +216,7 @@ def test_same_seed_same_bytes_other_seed_other_data(tmp_path):
 
 
 def test_main_writes_the_requested_collections(tmp_path, capsys):
-    synth.main(["--out", str(tmp_path), "--size", "tiny", "--seed", "1", "--collections", "tile:xla"])
+    files.main(["--out", str(tmp_path), "--size", "tiny", "--seed", "1", "--collections", "tile:xla"])
     assert "wrote 46 files" in capsys.readouterr().out
     assert list_files(tmp_path, "tile:xla", "valid")
     assert not (tmp_path / "npz_all" / "npz" / "layout").exists()
@@ -224,29 +224,29 @@ def test_main_writes_the_requested_collections(tmp_path, capsys):
 
 def test_unknown_size_or_collection_and_an_old_dataset_are_refused(tmp_path):
     with pytest.raises(ValueError, match="size"):
-        synth.generate(tmp_path, "huge")
+        files.generate(tmp_path, "huge")
     with pytest.raises(ValueError, match="collections"):
-        synth.generate(tmp_path, "tiny", collections=["layout:tpu:random"])
-    synth.generate(tmp_path, "tiny", collections=["tile:xla"])
+        files.generate(tmp_path, "tiny", collections=["layout:tpu:random"])
+    files.generate(tmp_path, "tiny", collections=["tile:xla"])
     with pytest.raises(FileExistsError, match="tile:xla"):
-        synth.generate(tmp_path, "tiny", seed=1, collections=["tile:xla"])
+        files.generate(tmp_path, "tiny", seed=1, collections=["tile:xla"])
 
 
 # ---------------------------------------------------------------- the layout law
 
 
-def reference_runtime(graph: synth.LayoutGraph, choice: np.ndarray) -> float:
+def reference_runtime(graph: layouts.LayoutGraph, choice: np.ndarray) -> float:
     """Walk the graph once for one config, with explicit layouts (the slow path LayoutCost tabulates)."""
     nodes = graph.nodes
-    chosen = {(v.node, v.group): tuple(synth.PERMS[v.rank][choice[i]]) for i, v in enumerate(graph.vars)}
+    chosen = {(v.node, v.group): tuple(ops.PERMS[v.rank][choice[i]]) for i, v in enumerate(graph.vars)}
     flexible: list[bool] = []
     layouts: list[tuple[int, ...]] = []
     total = 0.0
     for u, node in enumerate(nodes):
         flexible.append(node.rank == 0 or node.op in (Op.BROADCAST, Op.CONSTANT, Op.IOTA, Op.RNG)
-                        or (node.op in synth.ELEMENTWISE and all(flexible[p] for p in node.inputs)))
+                        or (node.op in ops.ELEMENTWISE and all(flexible[p] for p in node.inputs)))
         source = next((i for i, p in enumerate(node.inputs) if not flexible[p]), None)
-        inherits = node.op in synth.ELEMENTWISE | {Op.CONCATENATE, Op.SLICE, Op.REDUCE_WINDOW}
+        inherits = node.op in ops.ELEMENTWISE | {Op.CONCATENATE, Op.SLICE, Op.REDUCE_WINDOW}
         if (u, 0) in chosen:
             layout = chosen[u, 0]
         elif node.op == Op.TRANSPOSE:
@@ -258,50 +258,50 @@ def reference_runtime(graph: synth.LayoutGraph, choice: np.ndarray) -> float:
         elif inherits and source is not None:
             layout = layouts[node.inputs[source]]
         else:
-            layout = synth.default_layout(node, 0, node.rank)
+            layout = law.default_layout(node, 0, node.rank)
         layouts.append(layout)
         consumed = []
         for i, p in enumerate(node.inputs):
-            group = synth.dictates(node, i)
+            group = law.dictates(node, i)
             if group is not None:
-                wanted = chosen.get((u, group), synth.default_layout(node, group, nodes[p].rank))
-            elif node.op in synth.ELEMENTWISE | {Op.CONCATENATE} and source is not None and i != source:
+                wanted = chosen.get((u, group), law.default_layout(node, group, nodes[p].rank))
+            elif node.op in ops.ELEMENTWISE | {Op.CONCATENATE} and source is not None and i != source:
                 wanted = layout
             else:
                 wanted = layouts[p]
             if wanted is not layouts[p] and not flexible[p]:
-                total += synth.copy_cost(nodes[p], np.array([layouts[p]]), np.array([wanted]))[0]
+                total += law.copy_cost(nodes[p], np.array([layouts[p]]), np.array([wanted]))[0]
             consumed.append(wanted)
         slots = [layout, *consumed]
-        for slot_ids, fn in synth.node_terms(node, [nodes[p] for p in node.inputs]):
+        for slot_ids, fn in law.node_terms(node, [nodes[p] for p in node.inputs]):
             args = [np.array([slots[s]], np.int64).reshape(1, len(slots[s])) for s in slot_ids]
             total += float(np.asarray(fn(*args)).reshape(-1)[0])
     return total
 
 
-@pytest.mark.parametrize("kind", synth.XLA_MODELS + synth.NLP_MODELS)
+@pytest.mark.parametrize("kind", graphs.XLA_MODELS + graphs.NLP_MODELS)
 def test_tabulated_law_equals_a_walk_over_the_graph(kind):
     rng = np.random.default_rng(0)
-    build = synth.convnet_graph if kind in synth.XLA_MODELS else synth.transformer_graph
-    graph = synth.layout_graph(build(rng, 400, kind), kind, 16)
+    build = graphs.convnet_graph if kind in graphs.XLA_MODELS else graphs.transformer_graph
+    graph = layouts.layout_graph(build(rng, 400, kind), kind, 16)
     for search in ("random", "default"):
-        choices, _ = synth.sample_choices(graph, rng, 6, search)
+        choices, _ = layouts.sample_choices(graph, rng, 6, search)
         fast = graph.cost.evaluate(choices)
         slow = [reference_runtime(graph, row) for row in choices]
         np.testing.assert_allclose(fast, slow, rtol=1e-9)
 
 
-def two_convs() -> synth.LayoutGraph:
+def two_convs() -> layouts.LayoutGraph:
     """param -> conv A -> bias, relu (element-wise chain) -> conv B -> root: both convs configurable."""
-    b = synth.GraphBuilder(np.random.default_rng(0))
-    dims = synth.ConvDims(0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2))
-    window = synth.Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    b = graphs.GraphBuilder(np.random.default_rng(0))
+    dims = graphs.ConvDims(0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2))
+    window = graphs.Window((3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
     x = b.param((8, 32, 32, 64))
     a = b.conv(x, b.param((3, 3, 64, 128)), (8, 32, 32, 128), dims, window)
     h = b.relu(b.bias(a, 3))
     out = b.conv(h, b.param((3, 3, 128, 128)), (8, 32, 32, 128), dims, window)
     b.root([out])
-    return synth.layout_graph(b, "two_convs", 2)
+    return layouts.layout_graph(b, "two_convs", 2)
 
 
 def test_a_mismatch_across_an_element_wise_chain_costs_exactly_a_copy():
@@ -311,7 +311,7 @@ def test_a_mismatch_across_an_element_wise_chain_costs_exactly_a_copy():
     produced, wanted = index[conv_a, 0], index[conv_b, 1]
     default = np.array([v.default for v in graph.vars])
     x = graph.vars[produced].default  # feature minor (NHWC row-major)
-    y = synth.perm_index((1, 3, 2, 0))  # the minor dim moves to a spatial dim
+    y = ops.perm_index((1, 3, 2, 0))  # the minor dim moves to a spatial dim
 
     def runtime(out_a: int, in_b: int) -> float:
         choice = default.copy()
@@ -320,8 +320,8 @@ def test_a_mismatch_across_an_element_wise_chain_costs_exactly_a_copy():
 
     relu = graph.nodes[conv_b].inputs[0]  # the copy is paid on the chain's last node, far from conv A
     assert graph.nodes[relu].op == Op.MAXIMUM
-    copies = sum(synth.copy_cost(graph.nodes[relu], np.array([s]), np.array([d]))[0]
-                 for s, d in ((synth.PERMS[4][x], synth.PERMS[4][y]), (synth.PERMS[4][y], synth.PERMS[4][x])))
+    copies = sum(law.copy_cost(graph.nodes[relu], np.array([s]), np.array([d]))[0]
+                 for s, d in ((ops.PERMS[4][x], ops.PERMS[4][y]), (ops.PERMS[4][y], ops.PERMS[4][x])))
     assert copies > 0
     interaction = runtime(x, x) + runtime(y, y) - runtime(x, y) - runtime(y, x)
     np.testing.assert_allclose(interaction, -copies, rtol=1e-9)
@@ -329,13 +329,13 @@ def test_a_mismatch_across_an_element_wise_chain_costs_exactly_a_copy():
 
 
 def test_size_one_dims_never_force_a_copy():
-    node = synth.Node(Op.ADD, (8, 1, 256), "f32")
-    same = synth.copy_cost(node, np.array([[2, 1, 0]]), np.array([[2, 0, 1]]))
-    moved = synth.copy_cost(node, np.array([[2, 1, 0]]), np.array([[0, 2, 1]]))
+    node = graphs.Node(Op.ADD, (8, 1, 256), "f32")
+    same = law.copy_cost(node, np.array([[2, 1, 0]]), np.array([[2, 0, 1]]))
+    moved = law.copy_cost(node, np.array([[2, 1, 0]]), np.array([[0, 2, 1]]))
     assert same[0] == 0 and moved[0] > 0
 
 
-def one_hot(graph: synth.LayoutGraph, choices: np.ndarray) -> np.ndarray:
+def one_hot(graph: layouts.LayoutGraph, choices: np.ndarray) -> np.ndarray:
     """[c, 1 + sum_v (r_v! - 1)] one-hot of every variable's choice: a per-node additive model, no graph."""
     columns = [np.ones((len(choices), 1))]
     for v, var in enumerate(graph.vars):
@@ -343,9 +343,9 @@ def one_hot(graph: synth.LayoutGraph, choices: np.ndarray) -> np.ndarray:
     return np.hstack(columns)
 
 
-def additive_fit(graph: synth.LayoutGraph, rng: np.random.Generator) -> float:
+def additive_fit(graph: layouts.LayoutGraph, rng: np.random.Generator) -> float:
     """Held-out R^2 of least squares on one-hot choices over noise-free runtimes of random configs."""
-    choices, _ = synth.sample_choices(graph, rng, 3000, "random")
+    choices, _ = layouts.sample_choices(graph, rng, 3000, "random")
     runtime = graph.cost.evaluate(choices)
     features = one_hot(graph, choices)
     assert features.shape[1] < 1000, "keep the fit well determined"
@@ -358,8 +358,8 @@ def test_random_runtimes_are_not_per_node_additive():
     fits = []
     for kind in ("resnet_like_train", "inception_like", "bert_like", "gpt_like_train"):
         rng = np.random.default_rng(2)
-        build = synth.convnet_graph if kind in synth.XLA_MODELS else synth.transformer_graph
-        graph = synth.layout_graph(build(rng, 600, kind), kind, 10)
+        build = graphs.convnet_graph if kind in graphs.XLA_MODELS else graphs.transformer_graph
+        graph = layouts.layout_graph(build(rng, 600, kind), kind, 10)
         assert graph.cost.pairs, "interaction terms exist"
         fits.append(additive_fit(graph, rng))
     assert max(fits) < 0.97 and np.mean(fits) < 0.9, f"a per-node additive model explains {np.round(fits, 3)}"
@@ -367,10 +367,10 @@ def test_random_runtimes_are_not_per_node_additive():
 
 def test_noise_is_small_next_to_the_law():
     rng = np.random.default_rng(0)
-    graph = synth.build_layout_graph(rng, "nlp", 600, 10)
-    choices, _ = synth.sample_choices(graph, rng, 1000, "random")
+    graph = layouts.build_layout_graph(rng, "nlp", 600, 10)
+    choices, _ = layouts.sample_choices(graph, rng, 1000, "random")
     runtime = graph.cost.evaluate(choices)
-    noisy = synth.noisy(runtime, choices, graph.hash_weights, rng)
+    noisy = layouts.noisy(runtime, choices, graph.hash_weights, rng)
     assert noisy.dtype == np.int64 and (noisy > 0).all()
     assert 0 < np.abs(noisy / runtime - 1).max() < 0.01
     assert np.corrcoef(noisy, runtime)[0, 1] > 0.99
@@ -380,10 +380,10 @@ def test_default_configs_cluster_tighter_than_random_ones():
     spreads = []
     for seed in range(4):
         rng = np.random.default_rng(seed)
-        graph = synth.build_layout_graph(rng, "xla" if seed % 2 else "nlp", 1500, 40)
+        graph = layouts.build_layout_graph(rng, "xla" if seed % 2 else "nlp", 1500, 40)
         cv = {}
         for search in ("random", "default"):
-            runtime = graph.cost.evaluate(synth.sample_choices(graph, rng, 500, search)[0])
+            runtime = graph.cost.evaluate(layouts.sample_choices(graph, rng, 500, search)[0])
             cv[search] = runtime.std() / runtime.mean()
         spreads.append(cv["default"] / cv["random"])
     assert np.median(spreads) < 0.5
@@ -393,23 +393,23 @@ def test_default_configs_cluster_tighter_than_random_ones():
 
 
 def test_tile_runtime_has_a_fast_memory_cliff_and_a_per_tile_overhead():
-    b = synth.GraphBuilder(np.random.default_rng(0))
+    b = graphs.GraphBuilder(np.random.default_rng(0))
     b.binary(Op.ADD, b.param((512, 4096)), b.param((512, 4096)))
-    kernel = synth.TileKernel(b.nodes, (512, 4096), (0, 1), (), [((0, 1), 4), ((0, 1), 4)], 0.0, 1.0, False)
+    kernel = tiles.TileKernel(b.nodes, (512, 4096), (0, 1), (), [((0, 1), 4), ((0, 1), 4)], 0.0, 1.0, False)
     tiny, small, good, fits, over = kernel.runtime(np.array([[1, 128], [8, 128], [8, 1024], [64, 2048], [128, 2048]]))
     assert good < small < tiny, "fewer, larger tiles pay less per-tile overhead"
-    assert 2 * kernel.footprint(np.array([[64, 2048]]))[0] <= synth.FAST_MEMORY
+    assert 2 * kernel.footprint(np.array([[64, 2048]]))[0] <= tiles.FAST_MEMORY
     assert over > 2 * fits, "past the fast-memory budget a tile twice as large runs more than twice as long"
 
 
 def test_tile_normalizer_is_the_default_tile():
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        _, kernel = synth.tile_kernel(rng)
+        _, kernel = tiles.tile_kernel(rng)
         default = kernel.default_tile()
         for options, t in zip(kernel.candidates(), default):
             assert t in options
-        tiles = synth.sample_tiles(kernel, rng, 30)
-        assert len(np.unique(tiles, axis=0)) == len(tiles) <= 30
-        y = kernel.runtime(tiles) / kernel.runtime(default[None])
+        drawn = tiles.sample_tiles(kernel, rng, 30)
+        assert len(np.unique(drawn, axis=0)) == len(drawn) <= 30
+        y = kernel.runtime(drawn) / kernel.runtime(default[None])
         assert np.all(y > 0) and (0.05 < np.median(y) < 20)

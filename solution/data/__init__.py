@@ -1,1 +1,1 @@
-"""Data: read and check the npz files, prune, featurize, pack, cache, batch; the synthetic generator."""
+"""Data: read and check the npz files, prune, featurize, pack, cache, batch, serve (generators: solution/synth)."""

@@ -22,7 +22,6 @@ from ..errors import SettingsError
 from .tasks import COMMON_KEYS, TASKS, Task
 
 
-
 class DataError(ValueError):
     """A data file or folder that does not match the TpuGraphs format."""
 

@@ -12,8 +12,19 @@ from torch.nn import functional as F
 
 from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
 from ..data.batch import Batch
-from .layers import (ConfigLinks, CrossConfigAttention, GraphEncoder, LinkBlock, Readout, SAGEBlock, in_chunks, mlp,
-                     per_config, pool, valid_configs)
+from .layers import (
+    ConfigLinks,
+    CrossConfigAttention,
+    GraphEncoder,
+    LinkBlock,
+    Readout,
+    SAGEBlock,
+    in_chunks,
+    mlp,
+    per_config,
+    pool,
+    valid_configs,
+)
 from .segments import SegmentTraining
 from .spec import Remembered
 

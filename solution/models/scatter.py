@@ -12,7 +12,7 @@ from ..errors import SettingsError
 
 # Two paths for one behaviour. torch_scatter's fused kernels are the GPU's fast path; on CPU plain torch
 # (index_add_ and scatter_reduce) is as fast or faster (whole steps 0-7 % faster, its max 20x in a forward
-# pass; docs/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA
+# pass; benchmarks/results/scatter.md, from benchmarks/scatter.py). So "auto", the default, takes torch_scatter for CUDA
 # tensors when it is installed and plain torch otherwise; torch_scatter has no PyPI wheel and is missing on a
 # Kaggle notebook, and both paths give the same numbers (tested). SOLUTION_SCATTER=torch_scatter or =torch
 # forces one path everywhere.

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_write
-from ..constants import COLLECTIONS, SPLITS
-from ..data.synth import _rng, _Rows, write_npz
+from ..constants import COLLECTIONS
+from ..synth.files import AnswerRows, fresh_npz_folder, named_rng, write_npz
 from . import encode, hlo, law, zoo
 from .candidates import searched
 from .encode import Graph
@@ -65,7 +65,7 @@ def lower_programs(size: CorpusSize, seed: int) -> list[Lowered]:
              if i < size.families[family]]
     lowered, seen = [], {"xla": 0, "nlp": 0}
     for family, i in order:
-        rng = _rng(seed, "programs", family, i)
+        rng = named_rng(seed, "programs", family, i)
         program = zoo.lower(family, rng, float(rng.uniform(*size.scale)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", encode.UnknownOpcodeWarning)
@@ -75,7 +75,7 @@ def lower_programs(size: CorpusSize, seed: int) -> list[Lowered]:
         ids = arrays["node_config_ids"]
         if not len(ids):
             continue
-        ranks = np.array([encode._ranks(graph, int(k)) for k in ids], dtype=np.int64).reshape(-1, 3)
+        ranks = np.array([encode.tensor_ranks(graph, int(k)) for k in ids], dtype=np.int64).reshape(-1, 3)
         split = SPLIT_PATTERN[seen[program.kind] % len(SPLIT_PATTERN)]
         seen[program.kind] += 1
         lowered.append(Lowered(program, f"{family}_{program.variant}_{i}", split, graph, arrays, ranks,
@@ -92,7 +92,7 @@ def _test_stem(seed: int, collection: str, stem: str) -> str:
 class _Records:
     """What the corpus writes beside the npz files: submission rows, answers, noise-free runtimes, a manifest."""
 
-    rows: _Rows
+    rows: AnswerRows
     noiseless: list[str]
     manifest: list[str]
 
@@ -112,7 +112,7 @@ def _layout_collection(npz: Path, programs: list[Lowered], collection: str, size
     _, kind, search = collection.split(":")
     written = 0
     for lowered in (p for p in programs if p.program.kind == kind):
-        rng = _rng(seed, collection, lowered.stem)
+        rng = named_rng(seed, collection, lowered.stem)
         count = size.configs[0] if lowered.split == "train" else size.configs[1]
         configs = searched(lowered.ranks, count, search, rng)  # [C, NC, 18], the default first
         configs = configs[rng.permutation(len(configs))]
@@ -138,7 +138,7 @@ def _tile_collection(npz: Path, programs: list[Lowered], size: CorpusSize, seed:
     """tile:xla: up to `size.kernels` fused kernels of each xla program, tile configs and their runtimes."""
     written = 0
     for lowered in (p for p in programs if p.program.kind == "xla"):
-        graph, rng = lowered.graph, _rng(seed, "tile:xla", lowered.stem)
+        graph, rng = lowered.graph, named_rng(seed, "tile:xla", lowered.stem)
         users = users_of(graph)
         anchors = [i for i, n in enumerate(graph.nodes) if n.opcode in ("dot", "convolution", "reduce")
                    and lowered.law.weights[i] > 0 and len(n.shape.dims) > 0]
@@ -179,14 +179,8 @@ def build(out: str | Path, size: str = "small", seed: int = 0, collections: Sequ
     (each program's HLO text). Same (size, seed, collections) -> same files."""
     if size not in CORPUS_SIZES:
         raise ValueError(f"--size {size!r}; expected one of {', '.join(CORPUS_SIZES)} with --programs")
-    unknown = [c for c in collections if c not in COLLECTIONS]
-    if unknown:
-        raise ValueError(f"unknown collections {unknown}; expected some of {', '.join(COLLECTIONS)}")
     out, spec = Path(out), CORPUS_SIZES[size]
-    npz = out / "npz_all" / "npz"
-    stale = [c for c in collections if any(npz.joinpath(*c.split(":")).rglob("*.npz"))]
-    if stale:
-        raise FileExistsError(f"{npz} already holds {', '.join(stale)} files; remove them or pick an empty folder")
+    npz = fresh_npz_folder(out, collections)
     start = time.perf_counter()
     programs = lower_programs(spec, seed)
     for kind in ("xla", "nlp"):
@@ -195,7 +189,7 @@ def build(out: str | Path, size: str = "small", seed: int = 0, collections: Sequ
         print(f"lowered {len(group)} {kind} programs of {len({p.program.family for p in group})} families "
               f"({min(nodes, default=0)}-{max(nodes, default=0)} nodes) in {time.perf_counter() - start:.1f}s",
               flush=True)
-    records = _Records(_Rows(), [], [])
+    records = _Records(AnswerRows(), [], [])
     for collection in (c for c in COLLECTIONS if c in collections):
         began = time.perf_counter()
         if collection == "tile:xla":

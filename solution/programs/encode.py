@@ -18,7 +18,6 @@ from ..errors import BAD_DATA, OK, USAGE, WRITE_FAILED, SettingsError, WriteErro
 from . import hlo
 from .hlo import HloError, Instruction, Module, Shape
 
-
 # opcode name of each official id (hlo_opcode.h); "" where no opcode has the id; 97 and 101 are tombstones
 OPCODE_NAMES = (
     "", "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2", "batch-norm-grad",
@@ -111,7 +110,7 @@ def flatten(module: Module) -> Graph:
     while body, while condition, conditional branch and the entry (the roles of TensorFlow's names that the
     official encoder splits after: 'while', 'cond', 'cluster'), and end at n."""
     graph = Graph()
-    inlined = _inlined(module)
+    inlined = inlined_computations(module)
     major = {callee for c in module.computations.values() for i in c.instructions
              for key, callee in i.callees if key in SPLIT_ROLES} | {module.entry.name}
     for computation in module.computations.values():
@@ -125,7 +124,7 @@ def flatten(module: Module) -> Graph:
     return graph
 
 
-def _inlined(module: Module) -> set[str]:
+def inlined_computations(module: Module) -> set[str]:
     """Computations that only `call`s call: their instructions are copied into the callers."""
     called, other = set(), set()
     for computation in module.computations.values():
@@ -336,11 +335,11 @@ def encode_program(path: str | Path) -> Program:
     encoded = arrays(module, graph)
     ids = encoded["node_config_ids"]
     names = [graph.names[i] for i in ids]
-    ranks = np.array([_ranks(graph, i) for i in ids], dtype=np.int64).reshape(-1, 3)
+    ranks = np.array([tensor_ranks(graph, i) for i in ids], dtype=np.int64).reshape(-1, 3)
     return Program(Path(path).stem, encoded, names, ranks)
 
 
-def _ranks(graph: Graph, node: int) -> tuple[int, int, int]:
+def tensor_ranks(graph: Graph, node: int) -> tuple[int, int, int]:
     """The rank of the node's output, input (operand 0) and kernel (operand 1 of a convolution)."""
     operands = [len(graph.nodes[o].shape.dims) for o in graph.operands[node][:2]]
     kernel = operands[1] if graph.nodes[node].opcode == "convolution" and len(operands) > 1 else 0
@@ -366,7 +365,8 @@ def _summary(target: Path, encoded: dict[str, np.ndarray]) -> str:
         return (f"{target}: a tile kernel of {len(encoded['node_opcode'])} nodes, {len(encoded['config_feat'])} "
                 "candidate tiles (the first: the compiler-like default)")
     return (f"{target}: {len(encoded['node_opcode'])} nodes, {len(encoded['edge_index'])} edges, "
-            f"{len(encoded['node_config_ids'])} configurable, major computations: {encoded['node_splits'].shape[1] - 1}")
+            f"{len(encoded['node_config_ids'])} configurable, "
+            f"major computations: {encoded['node_splits'].shape[1] - 1}")
 
 
 def tile_files(source: Path, out: Path, fusions: Sequence[str], configs: int, seed: int

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..constants import LAYOUT_GROUP, TILE_CONFIG_DIM
-from ..data.synth import PERMS, perm_index, perm_rank, reduce_map, transpose_map
+from ..synth.ops import PERMS, perm_index, perm_rank, reduce_map, transpose_map
 from . import hlo
-from .encode import Graph, _inlined
+from .encode import Graph, inlined_computations
 from .hlo import Instruction, Module
 
 # machine (ns, bytes): one TPU-like core
@@ -296,7 +296,7 @@ def _attributes(instruction: Instruction, sources: list[Instruction]):
 def computation_weights(module: Module, graph: Graph, lines: list[str]) -> np.ndarray:
     """[N] runs of each node per program run: 1 in the entry, x the trip count in a while body or condition, split
     evenly over a conditional's branches, 0 in the scalar regions of reduces, sorts and scatters (their callers pay)."""
-    inlined = _inlined(module)
+    inlined = inlined_computations(module)
     weight = {module.entry.name: 1.0}
     for computation in reversed(list(module.computations.values())):  # callers before callees
         w = weight.get(computation.name, 0.0)

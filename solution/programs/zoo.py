@@ -211,7 +211,8 @@ def resnet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
     stages, blocks = _pick(rng, [2, 3, 4], scale), _pick(rng, [1, 2, 3, 4, 6, 8], scale)
     width, batch, image = _pick(rng, [16, 32, 64, 128], scale), int(rng.choice([2, 8, 16])), int(rng.choice([32, 64]))
     bottleneck = bool(rng.random() < 0.4)
-    params: Params = {"stem": spec((3, 3, 3, width), dtype), "stages": [], "head": dense_params([width * 2 ** (stages - 1), 10], dtype)[0]}
+    head = dense_params([width * 2 ** (stages - 1), 10], dtype)[0]
+    params: Params = {"stem": spec((3, 3, 3, width), dtype), "stages": [], "head": head}
     c = width
     for s in range(stages):
         out = width * 2 ** s

@@ -18,8 +18,8 @@ from ..atomic import atomic_write
 from ..constants import COLLECTIONS
 from ..data.reader import DataError, find_collections, list_files, submission_id
 from ..data.tasks import task_of
-from ..metrics import TILE_TOPK, final_score, rank_order
 from ..errors import BAD_DATA, OK
+from ..metrics import TILE_TOPK, final_score, rank_order
 
 HEADER = ("ID", "TopConfigs")
 ANSWERS_HEADER = ("ID", "Runtimes")

@@ -1,1 +1,1 @@
-"""Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, the demo."""
+"""Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, demo."""

@@ -17,10 +17,7 @@ import types
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
 from ..atomic import atomic_write
-from ..submission.files import collection_file_stem
 from ..errors import OK
 from .kernel import COMPETITION, DEFAULT_BUDGET
 from .pipeline import SHARES

@@ -12,7 +12,7 @@ from .failures import guarded
 # the package's own sub-commands: module and function, imported only when used
 COMMANDS = {
     "run": ("tools.pipeline", "main"),
-    "synth": ("data.synth", "main"),
+    "synth": ("synth.files", "main"),
     "inspect": ("data.inspection", "main"),
     "submit": ("submission.files", "submit_main"),
     "check-submission": ("submission.files", "check_main"),

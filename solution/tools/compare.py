@@ -73,7 +73,8 @@ def run_from_summary(path: Path, configs: Path = CONFIGS) -> Run:
     keys = ("name", "run_id", "collection", "seed", "best", "last", "config")
     missing = [k for k in keys if k not in summary]
     if missing:
-        raise SettingsError(f"{path}: key(s) {', '.join(missing)} missing; expected a summary written by `solution fit`")
+        raise SettingsError(f"{path}: key(s) {', '.join(missing)} missing; expected a summary written by "
+                            "`solution fit`")
     perf, best, last = summary.get("perf") or {}, summary["best"] or {}, summary["last"] or {}
     return Run.from_config(summary["config"], configs, name=summary["name"], run_id=str(summary["run_id"]),
                collection=summary["collection"], seed=summary["seed"],

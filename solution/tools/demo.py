@@ -12,10 +12,10 @@ import numpy as np
 from ..atomic import atomic_write
 from ..constants import COLLECTIONS
 from ..data.reader import list_files, read_graph
-from ..data.synth import generate
 from ..data.tasks import task_of
 from ..models.baselines import random_scores
 from ..submission.files import read_answers, score
+from ..synth.files import generate
 from . import pipeline
 from .pipeline import Job
 from .settings import configs_folder, layered, read_settings

@@ -13,11 +13,11 @@ import numpy as np
 
 from ..atomic import atomic_files
 from ..constants import COLLECTIONS
-from ..errors import OK, SettingsError
 from ..data.batch import Collate
 from ..data.preprocess import Preprocessing
 from ..data.sets import GraphSet
 from ..data.tasks import task_of
+from ..errors import OK, SettingsError
 from ..programs.candidates import BLOCK, BLOCKS, SEARCHES, describe_block, searched, user_candidates
 from ..programs.encode import LAYOUT_KEYS, Program, encode_program
 from ..training.checkpoints import read_checkpoint, saved_settings

@@ -20,7 +20,7 @@ from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
 from .checkpoints import read_checkpoint
-from .inference import ScoreTable, Scorer, standardized_scores, with_widths
+from .inference import Scorer, ScoreTable, standardized_scores, with_widths
 
 
 class RankingModule(pl.LightningModule):

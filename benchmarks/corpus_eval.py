@@ -1,0 +1,359 @@
+"""Leave-family-out evaluation on the real-program corpus: what the shipped settings score on program families
+they never trained on, against the noise ceiling of each collection, over seeds with 95 % intervals.
+
+    python benchmarks/corpus_eval.py                  # small corpus, 3 seeds, 480 s per fit (8 CPU-minutes)
+    python benchmarks/corpus_eval.py --quick          # the same at 60 s per fit: a first look (~30 min on 2 cores)
+    python benchmarks/corpus_eval.py --variant wide=path/to/wide.yaml   # + a settings layer, paired against shipped
+    python benchmarks/corpus_eval.py --smoke          # tiny corpus, 1 seed, seconds of training: checks the script
+
+The corpus comes from `solution synth --programs` (built under --data unless it is already there). For each
+collection the families are split into --folds folds exactly as `data.folds=K`, `data.fold_variant_parts="_.*$"`
+would split them (the datamodule's `assign_folds` over the train + valid stems, whose `_<variant>_<index>` tail
+that pattern drops). Replicate i takes seed --seeds[i] and holds out fold i mod K: every file of those families
+(train, valid and the corpus's test files) becomes the test split of a data root of links, and the other
+families keep their own train / valid split (both get every remaining file when one of them would be empty, as
+in the tiny corpus). The fit is `solution run`'s `pipeline.train` within --seconds (checkpoint selection on that
+valid split, never on a held-out family), the held-out files are ranked by `pipeline.evaluate` and the
+submission part is scored by `solution score`'s code against the measured (noisy) runtimes: layout by Kendall
+tau, tile by the top-5 score. With as many seeds as folds, every family is held out once.
+
+The noise ceiling of a replicate is the same score of a submission ranked by the noise-free runtimes
+(noiseless.csv) on the same held-out files: what a perfect model of the runtime law reaches. A cell is the mean
+over replicates with its 95 % t interval; "% of ceiling" is 100 x model / ceiling per replicate. Each
+--variant NAME=YAML layers that file over the shipped settings (and any --config layers) and is fitted on the
+same replicates; its Δ against the shipped settings is paired by replicate. The report goes to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from solution.atomic import atomic_write
+from solution.constants import COLLECTIONS
+from solution.data.datamodule import assign_folds
+from solution.data.reader import collection_dir, read_graph
+from solution.submission.files import collection_file_stem, read_answers, score, write_collection
+from solution.tools import pipeline
+from solution.tools.settings import configs_folder, read_settings
+
+REPO = Path(__file__).resolve().parent.parent
+FAMILY = "_.*$"  # data.fold_variant_parts that leaves a corpus stem's family: <family>_<variant>_<index>
+SHIPPED = "shipped"
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """One row of the corpus's programs.csv."""
+
+    collection: str
+    split: str
+    stem: str
+    family: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.collection}:{self.stem}"
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """One seed of one collection, with the fold of families it holds out."""
+
+    collection: str
+    seed: int
+    fold: int
+    families: tuple[str, ...]  # held out
+    root: Path  # the data root of links: the held-out families' files as its test split
+    answers: dict[str, np.ndarray]  # ID -> measured runtimes (tile: / normalizer) of every held-out file
+    ceiling: float  # the noise-free runtimes' score on those files
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The score of one setting's fit on one replicate."""
+
+    variant: str
+    replicate: Replicate
+    model: float
+    seconds: float  # wall time of training and ranking the held-out files
+
+    @property
+    def percent(self) -> float:
+        return 100 * self.model / self.replicate.ceiling
+
+
+# ---------------------------------------------------------------- the corpus and its folds
+
+
+def build_corpus(root: Path, size: str, seed: int, collections: Sequence[str]) -> None:
+    """`solution synth --programs` into `root` (its own process: jax stays out of this one)."""
+    command = [sys.executable, "-m", "solution", "synth", "--programs", "--out", str(root), "--size", size,
+               "--seed", str(seed), "--collections", *collections]
+    print("$", shlex.join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def read_manifest(root: Path) -> list[CorpusFile]:
+    """Every file of the corpus with its family (test files are named by a hash: programs.csv knows theirs)."""
+    with open(root / "programs.csv", newline="") as handle:
+        return [CorpusFile(row["collection"], row["split"], row["file"], row["family"])
+                for row in csv.DictReader(handle)]
+
+
+def family_folds(files: list[CorpusFile], collection: str, folds: int) -> dict[str, int]:
+    """Family -> fold: the datamodule's fold assignment of the collection's train + valid files with
+    data.fold_variant_parts="_.*$", so fold k holds the families data.fold=k would validate on."""
+    pool = [f for f in files if f.collection == collection and f.split in ("train", "valid")]
+    fold_of = assign_folds([f.stem for f in pool], folds, FAMILY)  # [len(pool)]
+    return {f.family: int(k) for f, k in zip(pool, fold_of)}
+
+
+def link_fold_root(corpus: Path, files: list[CorpusFile], collection: str, held_out: set[str], out: Path) -> Path:
+    """A data root under `out` holding links to the corpus's files of `collection`: the `held_out` families' files
+    (of every split) as test, the others' train and valid files in their own split, or both splits holding all of
+    them when one would be empty. Rebuilt on every call, so it always matches the corpus."""
+    source, target = collection_dir(corpus, collection), out.joinpath("npz_all", "npz", *collection.split(":"))
+    mine = [f for f in files if f.collection == collection]
+    kept = {split: [f for f in mine if f.family not in held_out and f.split == split] for split in ("train", "valid")}
+    if not kept["train"] or not kept["valid"]:
+        kept = {split: kept["train"] + kept["valid"] for split in kept}
+    placed = {"test": [f for f in mine if f.family in held_out], **kept}
+    for split, chosen in placed.items():
+        folder = target / split
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("*.npz"):
+            stale.unlink()
+        for f in chosen:
+            (folder / f"{f.stem}.npz").symlink_to(source / f.split / f"{f.stem}.npz")
+    return out
+
+
+def measured(corpus: Path, files: list[CorpusFile]) -> dict[str, np.ndarray]:
+    """ID -> measured target of each file (tile: runtime / normalizer): from the npz for train and valid files,
+    from answers.csv for the corpus's test files (their npz hold zeros, as in Kaggle)."""
+    answers = read_answers(corpus / "answers.csv") if any(f.split == "test" for f in files) else {}
+    return {f.id: answers[f.id] if f.split == "test" else
+            read_graph(collection_dir(corpus, f.collection) / f.split / f"{f.stem}.npz").target() for f in files}
+
+
+def noise_ceiling(corpus: Path, files: list[CorpusFile], answers: dict[str, np.ndarray], out: Path) -> float:
+    """The collection score of a submission ranked by the noise-free runtimes of `files` (one collection)."""
+    noiseless = read_answers(corpus / "noiseless.csv")  # ID <collection>:<split>:<stem>
+    collection = files[0].collection
+    part = write_collection(out / f"{collection_file_stem(collection)}.ceiling.csv", collection,
+                            {f.stem: noiseless[f"{collection}:{f.split}:{f.stem}"] for f in files})
+    return float(score(part, answers)[collection]["score"])
+
+
+def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, work: Path) -> list[Replicate]:
+    """Replicate i: seed seeds[i], fold i mod `folds` held out; its data root, answers and ceiling."""
+    files = read_manifest(corpus)
+    fold_of = family_folds(files, collection, folds)
+    made = []
+    for i, seed in enumerate(seeds):
+        fold = i % folds
+        families = tuple(sorted(f for f, k in fold_of.items() if k == fold))
+        held = [f for f in files if f.collection == collection and f.family in families]
+        root = link_fold_root(corpus, files, collection, set(families),
+                              work / "folds" / collection_file_stem(collection) / f"fold{fold}")
+        answers = measured(corpus, held)
+        made.append(Replicate(collection, seed, fold, families, root, answers,
+                              noise_ceiling(corpus, held, answers, root)))
+    return made
+
+
+# ---------------------------------------------------------------- fitting and scoring
+
+
+def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path) -> Fit:
+    """Train on the replicate's other families within `seconds`, rank its held-out files, score that part."""
+    collection = replicate.collection
+    seeded = {**settings, "seed_everything": replicate.seed}
+    job = pipeline.Job(replicate.root, work / variant / collection_file_stem(collection)
+                       / f"seed{replicate.seed}-fold{replicate.fold}")
+    start = time.monotonic()
+    checkpoint = pipeline.train(collection, seeded, seconds, job)
+    pipeline.evaluate(collection, checkpoint, seeded, job, validate=False)
+    part = job.parts / f"{collection_file_stem(collection)}.csv"
+    model = float(score(part, replicate.answers)[collection]["score"])
+    done = Fit(variant, replicate, model, time.monotonic() - start)
+    print(f"[{collection}] {variant} seed {replicate.seed} fold {replicate.fold}: {model:.4f} "
+          f"(ceiling {replicate.ceiling:.4f}, {done.percent:.1f} %) in {done.seconds:.0f} s", flush=True)
+    return done
+
+
+# ---------------------------------------------------------------- the report
+
+
+def interval(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % t interval (nan for fewer than two values)."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) < 2:
+        return float(values.mean()), float("nan")
+    return float(values.mean()), float(stats.t.ppf(0.975, len(values) - 1) * stats.sem(values))
+
+
+def cell(values: Sequence[float], digits: int = 3, sign: str = "") -> str:
+    """'mean [low, high]' (the 95 % t interval), or the mean alone for one value."""
+    mean, half = interval(values)
+    if np.isnan(half):
+        return f"{mean:{sign}.{digits}f}"
+    return f"{mean:{sign}.{digits}f} [{mean - half:{sign}.{digits}f}, {mean + half:{sign}.{digits}f}]"
+
+
+def of(fits: list[Fit], variant: str, collection: str) -> list[Fit]:
+    """A variant's fits of one collection in replicate order."""
+    return [f for f in fits if f.variant == variant and f.replicate.collection == collection]
+
+
+def finals(fits: list[Fit], variant: str, collections: list[str]) -> tuple[list[float], list[float]]:
+    """Per replicate index, the mean over collections of the model's score and of the ceiling."""
+    rows = [of(fits, variant, c) for c in collections]  # [collections][replicates]
+    return ([float(np.mean([r[i].model for r in rows])) for i in range(len(rows[0]))],
+            [float(np.mean([r[i].replicate.ceiling for r in rows])) for i in range(len(rows[0]))])
+
+
+def shipped_table(fits: list[Fit], collections: list[str]) -> list[str]:
+    """Model, ceiling and % of ceiling per collection (and their mean over collections) for the shipped settings."""
+    lines = ["| collection | held-out files | model | noise ceiling | % of ceiling |", "|---|---|---|---|---|"]
+    for collection in collections:
+        mine = of(fits, SHIPPED, collection)
+        lines.append(f"| {collection} | {np.mean([len(f.replicate.answers) for f in mine]):.1f} | "
+                     f"{cell([f.model for f in mine])} | {cell([f.replicate.ceiling for f in mine])} | "
+                     f"{cell([f.percent for f in mine], 1)} |")
+    if len(collections) > 1:
+        model, ceiling = finals(fits, SHIPPED, collections)
+        percent = [100 * m / c for m, c in zip(model, ceiling)]
+        lines.append(f"| **mean of the {len(collections)}** | | {cell(model)} | {cell(ceiling)} | {cell(percent, 1)} |")
+    return lines
+
+
+def variant_table(fits: list[Fit], variant: str, collections: list[str]) -> list[str]:
+    """A variant's model score and % of ceiling, with its Δ against the shipped settings paired by replicate."""
+    lines = ["| collection | model | % of ceiling | Δ model | Δ % of ceiling |", "|---|---|---|---|---|"]
+    for collection in collections:
+        mine, base = of(fits, variant, collection), of(fits, SHIPPED, collection)
+        lines.append(f"| {collection} | {cell([f.model for f in mine])} | {cell([f.percent for f in mine], 1)} | "
+                     f"{cell([a.model - b.model for a, b in zip(mine, base)], 3, '+')} | "
+                     f"{cell([a.percent - b.percent for a, b in zip(mine, base)], 1, '+')} |")
+    if len(collections) > 1:
+        model, base = finals(fits, variant, collections)[0], finals(fits, SHIPPED, collections)[0]
+        lines.append(f"| **mean of the {len(collections)}** | {cell(model)} | | "
+                     f"{cell([a - b for a, b in zip(model, base)], 3, '+')} | |")
+    return lines
+
+
+def replicate_table(fits: list[Fit]) -> list[str]:
+    """Every fit: which seed and families, how many files, its scores and wall time."""
+    lines = ["| collection | settings | seed | held-out families (fold) | files | model | ceiling | % | wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for f in fits:
+        r = f.replicate
+        lines.append(f"| {r.collection} | {f.variant} | {r.seed} | {', '.join(r.families)} ({r.fold}) | "
+                     f"{len(r.answers)} | {f.model:.4f} | {r.ceiling:.4f} | {f.percent:.1f} | {f.seconds:.0f} |")
+    return lines
+
+
+def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], args: argparse.Namespace,
+           command: str, minutes: float) -> str:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    layers = ", ".join(str(p) for p in args.config) or "none"
+    lines = [
+        "# Leave-family-out evaluation on the real-program corpus", "",
+        f"Command: `{command}`  ", f"Written by benchmarks/corpus_eval.py on {date.today()}, commit {commit}, "
+        f"{os.cpu_count()} CPU cores; {minutes:.0f} min in all.", "",
+        f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
+        f"Settings: configs/<collection>.yaml over configs/base.yaml, extra layers: {layers}. Each fit trains "
+        f"{args.seconds:g} s (`pipeline.train`, as `solution run`), selecting its checkpoint on the valid files "
+        f"of the families it trains on. Families in {args.folds} folds (data.folds={args.folds}, "
+        f'data.fold_variant_parts="_.*$"); replicate i (0..{args.seeds - 1}) is seed i holding out fold i mod '
+        f"{args.folds}: every file of those families (train, valid and "
+        "test) is ranked and scored against its measured runtimes by `solution score`'s code (layout: Kendall "
+        "tau; tile: top-5 score). The noise ceiling is the same score of the ranking by the noise-free runtimes "
+        "on the same files. Cells: mean over replicates [95 % t interval]; % of ceiling = 100 x model / ceiling "
+        "per replicate.", "",
+        "## Shipped settings", "", *shipped_table(fits, collections), ""]
+    for name, path in variants.items():
+        lines += [f"## Variant `{name}`: {path} layered on top", "",
+                  "Δ against the shipped settings, paired by replicate (same seed, same held-out families):", "",
+                  *variant_table(fits, name, collections), ""]
+    return "\n".join(lines + ["## Every fit", "", *replicate_table(fits), ""])
+
+
+# ---------------------------------------------------------------- the command
+
+
+def named_layer(text: str) -> tuple[str, Path]:
+    """'NAME=path/to/layer.yaml' -> (NAME, path)."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path or name == SHIPPED:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=path/to/layer.yaml (NAME not {SHIPPED!r})")
+    return name, Path(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, help="the corpus root (built there when missing); default "
+                                                  "data/programs-<size>")
+    parser.add_argument("--size", default="small", choices=("tiny", "small", "full"))
+    parser.add_argument("--corpus_seed", type=int, default=0, help="solution synth --seed")
+    parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=list(COLLECTIONS))
+    parser.add_argument("--seeds", type=int, default=3, help="replicates: seeds 0..N-1, each holding out one fold")
+    parser.add_argument("--folds", type=int, default=3, help="folds of families per collection")
+    parser.add_argument("--seconds", type=float, default=480.0, help="training time per fit")
+    parser.add_argument("--config", type=Path, action="append", default=[],
+                        help="a YAML layered over every collection's shipped settings (repeatable)")
+    parser.add_argument("--variant", type=named_layer, action="append", default=[],
+                        help="NAME=YAML: also fit the settings with this layer on top, paired against them")
+    parser.add_argument("--runs", type=Path, default=Path("runs/corpus_eval"), help="fold roots, checkpoints, parts")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "corpus_eval.md")
+    parser.add_argument("--quick", action="store_true", help="60 s per fit")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny corpus, 1 seed, 2 folds, 3 s per fit, tile:xla and layout:xla:default, demo sizes")
+    args = parser.parse_args(argv)
+    given = argv if argv is not None else sys.argv[1:]
+    if args.quick:
+        args.seconds = 60.0
+    if args.smoke:
+        work = Path(tempfile.mkdtemp(prefix="corpus-eval-"))
+        args.data, args.size, args.seeds, args.folds, args.seconds = work / "data", "tiny", 1, 2, 3.0
+        args.collections, args.runs = ["tile:xla", "layout:xla:default"], work / "runs"
+        args.config = [configs_folder() / "demo.yaml", *args.config]
+    args.data = args.data or Path(f"data/programs-{args.size}")
+    if not (args.data / "programs.csv").is_file():
+        build_corpus(args.data, args.size, args.corpus_seed, args.collections)
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # pipeline.train prints its own progress
+    variants = dict(args.variant)
+    settings = {SHIPPED: read_settings(layers=args.config),
+                **{name: read_settings(layers=[*args.config, path]) for name, path in variants.items()}}
+    start, fits = time.monotonic(), []
+    for collection in args.collections:
+        for replicate in replicates(args.data, collection, range(args.seeds), args.folds, args.runs):
+            fits += [fit(name, chosen[collection], replicate, args.seconds, args.runs)
+                     for name, chosen in settings.items()]
+    command = shlex.join(["python", "benchmarks/corpus_eval.py", *given])
+    text = report(fits, args.collections, variants, args, command, (time.monotonic() - start) / 60)
+    print(text)
+    with atomic_write(args.out) as handle:
+        handle.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

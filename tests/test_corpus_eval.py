@@ -1,0 +1,59 @@
+"""benchmarks/corpus_eval.py still runs: its smoke mode (tiny real-program corpus, one seed, seconds of training)
+with one variant layered on top, and the report's tables hold every collection with its ceiling."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def load_corpus_eval():
+    spec = importlib.util.spec_from_file_location("corpus_eval", BENCHMARKS / "corpus_eval.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["corpus_eval"] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def table_rows(text: str, header: str) -> list[list[str]]:
+    """The cells of each data row of the markdown table whose header line starts with `header`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def means(cell: str) -> float:
+    """The mean of a 'mean [low, high]' cell."""
+    return float(re.match(r"[+-]?[0-9.]+", cell).group())
+
+
+def test_smoke_reports_model_ceiling_and_percent(tmp_path, capsys):
+    layer = tmp_path / "narrow.yaml"
+    layer.write_text("model:\n  ranker:\n    init_args:\n      hidden: 32\n")
+    out = tmp_path / "corpus_eval.md"
+    assert load_corpus_eval().main(["--smoke", "--variant", f"narrow={layer}", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.rstrip() in capsys.readouterr().out  # printed as well as written
+    assert text.startswith("# Leave-family-out evaluation") and "commit" in text
+    assert "Command: `python benchmarks/corpus_eval.py --smoke --variant narrow=" in text
+
+    shipped = table_rows(text, "| collection | held-out files | model | noise ceiling | % of ceiling |")
+    assert [row[0] for row in shipped] == ["tile:xla", "layout:xla:default", "**mean of the 2**"]
+    for row in shipped:
+        model, ceiling, percent = (means(cell) for cell in row[2:5])
+        assert -1 <= model <= 1 and 0 < ceiling <= 1 and math.isfinite(percent)  # tile: 1 is the best score
+
+    variant = table_rows(text, "| collection | model | % of ceiling | Δ model | Δ % of ceiling |")
+    assert [row[0] for row in variant] == ["tile:xla", "layout:xla:default", "**mean of the 2**"]
+    assert all(math.isfinite(means(row[3])) for row in variant)
+    assert len(table_rows(text, "| collection | settings | seed |")) == 4  # 2 collections x (shipped, narrow)
