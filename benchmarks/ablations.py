@@ -78,7 +78,7 @@ VARIANTS = {
     "no readout attention": Variant((READOUT, "false"), layout_only=True),
     "no cross-attention": Variant((PER_NODE, "false", READOUT, "false"), tile_args=(PER_NODE, "false")),
     "config-only baseline": Variant((RANKER, "solution.models.baselines.ConfigOnlyRanker")),
-    "early fusion": Variant((RANKER, "solution.models.rankers.EarlyFusionRanker"), layout_only=True),
+    "early fusion": Variant((RANKER, "solution.models.baselines.EarlyFusionRanker"), layout_only=True),
     "0 padding": Variant(("--data.sentinel", "false")),
     "shared link maps": Variant((f"{RANKER}.init_args.shared_link_maps", "true"), layout_only=True),
     "config width 96": Variant((f"{RANKER}.init_args.config_hidden", "96"), layout_only=True),

@@ -36,7 +36,7 @@ from solution.tools.settings import configs_folder, layered, read_settings
 LAYOUT = [c for c in COLLECTIONS if c.startswith("layout")]
 VARIANTS = {
     "encode once": {},
-    "early fusion": {"model": {"ranker": {"class_path": "solution.models.rankers.EarlyFusionRanker",
+    "early fusion": {"model": {"ranker": {"class_path": "solution.models.baselines.EarlyFusionRanker",
                                           "init_args": {"hidden": 48, "opcode_dim": 16, "edge_direction": "both",
                                                         "layers": 4}}}},  # configs/demo.yaml's model, fused
     "config-only": CONFIG_ONLY,

@@ -28,8 +28,9 @@ from solution.data.batch import Batch, Collate, Item
 from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.tasks import LAYOUT
 from solution.models import scatter
+from solution.models.baselines import EarlyFusionRanker
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import EarlyFusionRanker, LayoutRanker
+from solution.models.rankers import LayoutRanker
 from solution.synth import files, layouts
 
 BACKENDS = ("torch_scatter", "torch")

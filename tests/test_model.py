@@ -25,10 +25,10 @@ from solution.data.features import Standardizer
 from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
 from solution.models import layers, scatter
-from solution.models.baselines import ConfigOnlyRanker
+from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import EarlyFusionRanker, LayoutRanker, TileRanker
+from solution.models.rankers import LayoutRanker, TileRanker
 from solution.models.spec import build
 
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)
