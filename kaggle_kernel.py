@@ -91,7 +91,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                  'heads': 4,
                                                  'edge_direction': 'both',
                                                  'dropout': 0.0,
-                                                 'head_epochs': 0,
                                                  'config_hidden': None}},
                         'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                  'init_args': {'margin': 1.0}},
@@ -135,11 +134,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'temperature': 0.5,
                                                           'edge_direction': 'both',
                                                           'dropout': 0.0,
-                                                          'head_epochs': 0,
-                                                          'segment_sampled': 0,
-                                                          'segment_keep_stale': 0.5,
-                                                          'segment_refresh_every': 1,
-                                                          'segment_halo': 0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'inference_rows': 2048}},
@@ -185,11 +179,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'temperature': 0.5,
                                                            'edge_direction': 'both',
                                                            'dropout': 0.0,
-                                                           'head_epochs': 0,
-                                                           'segment_sampled': 0,
-                                                           'segment_keep_stale': 0.5,
-                                                           'segment_refresh_every': 1,
-                                                           'segment_halo': 0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'inference_rows': 2048}},
@@ -235,11 +224,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'temperature': 0.5,
                                                           'edge_direction': 'both',
                                                           'dropout': 0.0,
-                                                          'head_epochs': 0,
-                                                          'segment_sampled': 0,
-                                                          'segment_keep_stale': 0.5,
-                                                          'segment_refresh_every': 1,
-                                                          'segment_halo': 0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'inference_rows': 2048}},
@@ -285,11 +269,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'temperature': 0.5,
                                                            'edge_direction': 'both',
                                                            'dropout': 0.0,
-                                                           'head_epochs': 0,
-                                                           'segment_sampled': 0,
-                                                           'segment_keep_stale': 0.5,
-                                                           'segment_refresh_every': 1,
-                                                           'segment_halo': 0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'inference_rows': 2048}},
@@ -2378,10 +2357,8 @@ class EarlyFusionRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        head_epochs: int = 0,
     ) -> None:
         super().__init__()
-        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.opcode = nn.Embedding(NUM_OPCODES, opcode_dim)
         self.input = mlp(opcode_dim + node_feat_dim + config_width, hidden, dropout)
         self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))
@@ -2856,24 +2833,12 @@ from .layers import (
     pool,
     valid_configs,
 )
-from .segments import SegmentTraining
+from .segments import segmented_scores
 from .spec import Remembered
 
 
 class Ranker(Remembered):
-    """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster. With `head_epochs`, the
-    last epochs of a fit train the readout only (GST's head fine-tuning)."""
-
-    head_epochs: int = 0
-    readout: nn.Module
-
-    def begin_epoch(self, epoch: int, max_epochs: int | None) -> None:
-        """Called as each training epoch starts: in the head phase everything but the readout is frozen."""
-        self.epoch = epoch
-        self.head_phase = bool(self.head_epochs) and max_epochs is not None and epoch >= max_epochs - self.head_epochs
-        if self.head_epochs:
-            self.requires_grad_(not self.head_phase)
-            self.readout.requires_grad_(True)
+    """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster."""
 
 
 class LayoutRanker(Ranker):
@@ -2886,8 +2851,8 @@ class LayoutRanker(Ranker):
     `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
-    bounded memory. Batches over the data's segment budget train and predict segment by segment (`segment_*`,
-    see models/segments.py)."""
+    bounded memory. Batches over the data's segment budget train and predict segment by segment (see
+    models/segments.py)."""
 
     def __init__(
         self,
@@ -2903,17 +2868,11 @@ class LayoutRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        head_epochs: int = 0,
-        segment_sampled: int = 0,
-        segment_keep_stale: float = 0.5,
-        segment_refresh_every: int = 1,
-        segment_halo: int = 0,
         inference_rows: int = 2048,
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
     ) -> None:
         super().__init__()
-        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.inference_rows = inference_rows
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
@@ -2924,7 +2883,6 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
-        self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -2951,8 +2909,7 @@ class LayoutRanker(Ranker):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
-            mode = ("head" if self.head_phase else "train") if self.training else "eval"
-            return self.segments(self, batch, mode, self.epoch)
+            return segmented_scores(self, batch)
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
         h, z, links = self.embed(batch)
@@ -2991,11 +2948,9 @@ class TileRanker(Ranker):
         heads: int = 4,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        head_epochs: int = 0,
         config_hidden: int | None = None,
     ) -> None:
         super().__init__()
-        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         self.config_mlp = mlp(config_width, width, dropout)
@@ -3129,28 +3084,14 @@ SOURCES['solution.models.segments'] = '''\
 After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
 pruning and config broadcasting. The readout pools the configurable nodes' config-aware states and every node's
 encoding, by mean and max, and both decompose exactly over a partition of the nodes: a graph's pool is
-assembled from per-segment sums, maxima and counts.
-A training step computes one segment at a time:
+assembled from per-segment sums, maxima and counts. Every segment is computed in turn; when gradients are taken
+each one is checkpointed (its forward keeps no activations and the backward recomputes it), which gives the
+gradient of the segmented graph for one segment's memory at the price of a second forward. Evaluation computes
+every segment once, without gradients.
 
-Segment training wraps the layout ranker: `LayoutRanker` hands a segmented batch to its `SegmentTraining`,
-which draws the step's segments from its own generator, seeded by (seed, epoch, graph), and keeps its
-historical table in the ranker's state (saved in and restored from checkpoints), so a resumed run is the run
-it continues.
-
-- segments with gradients are checkpointed: their forward keeps no activations, and the backward recomputes
-  them one segment at a time. With `sampled` = 0 every segment gets gradients: the whole graph's gradient
-  (on the segmented graph) for one segment's memory, at the price of a second forward;
-- with `sampled` = k > 0 (GST), k segments per graph get gradients and the others contribute without: a
-  segment with a configurable node (or one within its halo) is computed afresh under no_grad, its states
-  depend on the step's configs; a config-free segment pools its encoding alone, the same for every config,
-  which comes from a historical table, computed when first needed and again once `refresh_every` epochs old,
-  each table entry dropped from the pool with probability 1 - `keep_stale` (stale-embedding dropout);
-- a head phase (the last epochs, set in the module) computes every segment afresh and trains the readout only;
-- evaluation computes every segment afresh, one at a time, so inference memory is one segment's as well.
-
-A `halo` of k hops gives each segment the nodes within k edges of it as context (not pooled); with k at least
-the hops the model's messages span (graph_layers + 2 x config_layers: a link block goes out to the touched
-nodes and back) the segments reproduce the whole-graph scores exactly.
+GST itself trains a sample of the segments and takes the others from a table of stale embeddings; on this
+model that lost 0.076 [0.043, 0.109] of validation score at equal epochs (docs/results.md), so the package
+trains every segment.
 """
 
 from __future__ import annotations
@@ -3158,13 +3099,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import reduce
 
-import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
 from ..constants import PAD
 from ..data.batch import Batch
-from ..errors import SettingsError
 from .layers import valid_configs
 
 
@@ -3179,19 +3118,15 @@ class Segment:
     slots: torch.Tensor  # [k] the graph's configurable-node slots whose node is in `nodes`
     config_node: torch.Tensor  # [k] those nodes, re-indexed
 
-    @property
-    def config_free(self) -> bool:
-        return self.slots.numel() == 0
-
-    def batch(self, batch: Batch, configs: int | None = None) -> Batch:
-        """The segment as a one-graph batch (its first `configs` configs only, when given)."""
-        g, keep = self.graph, slice(None, configs)
+    def batch(self, batch: Batch) -> Batch:
+        """The segment as a one-graph batch."""
+        g = self.graph
         return Batch(
             node_feat=batch.node_feat[self.nodes], node_opcode=batch.node_opcode[self.nodes],
             edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
             config_node=self.config_node[None],  # [1, k]
-            config_feat=batch.config_feat[g:g + 1, keep][:, :, self.slots],  # [1, C, k, 18]
-            config_mask=batch.config_mask[g:g + 1, keep],  # [1, C]
+            config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
+            config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )
 
 
@@ -3233,14 +3168,13 @@ class Pool:
     z_count: int  # configurable nodes pooled into z
 
     @classmethod
-    def of(cls, model: torch.nn.Module, batch: Batch, segment: Segment, configs: int | None = None,
-           grad: bool = False) -> Pool:
+    def of(cls, model: torch.nn.Module, batch: Batch, segment: Segment, grad: bool = False) -> Pool:
         """A segment's pool under `model`; with `grad`, checkpointed: its activations are recomputed in the
         backward pass instead of kept."""
         owned_configurable = segment.owned[segment.config_node]  # [k] in slot order, as the ranker's links
 
         def pooled() -> tuple[torch.Tensor, ...]:
-            h, z, _ = model.embed(segment.batch(batch, configs))  # [n, d], [k, C, w]
+            h, z, _ = model.embed(segment.batch(batch))  # [n, d], [k, C, w]
             h, z = h[segment.owned], z[owned_configurable]
             if z.size(0) == 0:  # no configurable node of its own: nothing pooled into z
                 empty = z.new_zeros(1, z.size(-1))  # [1, w]
@@ -3267,73 +3201,17 @@ class Pool:
         return torch.cat([x.expand(configs, -1) for x in parts], -1)  # [d] or [1, d] or [C, d] -> [C, d]
 
 
-class SegmentTraining(torch.nn.Module):
-    """Scores a batch of segmented layout graphs with a LayoutRanker, keeping the historical table of
-    config-free segments between steps (in the module's state: checkpoints hold it)."""
-
-    MODES = ("train", "head", "eval")
-
-    def __init__(self, sampled: int = 0, keep_stale: float = 0.5, refresh_every: int = 1, halo: int = 0) -> None:
-        if sampled < 0:
-            raise SettingsError(f"segment_sampled={sampled}; expected a number of segments per graph, or 0 for all")
-        if not 0.0 < keep_stale <= 1.0:
-            raise SettingsError(f"segment_keep_stale={keep_stale}; expected a probability in (0, 1]")
-        if refresh_every < 1 or halo < 0:
-            raise SettingsError(f"segment_refresh_every={refresh_every}, segment_halo={halo}; expected >= 1 and >= 0")
-        super().__init__()
-        self.sampled, self.keep_stale, self.refresh_every, self.halo = sampled, keep_stale, refresh_every, halo
-        self.table: dict[tuple[int, int], tuple[int, Pool]] = {}  # (graph id, segment) -> (epoch, pool)
-
-    def get_extra_state(self) -> dict:
-        """The historical table as plain tensors and numbers (checkpoints load it without pickled code)."""
-        return {"keys": [list(key) for key in self.table],
-                "entries": [(epoch, pool.z_sum, pool.z_max, pool.h_sum, pool.h_max, pool.count, pool.z_count)
-                            for epoch, pool in self.table.values()]}
-
-    def set_extra_state(self, state: dict) -> None:
-        self.table = {tuple(key): (entry[0], Pool(*entry[1:])) for key, entry in zip(state["keys"], state["entries"])}
-
-    def forward(self, model: torch.nn.Module, batch: Batch, mode: str, epoch: int = 0) -> torch.Tensor:
-        """[G, C] scores; `mode` train (sampled segments with gradients, the table for the other config-free ones),
-        head (every segment fresh without gradients: only the readout learns) or eval (every segment fresh)."""
-        if mode not in self.MODES:
-            raise ValueError(f"mode={mode!r}; expected one of {', '.join(self.MODES)}")
-        mask = batch.config_mask
-        graphs, configs = mask.shape
-        segments = split(batch, self.halo)
-        pools: list[list[Pool]] = [[] for _ in range(graphs)]
-        for g in range(graphs):
-            mine = [s for s in segments if s.graph == g]
-            count = len(mine) if self.sampled == 0 else min(self.sampled, len(mine))
-            graph_id = int(batch.graph_id[g])
-            rng = np.random.default_rng((torch.initial_seed(), epoch, graph_id))  # the same draws on resuming
-            chosen = set(rng.choice(len(mine), count, replace=False).tolist()) if mode == "train" else ()
-            for i, segment in enumerate(mine):  # the table's key: (graph id, i)
-                if i in chosen:
-                    pools[g].append(Pool.of(model, batch, segment, grad=True))
-                    if segment.config_free and self.sampled:
-                        self._store((graph_id, i), epoch, pools[g][-1])
-                elif mode == "train" and segment.config_free:
-                    pool = self._historical(model, batch, segment, (graph_id, i), epoch)
-                    if rng.random() < self.keep_stale:
-                        pools[g].append(pool)
-                else:
-                    pools[g].append(Pool.of(model, batch, segment))
-        features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
-        return model.readout(features, valid_configs(batch))  # [G, C]
-
-    def _historical(self, model: torch.nn.Module, batch: Batch, segment: Segment,
-                    key: tuple[int, int], epoch: int) -> Pool:
-        stored = self.table.get(key)
-        if stored is None or epoch - stored[0] >= self.refresh_every:  # one config: the states are the same for all
-            stored = self._store(key, epoch, Pool.of(model, batch, segment, configs=1))
-        return stored[1]
-
-    def _store(self, key: tuple[int, int], epoch: int, pool: Pool) -> tuple[int, Pool]:
-        first = slice(None, 1)  # the rows are the same for every config: keep one
-        self.table[key] = (epoch, Pool(pool.z_sum[first].detach(), pool.z_max[first].detach(),
-                                       pool.h_sum.detach(), pool.h_max.detach(), pool.count, pool.z_count))
-        return self.table[key]
+def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> torch.Tensor:
+    """[G, C] scores of a batch of segmented graphs under a LayoutRanker `model`, one segment at a time. A `halo` of
+    k hops gives each segment the nodes within k edges of it as context (not pooled): with k at least the hops the
+    model's messages span (graph_layers + 2 x config_layers: a link block goes out to the touched nodes and back),
+    the scores and gradients are the whole graph's."""
+    graphs, configs = batch.config_mask.shape
+    pools: list[list[Pool]] = [[] for _ in range(graphs)]
+    for segment in split(batch, halo):
+        pools[segment.graph].append(Pool.of(model, batch, segment, grad=True))
+    features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
+    return model.readout(features, valid_configs(batch))  # [G, C]
 '''
 
 # ---------------------------------------- solution.models.spec
@@ -4986,9 +4864,6 @@ class RankingModule(pl.LightningModule):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return standardized_scores(self.ranker, self.node_scaler, self.config_scaler, batch)  # [G, C]
-
-    def on_train_epoch_start(self) -> None:
-        self.ranker.begin_epoch(self.current_epoch, self.trainer.max_epochs)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         scores = self(batch)

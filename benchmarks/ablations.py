@@ -90,8 +90,6 @@ VARIANTS = {
     "ListMLE loss": Variant(("--model.loss", f"{LOSSES}.ListMLE")),
     "MSE loss": Variant(("--model.loss", f"{LOSSES}.MSE")),
     "segment training": Variant(("--data.segment_nodes", "64"), layout_only=True),
-    "segments, GST sampling (1 per step)": Variant(("--data.segment_nodes", "64",
-                                                    f"{RANKER}.init_args.segment_sampled", "1"), layout_only=True),
 }
 QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
     "Cross-config attention: per configurable node (after each link block), in the readout, both (tile has "
@@ -105,8 +103,8 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
     "Pruning (layout; the full model keeps configurable nodes and their 1-hop neighbours)":
         ["full model", "no pruning", "2-hop pruning", "output-path pruning"],
     "Loss (the full model uses the pairwise hinge)": ["full model", "logistic loss", "ListMLE loss", "MSE loss"],
-    "Segment training (64-node segments, every one with gradients unless sampled; the full model trains whole "
-    "graphs)": ["full model", "segment training", "segments, GST sampling (1 per step)"],
+    "Segment training (64-node segments, every one with gradients; the full model trains whole "
+    "graphs)": ["full model", "segment training"],
 }
 
 

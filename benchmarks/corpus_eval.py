@@ -127,7 +127,8 @@ def link_fold_root(corpus: Path, files: list[CorpusFile], collection: str, held_
     """A data root under `out` holding links to the corpus's files of `collection`: the `held_out` families' files
     (of every split) as test, the others' train and valid files in their own split, or both splits holding all of
     them when one would be empty. Rebuilt on every call, so it always matches the corpus."""
-    source, target = collection_dir(corpus, collection), out.joinpath("npz_all", "npz", *collection.split(":"))
+    source = collection_dir(corpus, collection).resolve()  # links to absolute paths: valid from any folder
+    target = out.joinpath("npz_all", "npz", *collection.split(":"))
     mine = [f for f in files if f.collection == collection]
     kept = {split: [f for f in mine if f.family not in held_out and f.split == split] for split in ("train", "valid")}
     if not kept["train"] or not kept["valid"]:

@@ -11,13 +11,12 @@ of growing size, one training step (forward + backward) of the layout model on `
 measurement in a child process of its own (GPU memory allocated, or resident memory on the CPU, above the
 level after building the model and batch). Whole-graph training is skipped where its estimated activations
 exceed half the memory. Segment training cuts the graph into `--budget`-node segments and computes one at a
-time: by default every segment with gradients (checkpointed), or GST's sampling of one segment per step (the
-others without gradients, or from the historical table).
+time, every segment with gradients (checkpointed).
 
 Epoch time: `--epochs` epochs of `solution`'s own training loop (configs/base.yaml, configs/<collection>.yaml,
 then configs/demo.yaml) on the train split of a realistic synthetic collection, unpruned (`--data.prune none`:
 1-hop pruning leaves these graphs a few hundred nodes, one segment), whole (`--data.segment_nodes 0`) and in
-the two segment modes; the mean time of the epochs after the first, side by side.
+in segments; the mean time of the epochs after the first, side by side.
 """
 
 from __future__ import annotations
@@ -168,11 +167,11 @@ def write_report(lines: list[str], out: str | None, name: str, device: str) -> N
 
 def measure(job: dict) -> dict:
     """One training step's time and peak memory (run in a child process)."""
-    device, sampled = job["device"], job["sampled"]
+    device = job["device"]
     torch.set_num_threads(job["threads"])
-    net = model(device, segment_sampled=sampled or 0)  # in training mode: a segmented batch trains by segment
+    net = model(device)  # in training mode: a segmented batch trains by segment
     batch = layout_batch(job["nodes"], job["configs"], device=device)
-    if sampled is not None:  # the ranker hands a batch with node segments to its SegmentTraining
+    if job["segmented"]:  # the ranker scores a batch with node segments segment by segment
         cut = partition(job["nodes"], np.zeros(0, np.int64), job["budget"])
         batch = batch.replace(node_segment=torch.from_numpy(cut).to(device),
                               graph_id=torch.zeros(1, dtype=torch.long, device=device))
@@ -237,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     device, memory, where = machine()
     base = {"device": device, "threads": torch.get_num_threads(), "configs": args.configs, "repeats": args.repeats,
             "budget": args.budget}
-    modes = {"whole graph": None, "every segment (default)": 0, "GST, 1 segment sampled": 1}  # segment_sampled
+    modes = {"whole graph": False, "segments": True}
     lines = [f"# Segment training ({where})", "",
              f"Command: `python benchmarks/segments.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
              f"## Peak memory of a training step ({args.configs} configs, hidden {HIDDEN}, config_hidden "
@@ -248,9 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     peaks: dict[str, list[float]] = {name: [] for name in modes}
     for nodes in args.nodes:
         estimate = nodes * args.configs * HIDDEN * 4 * 40  # bytes: [N, C, d] floats, ~40 kept for backward
-        results = {name: in_child({**base, "nodes": nodes, "sampled": sampled}, args.timeout)
-                   if sampled is not None or estimate <= memory / 2
-                   else {"error": f"skipped (~{estimate / 2**30:.0f} GiB est.)"} for name, sampled in modes.items()}
+        results = {name: in_child({**base, "nodes": nodes, "segmented": segmented}, args.timeout)
+                   if segmented or estimate <= memory / 2
+                   else {"error": f"skipped (~{estimate / 2**30:.0f} GiB est.)"} for name, segmented in modes.items()}
         whole = results["whole graph"]
         ratios = [f"{r['peak_mib'] / whole['peak_mib']:.3f}x" for name, r in results.items()
                   if name != "whole graph" and "error" not in r and "error" not in whole]
@@ -270,9 +269,8 @@ def main(argv: list[str] | None = None) -> int:
               "| collection | train graphs | " + " | ".join(modes) + " |", "|---" * (len(modes) + 2) + "|"]
     for collection in args.collections:
         seconds = {}
-        for name, sampled in modes.items():
-            extra = ["--data.segment_nodes", "0" if sampled is None else str(args.epoch_budget),  # base: 4096
-                     "--model.ranker.init_args.segment_sampled", str(sampled or 0)]
+        for name, segmented in modes.items():
+            extra = ["--data.segment_nodes", str(args.epoch_budget) if segmented else "0"]  # base: 4096
             seconds[name], graphs = epoch_seconds(args.data, collection, args.epochs, extra, scratch)
         lines.append(f"| {collection} | {graphs} | " + " | ".join(
             f"{t:.1f} ({seconds['whole graph'] / t:.2f}x)" for t in seconds.values()) + " |")

@@ -40,8 +40,8 @@ def test_benchmark_smoke(name, capsys, tmp_path):
                                  "`solution fit` (shipped layout_xla_random.yaml", "importing the Lightning CLI"],
                 "predict_scale": ["| 0 (0 started) | cold |", "| 0 (0 started) | warm |", "configs/s", "bert_like"],
                 "budget": ["| layout:xla:random | 0.05 |", "after − before", "budget.svg"],
-                "segments": ["| 800 | 4 |", "every segment (default): peak memory of the largest graph / the smallest",
-                             "| layout:nlp:random |", "GST, 1 segment sampled"],
+                "segments": ["| 800 | 4 |", "segments: peak memory of the largest graph / the smallest",
+                             "| layout:nlp:random |", "| whole graph | segments |"],
                 "ensembles": ["| tile:xla |", "| layout:xla:random |", "2-seed ensemble", "2-fold ensemble",
                               "x2 chunkings", "±", "**mean**"]}[name]
     for text in expected:

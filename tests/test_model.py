@@ -416,26 +416,6 @@ def test_a_few_steps_on_the_targets_lower_the_loss(task: Task, ranker: type) -> 
     assert losses[-1] < 0.7 * losses[0]
 
 
-@pytest.mark.parametrize("ranker", [LayoutRanker, TileRanker, EarlyFusionRanker])
-def test_head_epochs_train_the_readout_only(ranker: type) -> None:
-    task = TILE if ranker is TileRanker else LAYOUT
-    batch = batch_of(task, graphs_of(task))
-    model = make_model(task, ranker=ranker, head_epochs=1).train()
-    model.begin_epoch(0, max_epochs=2)
-    assert not model.head_phase and all(p.requires_grad for p in model.parameters())
-    model.begin_epoch(1, max_epochs=2)
-    assert model.head_phase and model.epoch == 1
-    trainable = {name.split(".")[0] for name, p in model.named_parameters() if p.requires_grad}
-    assert trainable == {"readout"}
-    model(batch).sum().backward()
-    assert all((p.grad is not None) == name.startswith("readout.") for name, p in model.named_parameters())
-    model.begin_epoch(1, max_epochs=None)  # no known end: no head phase
-    assert not model.head_phase and all(p.requires_grad for p in model.parameters())
-    plain = make_model(task, ranker=ranker)
-    plain.begin_epoch(1, max_epochs=2)  # head_epochs=0: never a head phase
-    assert not plain.head_phase and all(p.requires_grad for p in plain.parameters())
-
-
 @needs_torch_scatter
 @pytest.mark.parametrize(**TASK_IDS)
 def test_scatter_backends_give_the_same_scores(task: Task) -> None:
@@ -471,7 +451,7 @@ def test_a_missing_torch_scatter_is_said_when_a_module_is_set_up(monkeypatch) ->
 
 @MODELS
 def test_a_ranker_is_rebuilt_from_its_spec(task: Task, ranker: type) -> None:
-    settings = {} if ranker is ConfigOnlyRanker else {"edge_direction": "both", "head_epochs": 2}
+    settings = {} if ranker is ConfigOnlyRanker else {"edge_direction": "both", "dropout": 0.1}
     model = make_model(task, ranker=ranker, **settings)
     spec = model.spec
     assert spec["class_path"] == f"{ranker.__module__}.{ranker.__qualname__}"
@@ -490,8 +470,8 @@ def test_a_ranker_is_rebuilt_from_its_spec(task: Task, ranker: type) -> None:
 def test_rankers_take_only_their_own_arguments() -> None:
     with pytest.raises(TypeError, match="config_layers"):
         TileRanker(feature_width(TILE), TILE.config_width, config_layers=3)
-    with pytest.raises(TypeError, match="head_epochs"):
-        ConfigOnlyRanker(feature_width(LAYOUT), LAYOUT.config_width, head_epochs=1)
+    with pytest.raises(TypeError, match="dropout"):
+        ConfigOnlyRanker(feature_width(LAYOUT), LAYOUT.config_width, dropout=0.1)
 
 
 def test_early_fusion_joins_each_config_at_the_input() -> None:

@@ -62,10 +62,8 @@ class EarlyFusionRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        head_epochs: int = 0,
     ) -> None:
         super().__init__()
-        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.opcode = nn.Embedding(NUM_OPCODES, opcode_dim)
         self.input = mlp(opcode_dim + node_feat_dim + config_width, hidden, dropout)
         self.blocks = nn.ModuleList(SAGEBlock(hidden, edge_direction, dropout) for _ in range(layers))

@@ -24,24 +24,12 @@ from .layers import (
     pool,
     valid_configs,
 )
-from .segments import SegmentTraining
+from .segments import segmented_scores
 from .spec import Remembered
 
 
 class Ranker(Remembered):
-    """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster. With `head_epochs`, the
-    last epochs of a fit train the readout only (GST's head fine-tuning)."""
-
-    head_epochs: int = 0
-    readout: nn.Module
-
-    def begin_epoch(self, epoch: int, max_epochs: int | None) -> None:
-        """Called as each training epoch starts: in the head phase everything but the readout is frozen."""
-        self.epoch = epoch
-        self.head_phase = bool(self.head_epochs) and max_epochs is not None and epoch >= max_epochs - self.head_epochs
-        if self.head_epochs:
-            self.requires_grad_(not self.head_phase)
-            self.readout.requires_grad_(True)
+    """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster."""
 
 
 class LayoutRanker(Ranker):
@@ -54,8 +42,8 @@ class LayoutRanker(Ranker):
     `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
-    bounded memory. Batches over the data's segment budget train and predict segment by segment (`segment_*`,
-    see models/segments.py)."""
+    bounded memory. Batches over the data's segment budget train and predict segment by segment (see
+    models/segments.py)."""
 
     def __init__(
         self,
@@ -71,17 +59,11 @@ class LayoutRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        head_epochs: int = 0,
-        segment_sampled: int = 0,
-        segment_keep_stale: float = 0.5,
-        segment_refresh_every: int = 1,
-        segment_halo: int = 0,
         inference_rows: int = 2048,
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
     ) -> None:
         super().__init__()
-        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         self.inference_rows = inference_rows
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
@@ -92,7 +74,6 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
-        self.segments = SegmentTraining(segment_sampled, segment_keep_stale, segment_refresh_every, segment_halo)
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -119,8 +100,7 @@ class LayoutRanker(Ranker):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
-            mode = ("head" if self.head_phase else "train") if self.training else "eval"
-            return self.segments(self, batch, mode, self.epoch)
+            return segmented_scores(self, batch)
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
         h, z, links = self.embed(batch)
@@ -159,11 +139,9 @@ class TileRanker(Ranker):
         heads: int = 4,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        head_epochs: int = 0,
         config_hidden: int | None = None,
     ) -> None:
         super().__init__()
-        self.head_epochs, self.epoch, self.head_phase = head_epochs, 0, False
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         self.config_mlp = mlp(config_width, width, dropout)

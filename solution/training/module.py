@@ -75,9 +75,6 @@ class RankingModule(pl.LightningModule):
     def forward(self, batch: Batch) -> torch.Tensor:
         return standardized_scores(self.ranker, self.node_scaler, self.config_scaler, batch)  # [G, C]
 
-    def on_train_epoch_start(self) -> None:
-        self.ranker.begin_epoch(self.current_epoch, self.trainer.max_epochs)
-
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         scores = self(batch)
         loss = self.loss_fn(scores, batch.target, batch.config_mask)
