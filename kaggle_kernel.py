@@ -2305,7 +2305,7 @@ from torch.nn import functional as F
 
 from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
 from ..data.batch import Batch
-from .layers import CrossConfigAttention, Readout, SAGEBlock, mlp, pool, valid_configs
+from .layers import CrossConfigAttention, Readout, SAGEBlock, layout_symbols, mlp, pool, valid_configs
 from .rankers import Ranker
 
 
@@ -2324,7 +2324,7 @@ class ConfigOnlyRanker(Ranker):
         if config.dim() == 3:  # one vector per config (tile bounds)
             return config  # [G, C, 24]
         valid = (batch.config_node >= 0).float()[:, None, :, None, None]  # [G, 1, K, 1, 1]
-        onehot = F.one_hot(config.long() + 1, LAYOUT_SYMBOLS).float() * valid  # [G, C, K, 18, 7]
+        onehot = F.one_hot(layout_symbols(config), LAYOUT_SYMBOLS).float() * valid  # [G, C, K, 18, 7]
         histogram = onehot.sum(2) / valid.sum(2).clamp_min(1)  # [G, C, 18, 7]
         return histogram.flatten(2)  # [G, C, 126]
 
@@ -2371,7 +2371,7 @@ class EarlyFusionRanker(Ranker):
         configs = batch.config_feat.size(1)
         graph, slot = (batch.config_node != PAD).nonzero(as_tuple=True)  # [M] each
         nodes = batch.config_node[graph, slot]  # [M]
-        values = (batch.config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        values = layout_symbols(batch.config_feat[graph, :, slot])  # [M, C, 18] in 0..6
         node = torch.cat([self.opcode(batch.node_opcode), batch.node_feat], -1)  # [N, opcode_dim + F]
         config = node.new_zeros(node.size(0), configs, values.size(-1) * LAYOUT_SYMBOLS)  # [N, C, 126]
         config = config.index_copy(0, nodes, F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(node.dtype))
@@ -2417,6 +2417,12 @@ EDGE_DIRECTIONS = ("forward", "reverse", "both")
 
 def mlp(in_dim: int, out_dim: int, dropout: float = 0.0) -> nn.Sequential:
     return nn.Sequential(nn.Linear(in_dim, out_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(out_dim, out_dim))
+
+
+def layout_symbols(values: torch.Tensor) -> torch.Tensor:
+    """Layout config values (-1 = the compiler's choice, 0..5 a dimension) as symbols 0..6, long: the one decoding
+    every layout ranker embeds or one-hots (width LAYOUT_SYMBOLS per value)."""
+    return (values - PAD).round().long()
 
 
 def valid_configs(batch: Batch) -> torch.Tensor:
@@ -2819,7 +2825,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LAYOUT_SYMBOLS, PAD
+from ..constants import LAYOUT_SYMBOLS
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -2828,6 +2834,7 @@ from .layers import (
     LinkBlock,
     Readout,
     in_chunks,
+    layout_symbols,
     mlp,
     per_config,
     pool,
@@ -2897,7 +2904,7 @@ class LayoutRanker(Ranker):
         h = self.encoder(batch)  # [N, d]
         node_mask = valid_configs(batch)[links.graph]  # [M, C]
         configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
-        values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         z = in_chunks(lambda part: self.configure(h_nodes, part), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]

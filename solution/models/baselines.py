@@ -10,7 +10,7 @@ from torch.nn import functional as F
 
 from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
 from ..data.batch import Batch
-from .layers import CrossConfigAttention, Readout, SAGEBlock, mlp, pool, valid_configs
+from .layers import CrossConfigAttention, Readout, SAGEBlock, layout_symbols, mlp, pool, valid_configs
 from .rankers import Ranker
 
 
@@ -29,7 +29,7 @@ class ConfigOnlyRanker(Ranker):
         if config.dim() == 3:  # one vector per config (tile bounds)
             return config  # [G, C, 24]
         valid = (batch.config_node >= 0).float()[:, None, :, None, None]  # [G, 1, K, 1, 1]
-        onehot = F.one_hot(config.long() + 1, LAYOUT_SYMBOLS).float() * valid  # [G, C, K, 18, 7]
+        onehot = F.one_hot(layout_symbols(config), LAYOUT_SYMBOLS).float() * valid  # [G, C, K, 18, 7]
         histogram = onehot.sum(2) / valid.sum(2).clamp_min(1)  # [G, C, 18, 7]
         return histogram.flatten(2)  # [G, C, 126]
 
@@ -76,7 +76,7 @@ class EarlyFusionRanker(Ranker):
         configs = batch.config_feat.size(1)
         graph, slot = (batch.config_node != PAD).nonzero(as_tuple=True)  # [M] each
         nodes = batch.config_node[graph, slot]  # [M]
-        values = (batch.config_feat[graph, :, slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        values = layout_symbols(batch.config_feat[graph, :, slot])  # [M, C, 18] in 0..6
         node = torch.cat([self.opcode(batch.node_opcode), batch.node_feat], -1)  # [N, opcode_dim + F]
         config = node.new_zeros(node.size(0), configs, values.size(-1) * LAYOUT_SYMBOLS)  # [N, C, 126]
         config = config.index_copy(0, nodes, F.one_hot(values, LAYOUT_SYMBOLS).flatten(2).to(node.dtype))

@@ -27,6 +27,12 @@ def mlp(in_dim: int, out_dim: int, dropout: float = 0.0) -> nn.Sequential:
     return nn.Sequential(nn.Linear(in_dim, out_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(out_dim, out_dim))
 
 
+def layout_symbols(values: torch.Tensor) -> torch.Tensor:
+    """Layout config values (-1 = the compiler's choice, 0..5 a dimension) as symbols 0..6, long: the one decoding
+    every layout ranker embeds or one-hots (width LAYOUT_SYMBOLS per value)."""
+    return (values - PAD).round().long()
+
+
 def valid_configs(batch: Batch) -> torch.Tensor:
     """[G, C] config mask; a graph without any valid config keeps all of its slots, so that no softmax
     runs over an empty set (its scores are masked downstream anyway)."""

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LAYOUT_SYMBOLS, PAD
+from ..constants import LAYOUT_SYMBOLS
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -19,6 +19,7 @@ from .layers import (
     LinkBlock,
     Readout,
     in_chunks,
+    layout_symbols,
     mlp,
     per_config,
     pool,
@@ -88,7 +89,7 @@ class LayoutRanker(Ranker):
         h = self.encoder(batch)  # [N, d]
         node_mask = valid_configs(batch)[links.graph]  # [M, C]
         configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
-        values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18] in 0..6
+        values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         z = in_chunks(lambda part: self.configure(h_nodes, part), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
