@@ -31,7 +31,8 @@ import numpy as np
 from solution.atomic import atomic_write
 from solution.data.reader import collection_dir
 from solution.submission.files import collection_file_stem
-from solution.synth.files import generate, write_npz
+from solution.synth.files import generate
+from solution.synth.writing import write_npz
 
 HERE = Path(__file__).resolve().parent
 AFTER = HERE.parent

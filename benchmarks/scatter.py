@@ -31,7 +31,7 @@ from solution.models import scatter
 from solution.models.baselines import EarlyFusionRanker
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import LayoutRanker
-from solution.synth import files, layouts
+from solution.synth import layouts, writing
 
 BACKENDS = ("torch_scatter", "torch")
 REDUCTIONS = {"sum": scatter.scatter_sum, "mean": scatter.scatter_mean, "max": scatter.scatter_max}
@@ -84,7 +84,7 @@ def layout_batch(nodes: int, configurable: int, configs: int, folder: Path) -> B
     runtime = layouts.noisy(graph.cost.evaluate(choices), choices, graph.hash_weights, rng)
     path = folder / "graph.npz"
     features = layouts.config_features(graph, choices, explicit)
-    files.write_npz(path, [*graph.arrays().items(), ("node_config_feat", features), ("config_runtime", runtime)],
+    writing.write_npz(path, [*graph.arrays().items(), ("node_config_feat", features), ("config_runtime", runtime)],
                     compress=False)
     loaded = load_graph(path, "train", Preprocessing(), None)
     return Collate(LAYOUT)([(loaded, Item(0, np.arange(configs)))])

@@ -58,7 +58,7 @@ from solution.models import layers, scatter
 from solution.models.baselines import EarlyFusionRanker
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import LayoutRanker
-from solution.synth import files, layouts
+from solution.synth import layouts, writing
 
 SHIPPED = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "base.yaml").read_text())[
     "model"]["ranker"]["init_args"]  # LayoutRanker's settings
@@ -82,7 +82,7 @@ def write_graph(folder: Path, nodes: int, configs: int, seed: int = 0) -> Path:
     runtime = layouts.noisy(graph.cost.evaluate(choices), choices, graph.hash_weights, rng)
     path = folder / f"xla_{nodes}.npz"
     features = layouts.config_features(graph, choices, explicit)
-    files.write_npz(path, [*graph.arrays().items(), ("node_config_feat", features), ("config_runtime", runtime)],
+    writing.write_npz(path, [*graph.arrays().items(), ("node_config_feat", features), ("config_runtime", runtime)],
                     compress=False)
     return path
 

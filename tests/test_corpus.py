@@ -15,7 +15,7 @@ from solution.constants import COLLECTIONS, LAYOUT_GROUP, SPLITS  # noqa: E402
 from solution.data.datamodule import model_group  # noqa: E402
 from solution.data.reader import list_files, read_graph  # noqa: E402
 from solution.programs import encode, hlo, law  # noqa: E402
-from solution.synth.files import main as synth_main  # noqa: E402
+from solution.tools.synth import main as synth_main  # noqa: E402
 
 LAYOUT_DTYPES = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64,
                  "node_config_feat": np.float32, "node_config_ids": np.int64, "node_splits": np.int64,

@@ -18,10 +18,10 @@ from solution.programs.encode import (
     UnknownOpcodeWarning,
     encode_file,
     encode_program,
-    main,
     write_npz,
 )
 from solution.programs.hlo import HloError, parse_module
+from solution.tools.encode import main
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO.parent / "shared" / "fixtures"

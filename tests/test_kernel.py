@@ -58,7 +58,8 @@ def test_kernel_embeds_the_job_and_no_command_line_modules():
                 and isinstance(node.targets[0], ast.Subscript) and node.targets[0].value.id == "SOURCES"}
     assert {"solution", "solution.tools.kernel", "solution.models.rankers", "solution.data.datamodule",
             "solution.submission.files", "solution.data", "solution.models"} <= assigned
-    assert not assigned & {"solution.tools.cli", "solution.tools.bundle", "solution.synth.files", "solution.tools.demo"}
+    assert not assigned & {"solution.tools.cli", "solution.tools.bundle", "solution.synth.files",
+                           "solution.tools.synth", "solution.tools.demo"}
     docstring = ast.get_docstring(tree)
     for variable in ("SOLUTION_DATA_ROOT", "SOLUTION_OUTPUT_DIR", "SOLUTION_TIME_BUDGET", "SOLUTION_CHECKPOINTS"):
         assert variable in docstring

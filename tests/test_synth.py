@@ -25,6 +25,7 @@ from solution.constants import (
 from solution.data.reader import list_files, read_graph
 from solution.synth import files, graphs, law, layouts, ops, tiles
 from solution.synth.ops import Op
+from solution.tools.synth import main as synth_main
 
 LAYOUT_DTYPES = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64,
                  "node_config_feat": np.float32, "node_config_ids": np.int64, "node_splits": np.int64,
@@ -216,7 +217,7 @@ def test_same_seed_same_bytes_other_seed_other_data(tmp_path):
 
 
 def test_main_writes_the_requested_collections(tmp_path, capsys):
-    files.main(["--out", str(tmp_path), "--size", "tiny", "--seed", "1", "--collections", "tile:xla"])
+    synth_main(["--out", str(tmp_path), "--size", "tiny", "--seed", "1", "--collections", "tile:xla"])
     assert "wrote 46 files" in capsys.readouterr().out
     assert list_files(tmp_path, "tile:xla", "valid")
     assert not (tmp_path / "npz_all" / "npz" / "layout").exists()

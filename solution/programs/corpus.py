@@ -13,7 +13,7 @@ import numpy as np
 
 from ..atomic import atomic_write
 from ..constants import COLLECTIONS
-from ..synth.files import AnswerRows, fresh_npz_folder, named_rng, write_npz
+from ..synth.writing import AnswerRows, fresh_npz_folder, named_rng, write_npz
 from . import encode, hlo, law, zoo
 from .candidates import searched
 from .encode import Graph
@@ -217,12 +217,3 @@ def _write_tables(out: Path, programs: list[Lowered], records: _Records, collect
     for lowered in programs:
         with atomic_write(out / "hlo" / f"{lowered.stem}.hlo") as handle:
             handle.write(lowered.program.hlo)
-
-
-def main(out: str | Path, size: str, seed: int, collections: Sequence[str] = COLLECTIONS) -> int:
-    """`solution synth --programs`: build the corpus and say what was written."""
-    start = time.perf_counter()
-    root = build(out, size, seed, collections)
-    files = sum(1 for _ in (root / "npz_all").rglob("*.npz"))
-    print(f"wrote {files} files (programs, {size}, seed {seed}) under {root} in {time.perf_counter() - start:.1f}s")
-    return 0

@@ -1,24 +1,19 @@
 """Writing the synthetic dataset: all five collections in the exact on-disk format, and `solution synth`.
 
-Run: `solution synth --out data/synthetic --size tiny`; `--programs` writes the real-program corpus instead
-(solution/programs/corpus.py).
+Run: `solution synth --out data/synthetic --size tiny` (solution/tools/synth.py); `--programs` writes the
+real-program corpus instead (solution/programs/corpus.py).
 
-Files: .npz archives with fixed timestamps, written atomically: deflated for tiny/small, stored for
-realistic (1 GB config blocks deflate slowly and load faster raw). Config blocks stream in chunks of 8192, so a
-100,040 x 150 x 18 block needs ~0.1 GB of memory. Same (size, seed, collections) -> same bytes.
-
+Files (solution/synth/writing.py): deflated for tiny/small, stored for realistic (1 GB config blocks deflate
+slowly and load faster raw). Config blocks stream in chunks of 8192, so a 100,040 x 150 x 18 block needs ~0.1 GB of
+memory. Same (size, seed, collections) -> same bytes.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import time
-import zipfile
-import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -28,17 +23,16 @@ from ..constants import (
     LAYOUT_CONFIG_DIM,
     SPLITS,
 )
-from ..errors import OK, USAGE, fail
 from .graphs import edge_index, node_features
 from .layouts import LayoutGraph, build_layout_graph, config_features, hash_weights, noisy, sample_choices
 from .ops import row_major
 from .tiles import NORMALIZER_NOISE, sample_tiles, tile_features, tile_kernel
+from .writing import AnswerRows, Chunked, fresh_npz_folder, named_rng, write_npz
 
 SIZES = ("tiny", "small", "realistic")
 
 CHUNK = 8192  # configs per streamed block
 BIG_CONFIGS = 100_040
-_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 # ---------------------------------------------------------------- sizes
@@ -68,67 +62,8 @@ SIZE_SPECS = {
 }
 
 
-# ---------------------------------------------------------------- files
-
-
-@dataclass
-class Chunked:
-    """An array written piece by piece along axis 0."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    chunks: Iterable[np.ndarray]
-
-
-def write_npz(path: Path, arrays: Iterable[tuple[str, np.ndarray | Chunked | Callable[[], np.ndarray]]],
-              compress: bool) -> None:
-    """A deterministic .npz (fixed timestamps, keys in the given order), written atomically.
-
-    Values may be arrays, Chunked streams, or callables evaluated when their turn comes (after earlier streams).
-    """
-    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-    with atomic_write(path, "wb") as handle, zipfile.ZipFile(handle, "w", method) as archive:
-        for name, value in arrays:
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
-            info.compress_type = method
-            info.external_attr = 0o644 << 16
-            value = value() if callable(value) else value
-            with archive.open(info, "w", force_zip64=True) as entry:
-                if isinstance(value, Chunked):
-                    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(value.dtype)), "fortran_order": False,
-                              "shape": value.shape}
-                    np.lib.format.write_array_header_1_0(entry, header)
-                    written = 0
-                    for chunk in value.chunks:
-                        entry.write(memoryview(np.ascontiguousarray(chunk, value.dtype)).cast("B"))
-                        written += len(chunk)
-                    assert written == value.shape[0], (name, written, value.shape)
-                else:
-                    np.lib.format.write_array(entry, np.ascontiguousarray(value), allow_pickle=False)
-
-
-def named_rng(seed: int, *names: object) -> np.random.Generator:
-    """A generator seeded by `seed` and the names of what it draws for (the same names, the same draws)."""
-    words = [zlib.crc32(str(n).encode()) for n in names]
-    return np.random.default_rng(np.random.SeedSequence([seed, *words]))
-
-
 def _test_stem(seed: int, collection: str, index: int) -> str:
     return hashlib.sha256(f"{seed}/{collection}/{index}".encode()).hexdigest()[:16]
-
-
-@dataclass
-class AnswerRows:
-    """sample_submission.csv and answers.csv rows per collection."""
-
-    submission: dict[str, list[str]] = field(default_factory=dict)
-    answers: dict[str, list[str]] = field(default_factory=dict)
-
-    def add(self, collection: str, stem: str, count: int, top: int | None, truth: Sequence[str]) -> None:
-        row_id = f"{collection}:{stem}"
-        ranking = ";".join(map(str, range(min(count, top or count))))
-        self.submission.setdefault(collection, []).append(f"{row_id},{ranking}")
-        self.answers.setdefault(collection, []).append(f"{row_id},{';'.join(truth)}")
 
 
 def _write_layout_file(path: Path, graph: LayoutGraph, search: str, count: int, test: bool,
@@ -199,19 +134,6 @@ def _tile_collection(out: Path, spec: SizeSpec, seed: int, rows: AnswerRows) -> 
         offset += files
 
 
-def fresh_npz_folder(out: Path, collections: Sequence[str]) -> Path:
-    """<out>/npz_all/npz, once `collections` are known names that hold no files there yet (a fresh dataset must not
-    mix with an older one)."""
-    unknown = [c for c in collections if c not in COLLECTIONS]
-    if unknown:
-        raise ValueError(f"unknown collections {unknown}; expected some of {', '.join(COLLECTIONS)}")
-    npz = out / "npz_all" / "npz"
-    stale = [c for c in collections if any(npz.joinpath(*c.split(":")).rglob("*.npz"))]
-    if stale:
-        raise FileExistsError(f"{npz} already holds {', '.join(stale)} files; remove them or pick an empty folder")
-    return npz
-
-
 def generate(out: str | Path, size: str = "tiny", seed: int = 0, collections: Sequence[str] = COLLECTIONS) -> Path:
     """Write a Kaggle-shaped dataset under `out` and return `out`.
 
@@ -233,34 +155,3 @@ def generate(out: str | Path, size: str = "tiny", seed: int = 0, collections: Se
     with atomic_write(out / "answers.csv") as handle:
         handle.write("ID,Runtimes\n" + "".join(line + "\n" for c in ordered for line in rows.answers[c]))
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`solution synth`: write a synthetic dataset and say what was written."""
-    parser = argparse.ArgumentParser(prog="solution synth", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="data/synthetic", help="dataset folder (the Kaggle root)")
-    parser.add_argument("--size", default="tiny", choices=(*SIZES, "full"),
-                        help="tiny | small | realistic; with --programs: tiny | small | full")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=COLLECTIONS)
-    parser.add_argument("--programs", action="store_true",
-                        help="real JAX programs of the package's zoo, timed by its runtime law (docs/corpus.md); "
-                             "needs jax: pip install '.[programs]'")
-    args = parser.parse_args(argv)
-    if args.programs:
-        try:
-            from ..programs import corpus  # jax is imported here only
-        except ImportError as error:
-            return fail(error, USAGE)
-        return corpus.main(args.out, args.size, args.seed, args.collections)
-    if args.size == "full":
-        parser.error("--size full needs --programs; expected tiny, small or realistic")
-    start = time.perf_counter()
-    root = generate(args.out, args.size, args.seed, args.collections)
-    files = sum(1 for _ in (root / "npz_all").rglob("*.npz"))
-    print(f"wrote {files} files ({args.size}, seed {args.seed}) under {root} in {time.perf_counter() - start:.1f}s")
-    return OK
-
-
-if __name__ == "__main__":
-    main()

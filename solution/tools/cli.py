@@ -12,7 +12,7 @@ from .failures import guarded
 # the package's own sub-commands: module and function, imported only when used
 COMMANDS = {
     "run": ("tools.pipeline", "main"),
-    "synth": ("synth.files", "main"),
+    "synth": ("tools.synth", "main"),
     "inspect": ("data.inspection", "main"),
     "submit": ("submission.files", "submit_main"),
     "check-submission": ("submission.files", "check_main"),
@@ -22,7 +22,7 @@ COMMANDS = {
     "compare": ("tools.compare", "main"),
     "sweep": ("tools.sweep", "main"),
     "ensemble": ("submission.ensemble", "main"),
-    "encode": ("programs.encode", "main"),
+    "encode": ("tools.encode", "main"),
     "rank": ("tools.rank", "main"),
 }
 
