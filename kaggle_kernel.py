@@ -3292,6 +3292,14 @@ def registered(class_path: object) -> type[Remembered]:
                        f"{', '.join(sorted(REGISTRY))}")
 
 
+def unknown_arguments(cls: type, init_args: Mapping[str, Any]) -> list[str]:
+    """The names in `init_args` that the constructor of `cls` does not take (an option of another version)."""
+    parameters = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return []
+    return [name for name in init_args if name not in parameters]
+
+
 def build(spec: Mapping[str, Any] | nn.Module) -> nn.Module:
     """The module a {class_path, init_args} mapping names (a module of a registered class passes through); the
     class must be in the registry."""
@@ -4609,7 +4617,7 @@ from typing import Any
 
 import torch
 
-from ..models.spec import UnknownClass, registered
+from ..models.spec import UnknownClass, registered, unknown_arguments
 
 SETTINGS_KEYS = ("hyper_parameters", "datamodule_hyper_parameters")  # where a checkpoint keeps its settings
 
@@ -4618,18 +4626,16 @@ class CheckpointError(Exception):
     """A file that is not a usable checkpoint of this package; the message names the file and the key."""
 
 
-def class_paths(settings: Any, key: str) -> Iterator[tuple[str, Any]]:
-    """(dotted key, value) of every `class_path` inside nested settings."""
+def class_specs(settings: Any, key: str) -> Iterator[tuple[str, Mapping]]:
+    """(dotted key, mapping) of every mapping that holds a `class_path` inside nested settings."""
     if isinstance(settings, Mapping):
+        if "class_path" in settings:
+            yield key, settings
         for name, value in settings.items():
-            inner = f"{key}.{name}"
-            if name == "class_path":
-                yield inner, value
-            else:
-                yield from class_paths(value, inner)
+            yield from class_specs(value, f"{key}.{name}")
     elif isinstance(settings, (list, tuple)):
         for index, value in enumerate(settings):
-            yield from class_paths(value, f"{key}[{index}]")
+            yield from class_specs(value, f"{key}[{index}]")
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -4651,12 +4657,18 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: keys state_dict and hyper_parameters missing; expected a checkpoint "
                               "written by `solution fit` or `solution run`")
     for section in SETTINGS_KEYS:
-        for key, value in class_paths(saved.get(section, {}), section):
+        for key, spec in class_specs(saved.get(section, {}), section):
             try:
-                registered(value)
+                cls = registered(spec["class_path"])
             except UnknownClass as error:
-                raise CheckpointError(f"{path}: {key} = {value!r} is not one of the package's model classes; "
-                                      "refused (a checkpoint may name only solution.models classes)") from error
+                raise CheckpointError(f"{path}: {key}.class_path = {spec['class_path']!r} is not one of the "
+                                      "package's model classes; refused (a checkpoint may name only solution.models "
+                                      "classes)") from error
+            unknown = unknown_arguments(cls, spec.get("init_args") or {})
+            if unknown:
+                raise CheckpointError(f"{path}: {key}.init_args.{unknown[0]}: {cls.__name__} takes no such argument "
+                                      "(an option of another version of the package); expected a checkpoint "
+                                      "written by this version")
     return dict(saved)
 
 

@@ -179,6 +179,16 @@ def test_a_checkpoint_of_another_collection_is_refused(trained, tile_root, tmp_p
     assert code == errors.BAD_DATA and str(other) in message and "expected a checkpoint of tile:xla" in message
 
 
+def test_a_checkpoint_with_an_option_this_version_lacks_is_one_line(trained, tile_root, tmp_path, capsys):
+    def older(saved):
+        saved["hyper_parameters"]["ranker"]["init_args"]["head_epochs"] = 0  # an option this version removed
+    old = edited(trained, tmp_path / "old", older)
+    code = main(["run", "--data.root", str(tile_root), "--checkpoints", str(old.parent), "--out", str(tmp_path)])
+    message = capsys.readouterr().err
+    assert code == errors.BAD_DATA and "Traceback" not in message
+    assert f"{old}: hyper_parameters.ranker.init_args.head_epochs: TileRanker takes no such argument" in message
+
+
 @pytest.mark.parametrize("damage", ["text", "truncated", "no state"])
 def test_a_file_that_is_not_a_checkpoint_is_one_line(damage, trained, tile_root, tmp_path, capsys):
     path = tmp_path / "bad" / "tile_xla.ckpt"

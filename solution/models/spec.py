@@ -67,6 +67,14 @@ def registered(class_path: object) -> type[Remembered]:
                        f"{', '.join(sorted(REGISTRY))}")
 
 
+def unknown_arguments(cls: type, init_args: Mapping[str, Any]) -> list[str]:
+    """The names in `init_args` that the constructor of `cls` does not take (an option of another version)."""
+    parameters = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return []
+    return [name for name in init_args if name not in parameters]
+
+
 def build(spec: Mapping[str, Any] | nn.Module) -> nn.Module:
     """The module a {class_path, init_args} mapping names (a module of a registered class passes through); the
     class must be in the registry."""
