@@ -2,15 +2,15 @@
 they never trained on, against the noise ceiling of each collection, over seeds with 95 % intervals.
 
     python benchmarks/corpus_eval.py                  # small corpus, 3 seeds, 480 s per fit (8 CPU-minutes)
-    python benchmarks/corpus_eval.py --quick          # the same at 60 s per fit: a first look (~30 min on 2 cores)
+    python benchmarks/corpus_eval.py --quick          # the same at 60 s per fit: a first look (~35 min on 2 cores)
     python benchmarks/corpus_eval.py --variant wide=path/to/wide.yaml   # + a settings layer, paired against shipped
     python benchmarks/corpus_eval.py --smoke          # tiny corpus, 1 seed, seconds of training: checks the script
 
 The corpus comes from `solution synth --programs` (built under --data unless it is already there). For each
 collection the families are split into --folds folds exactly as `data.folds=K`, `data.fold_variant_parts="_.*$"`
 would split them (the datamodule's `assign_folds` over the train + valid stems, whose `_<variant>_<index>` tail
-that pattern drops). Replicate i takes seed --seeds[i] and holds out fold i mod K: every file of those families
-(train, valid and the corpus's test files) becomes the test split of a data root of links, and the other
+that pattern drops). Replicate i (0 .. --seeds - 1) takes seed i and holds out fold i mod K: every file of those
+families (train, valid and the corpus's test files) becomes the test split of a data root of links, and the other
 families keep their own train / valid split (both get every remaining file when one of them would be empty, as
 in the tiny corpus). The fit is `solution run`'s `pipeline.train` within --seconds (checkpoint selection on that
 valid split, never on a held-out family), the held-out files are ranked by `pipeline.evaluate` and the
