@@ -136,6 +136,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'dropout': 0.0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
+                                                          'physical_layout': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -181,6 +182,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'dropout': 0.0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
+                                                           'physical_layout': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -226,6 +228,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'dropout': 0.0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
+                                                          'physical_layout': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -271,6 +274,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'dropout': 0.0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
+                                                           'physical_layout': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -511,6 +515,7 @@ class Batch:
     config_feat: Tensor  # [G, C, K, 18] layout values per configurable node, or [G, C, 24] tile bounds
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
+    config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes over the graph's fastest (0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -571,6 +576,7 @@ class Collate:
             "config_feat": pad(configs, PAD),  # [G, C, ...]
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
+            "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
             "target": pad([target_of(g, r) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
@@ -1140,6 +1146,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
@@ -1181,6 +1188,7 @@ class Graph:
     edge_index: np.ndarray  # [2, m] int64: row 0 producer (source), row 1 consumer (target)
     config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
+    config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
@@ -1215,6 +1223,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "edge_index": np.ascontiguousarray(edges[:, ::-1].T),  # [2, m'] producer -> consumer
         "config_node": pruned.new_id[config_ids],
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
+        "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),
@@ -2825,7 +2834,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LAYOUT_SYMBOLS
+from ..constants import LAYOUT_GROUP, LAYOUT_SYMBOLS
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -2878,6 +2887,7 @@ class LayoutRanker(Ranker):
         inference_rows: int = 2048,
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
+        physical_layout: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -2886,17 +2896,22 @@ class LayoutRanker(Ranker):
         # the configurable nodes' encodings enter the config-aware width
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
+        self.physics = nn.Linear(PHYSICAL_FEATURES, width) if physical_layout else None
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
-    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6)."""
+        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its output layout means
+        in memory for its output dims [M, 6]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
-        return per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
+        z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
+        if self.physics is not None:
+            z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
+        return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
         """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, w], and their links."""
@@ -2906,7 +2921,8 @@ class LayoutRanker(Ranker):
         configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
-        z = in_chunks(lambda part: self.configure(h_nodes, part), configs_per_pass, 1, values)  # [M, C, w]
+        dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
+        z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             z = in_chunks(lambda part: block(part, h_touched, links), configs_per_pass, 1, z)
@@ -2933,6 +2949,26 @@ def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
         return F.embedding_bag(symbols, linear.weight.t().contiguous(), mode="sum") + linear.bias
     one_hot = symbols.new_zeros(symbols.size(0), linear.in_features, dtype=linear.weight.dtype)
     return linear(one_hot.scatter_(1, symbols, 1.0))  # [R, out]
+
+
+PHYSICAL_FEATURES = 6
+LANES, SUBLANES = 128, 8  # a TPU tile: the minor dimension is padded to 128 lanes, the second-minor to 8 sublanes
+
+
+def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:
+    """[M, C, 6] what an output layout means in memory, from order [M, C, 6] (its minor-to-major dimensions, -1
+    beyond the rank; all -1: left to the compiler, unknown here) and dims [M, 6] (the output's sizes): log2 of the
+    minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a tile, the log of the bytes
+    stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not."""
+    ranked = order >= 0  # [M, C, 6]
+    per_node = dims.clamp(min=1)[:, None].expand(-1, order.size(1), -1)  # [M, C, 6]
+    sizes = torch.gather(per_node, 2, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, 6] minor first
+    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C] each
+    padded = torch.ceil(minor / LANES) * LANES * torch.ceil(second / SUBLANES) * SUBLANES
+    is_set = ranked[..., 0].to(sizes.dtype)
+    features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
+                            (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
+    return features * is_set[..., None]  # [M, C, 6]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
@@ -3132,6 +3168,7 @@ class Segment:
             node_feat=batch.node_feat[self.nodes], node_opcode=batch.node_opcode[self.nodes],
             edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
             config_node=self.config_node[None],  # [1, k]
+            config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )

@@ -7,6 +7,7 @@ package (`load_graph`), batched by its `Collate` (with targets), standardized as
 from __future__ import annotations
 
 import functools
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -28,7 +29,7 @@ from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import LayoutRanker, TileRanker
+from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features
 from solution.models.spec import build
 
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)
@@ -183,10 +184,12 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
+    (LAYOUT, LayoutRanker, {"physical_layout": True}), (TILE, TileRanker, {"cross_attention": True}),
+    (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
-], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "tile-cross",
+], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
+        "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -197,8 +200,8 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}],
-                         ids=["per_route", "shared_maps", "narrow"])
+@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True}],
+                         ids=["per_route", "shared_maps", "narrow", "physical"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
@@ -489,3 +492,24 @@ def test_early_fusion_joins_each_config_at_the_input() -> None:
     changed[1, 0] = torch.randint(-1, 6, changed[1, 0].shape).float()
     after = model.fused_input(batch.replace(config_feat=changed))
     assert not torch.equal(after[:, 0], fused[:, 0]) and torch.equal(after[:, 1:], fused[:, 1:])
+
+
+def test_physical_layout_features_are_the_tiles_a_layout_stores():
+    """A [3, 256] output: minor-to-major (1, 0) puts 256 in the lanes (no waste) and 3 in 8 sublanes (8/3); (0, 1)
+    puts 3 in 128 lanes (128/3): 32x the bytes. A layout left to the compiler gives zeros."""
+    order = torch.tensor([[[1, 0, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1], [-1] * 6]])  # [M=1, C=3, 6]
+    dims = torch.tensor([[3.0, 256.0, 0, 0, 0, 0]])  # [M, 6]
+    features = physical_layout_features(order, dims)  # [1, 3, 6]
+    expected = torch.tensor([[8.0, math.log2(3), 1, 0, math.log(8 / 3), 1],
+                             [math.log2(3), 8.0, 0, 1, math.log(128 * 256 / 768), 1],
+                             [0, 0, 0, 0, 0, 0]])
+    torch.testing.assert_close(features[0], expected)
+
+
+def test_the_batch_carries_each_configurable_nodes_output_dims():
+    graphs = graphs_of(LAYOUT)
+    batch = batch_of(LAYOUT, graphs)
+    for g, graph in enumerate(graphs):
+        k = len(graph.config_node)
+        torch.testing.assert_close(batch.config_dims[g, :k], torch.from_numpy(graph.config_dims))
+        assert (batch.config_dims[g, k:] == 0).all()
