@@ -468,6 +468,8 @@ LAYOUT_GROUP = 6
 LAYOUT_GROUPS = LAYOUT_CONFIG_DIM // LAYOUT_GROUP
 LAYOUT_SYMBOLS = 7  # values -1..5
 
+LANES, SUBLANES = 128, 8  # a TPU stores a tensor in 8 x 128 tiles over its two most-minor dimensions
+
 PAD = -1  # padding value of every batched tensor; 0 is a valid feature value
 
 SPLITS = ("train", "valid", "test")
@@ -978,9 +980,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
-
-TPU_LANE = 128  # TPU tiles are 8 x 128: a minor dimension that is not a multiple of 128 pays padding
+from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -1012,7 +1012,7 @@ def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = Tr
     columns = [signed_log(out)]
     if extra:
         dims = node_feat[:, SHAPE_DIMS]
-        columns += [signed_log(dims % TPU_LANE), signed_log(dims // TPU_LANE)]  # [n, 6] each
+        columns += [signed_log(dims % LANES), signed_log(dims // LANES)]  # [n, 6] each
     return np.concatenate(columns, axis=1).astype(np.float32)
 
 
@@ -2834,7 +2834,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LAYOUT_GROUP, LAYOUT_SYMBOLS
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -2952,7 +2952,6 @@ def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
 
 
 PHYSICAL_FEATURES = 6
-LANES, SUBLANES = 128, 8  # a TPU tile: the minor dimension is padded to 128 lanes, the second-minor to 8 sublanes
 
 
 def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:

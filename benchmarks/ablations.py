@@ -34,7 +34,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+from intervals import t_interval
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
@@ -185,11 +185,7 @@ def delta(variant: dict[int, float], reference: dict[int, float]) -> str:
     seeds = sorted(set(variant) & set(reference))
     if not seeds:
         return "–"
-    gaps = np.array([variant[s] - reference[s] for s in seeds])
-    if len(gaps) < 2:
-        return f"{gaps.mean():+.3f}"
-    half = stats.t.ppf(0.975, len(gaps) - 1) * gaps.std(ddof=1) / np.sqrt(len(gaps))
-    return f"{gaps.mean():+.3f} [{gaps.mean() - half:+.3f}, {gaps.mean() + half:+.3f}]"
+    return t_interval([variant[s] - reference[s] for s in seeds], 3, "+")
 
 
 def section(title: str, variants: list[str], results: Results, collections: list[str], seeds: int) -> list[str]:

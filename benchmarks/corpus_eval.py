@@ -41,7 +41,7 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+from intervals import t_interval
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
@@ -201,22 +201,6 @@ def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, w
 # ---------------------------------------------------------------- the report
 
 
-def interval(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % t interval (nan for fewer than two values)."""
-    values = np.asarray(values, dtype=np.float64)
-    if len(values) < 2:
-        return float(values.mean()), float("nan")
-    return float(values.mean()), float(stats.t.ppf(0.975, len(values) - 1) * stats.sem(values))
-
-
-def cell(values: Sequence[float], digits: int = 3, sign: str = "") -> str:
-    """'mean [low, high]' (the 95 % t interval), or the mean alone for one value."""
-    mean, half = interval(values)
-    if np.isnan(half):
-        return f"{mean:{sign}.{digits}f}"
-    return f"{mean:{sign}.{digits}f} [{mean - half:{sign}.{digits}f}, {mean + half:{sign}.{digits}f}]"
-
-
 def of(fits: list[Fit], variant: str, collection: str) -> list[Fit]:
     """A variant's fits of one collection in replicate order."""
     return [f for f in fits if f.variant == variant and f.replicate.collection == collection]
@@ -235,12 +219,13 @@ def shipped_table(fits: list[Fit], collections: list[str]) -> list[str]:
     for collection in collections:
         mine = of(fits, SHIPPED, collection)
         lines.append(f"| {collection} | {np.mean([len(f.replicate.answers) for f in mine]):.1f} | "
-                     f"{cell([f.model for f in mine])} | {cell([f.replicate.ceiling for f in mine])} | "
-                     f"{cell([f.percent for f in mine], 1)} |")
+                     f"{t_interval([f.model for f in mine])} | {t_interval([f.replicate.ceiling for f in mine])} | "
+                     f"{t_interval([f.percent for f in mine], 1)} |")
     if len(collections) > 1:
         model, ceiling = finals(fits, SHIPPED, collections)
         percent = [100 * m / c for m, c in zip(model, ceiling)]
-        lines.append(f"| **mean of the {len(collections)}** | | {cell(model)} | {cell(ceiling)} | {cell(percent, 1)} |")
+        lines.append(f"| **mean of the {len(collections)}** | | {t_interval(model)} | {t_interval(ceiling)} | "
+                     f"{t_interval(percent, 1)} |")
     return lines
 
 
@@ -249,13 +234,14 @@ def variant_table(fits: list[Fit], variant: str, collections: list[str]) -> list
     lines = ["| collection | model | % of ceiling | Δ model | Δ % of ceiling |", "|---|---|---|---|---|"]
     for collection in collections:
         mine, base = of(fits, variant, collection), of(fits, SHIPPED, collection)
-        lines.append(f"| {collection} | {cell([f.model for f in mine])} | {cell([f.percent for f in mine], 1)} | "
-                     f"{cell([a.model - b.model for a, b in zip(mine, base)], 3, '+')} | "
-                     f"{cell([a.percent - b.percent for a, b in zip(mine, base)], 1, '+')} |")
+        lines.append(f"| {collection} | {t_interval([f.model for f in mine])} | "
+                     f"{t_interval([f.percent for f in mine], 1)} | "
+                     f"{t_interval([a.model - b.model for a, b in zip(mine, base)], 3, '+')} | "
+                     f"{t_interval([a.percent - b.percent for a, b in zip(mine, base)], 1, '+')} |")
     if len(collections) > 1:
         model, base = finals(fits, variant, collections)[0], finals(fits, SHIPPED, collections)[0]
-        lines.append(f"| **mean of the {len(collections)}** | {cell(model)} | | "
-                     f"{cell([a - b for a, b in zip(model, base)], 3, '+')} | |")
+        lines.append(f"| **mean of the {len(collections)}** | {t_interval(model)} | | "
+                     f"{t_interval([a - b for a, b in zip(model, base)], 3, '+')} | |")
     return lines
 
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+from intervals import t_interval
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
@@ -55,14 +55,6 @@ def held_out(collection: str, settings: dict, seconds: float | None, root: Path,
     return {"valid": valid, "test": test, "held_out": (valid + test) / 2, "seconds": seconds_used}
 
 
-def interval(values: np.ndarray) -> str:
-    """mean [95 % t interval] of paired differences."""
-    if len(values) < 2:
-        return f"{values.mean():+.3f}"
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return f"{values.mean():+.3f} [{values.mean() - half:+.3f}, {values.mean() + half:+.3f}]"
-
-
 def report(rows: list[dict], seeds: list[int], collections: list[str]) -> list[str]:
     """Mean held-out score per variant and collection, and encode-once minus each other variant, by seed pairs."""
     def value(variant: str, collection: str) -> np.ndarray:
@@ -78,9 +70,9 @@ def report(rows: list[dict], seeds: list[int], collections: list[str]) -> list[s
         for other in gaps:
             gap = value("encode once", collection) - value(other, collection)
             gaps[other].append(gap)
-            deltas.append(interval(gap))
+            deltas.append(t_interval(gap, 3, "+"))
         lines.append(f"| {collection} | " + " | ".join(means + deltas) + " |")
-    mean_gaps = [interval(np.mean(gaps[other], axis=0)) for other in gaps]
+    mean_gaps = [t_interval(np.mean(gaps[other], axis=0), 3, "+") for other in gaps]
     lines.append(f"| **mean of the {len(collections)}** | " + " | ".join(["–"] * len(VARIANTS) + mean_gaps) + " |")
     seconds = {v: np.mean([r["seconds"] for r in rows if r["variant"] == v]) for v in VARIANTS}
     lines += ["", "Training seconds per fit (mean): " + ", ".join(f"{v} {s:.1f}" for v, s in seconds.items())]

@@ -19,12 +19,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import date
 from pathlib import Path
 
 import numpy as np
+from processes import measured
 
 from solution.atomic import atomic_write
 from solution.programs.candidates import searched
@@ -103,53 +103,6 @@ def data_root(programs: dict[str, Path], root: Path, configs: int) -> dict[str, 
         facts[name] = {"nodes": len(program.arrays["node_opcode"]), "configurable": len(program.names),
                        "configs": len(rows), "encode_s": seconds, "instructions": lines}
     return facts
-
-
-def status_kib(pid: int, key: str) -> int:
-    try:
-        line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith(key))
-        return int(line.split()[1])
-    except (OSError, StopIteration):
-        return 0
-
-
-def descendants(pid: int) -> set[int]:
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    tree, frontier = {pid}, [pid]
-    while frontier:
-        frontier = [child for child, parent in parents.items() if parent in frontier and child not in tree]
-        tree.update(frontier)
-    return tree
-
-
-def measured(command: list[str], log: Path) -> dict[str, float]:
-    """Run `command`: wall seconds, the main process's peak RSS (VmHWM) and the tree's peak RssAnon, in MiB."""
-    peak = {"main": 0, "tree": 0}
-    done = threading.Event()
-    start = time.perf_counter()
-    with open(log, "w") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO,
-                                   env={**os.environ, "WANDB_MODE": "disabled"})
-
-        def sample() -> None:
-            while not done.is_set():
-                peak["main"] = max(peak["main"], status_kib(process.pid, "VmHWM"))
-                peak["tree"] = max(peak["tree"], sum(status_kib(p, "RssAnon") for p in descendants(process.pid)))
-                done.wait(0.1)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        code = process.wait()
-        done.set()
-        sampler.join()
-    if code != 0:
-        raise RuntimeError(f"{' '.join(command)} exited with {code}:\n{log.read_text()[-3000:]}")
-    return {"seconds": time.perf_counter() - start, "main_mib": peak["main"] / 1024, "tree_mib": peak["tree"] / 1024}
 
 
 def repeated(command: list[str], log: Path, repeats: int) -> dict[str, float]:

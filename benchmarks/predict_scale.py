@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
+from processes import measured
 
 from solution.atomic import atomic_write
 from solution.data.datamodule import usable_workers
@@ -55,53 +53,6 @@ def scratch_root(root: Path, collection: str, out: Path) -> tuple[Path, Path]:
     return out, biggest
 
 
-def tree_rss_mib(pid: int) -> float:
-    """RssAnon of `pid` and every descendant, in MiB (processes that end while read count as 0)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            parents[int(stat.parent.name)] = int(fields[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    tree, frontier = {pid}, [pid]
-    while frontier:
-        frontier = [child for child, parent in parents.items() if parent in frontier and child not in tree]
-        tree.update(frontier)
-    total = 0
-    for member in tree:
-        try:
-            line = next(x for x in Path(f"/proc/{member}/status").read_text().splitlines() if x.startswith("RssAnon"))
-            total += int(line.split()[1])
-        except (OSError, StopIteration):
-            continue
-    return total / 1024
-
-
-def timed(command: list[str], log: Path) -> tuple[float, float]:
-    """Run `command`; its wall seconds and the peak RssAnon (MiB) of its process tree. A failure raises with the
-    log's tail."""
-    peak, done = [0.0], threading.Event()
-    start = time.perf_counter()
-    with open(log, "w") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO)
-
-        def sample() -> None:
-            while not done.is_set():
-                peak[0] = max(peak[0], tree_rss_mib(process.pid))
-                done.wait(0.2)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        code = process.wait()
-        done.set()
-        sampler.join()
-    seconds = time.perf_counter() - start
-    if code != 0:
-        raise RuntimeError(f"{' '.join(command)} exited with {code}:\n{log.read_text()[-3000:]}")
-    return seconds, peak[0]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("data/synthetic-realistic"),
@@ -123,18 +74,18 @@ def main(argv: list[str] | None = None) -> int:
               "--data.root", str(root), "--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
     env_note = f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
     checkpoints = work / "checkpoints"
-    timed([*solution, "fit", *config, "--data.cache_dir", str(work / "fit-cache"), "--trainer.max_steps", "1",
+    measured([*solution, "fit", *config, "--data.cache_dir", str(work / "fit-cache"), "--trainer.max_steps", "1",
            "--trainer.limit_val_batches", "0", "--checkpoint.dirpath", str(checkpoints)], work / "fit.log")
     checkpoint = checkpoints / "last.ckpt"
     rows = []
     for workers in args.workers:
         cache = work / f"cache-{workers}"
         for state in ("cold", "warm"):
-            seconds, peak = timed([*solution, "predict", *config, "--ckpt_path", str(checkpoint),
-                                   "--data.cache_dir", str(cache), "--data.num_workers", str(workers)],
-                                  work / f"predict-{workers}-{state}.log")
-            rows.append(f"| {workers} ({usable_workers(workers)} started) | {state} | {seconds:,.0f} | "
-                        f"{configs / seconds:,.0f} | {peak:,.0f} |")
+            run = measured([*solution, "predict", *config, "--ckpt_path", str(checkpoint),
+                            "--data.cache_dir", str(cache), "--data.num_workers", str(workers)],
+                           work / f"predict-{workers}-{state}.log")
+            rows.append(f"| {workers} ({usable_workers(workers)} started) | {state} | {run['seconds']:,.0f} | "
+                        f"{configs / run['seconds']:,.0f} | {run['tree_mib']:,.0f} |")
             print(rows[-1], flush=True)
     given = " ".join(["python benchmarks/predict_scale.py", *(argv if argv is not None else sys.argv[1:])])
     lines = [f"# Ranking one real-size file end to end ({args.collection})", "", f"Command: `{given}`", "",

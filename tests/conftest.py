@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
+# the benchmark scripts import their shared helpers (processes.py, intervals.py) from their own folder, as a
+# script run from there does
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 
 @pytest.fixture(scope="session", autouse=True)

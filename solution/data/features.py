@@ -6,9 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
-
-TPU_LANE = 128  # TPU tiles are 8 x 128: a minor dimension that is not a multiple of 128 pays padding
+from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -40,7 +38,7 @@ def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = Tr
     columns = [signed_log(out)]
     if extra:
         dims = node_feat[:, SHAPE_DIMS]
-        columns += [signed_log(dims % TPU_LANE), signed_log(dims // TPU_LANE)]  # [n, 6] each
+        columns += [signed_log(dims % LANES), signed_log(dims // LANES)]  # [n, 6] each
     return np.concatenate(columns, axis=1).astype(np.float32)
 
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LAYOUT_GROUP, LAYOUT_SYMBOLS
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -128,7 +128,6 @@ def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
 
 
 PHYSICAL_FEATURES = 6
-LANES, SUBLANES = 128, 8  # a TPU tile: the minor dimension is padded to 128 lanes, the second-minor to 8 sublanes
 
 
 def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:

@@ -52,7 +52,7 @@ def searched(ranks: np.ndarray, count: int, search: str, rng: np.random.Generato
         raise SettingsError(f"--search {search!r}; expected one of {', '.join(SEARCHES)}")
     ranks = np.asarray(ranks, dtype=np.int64)
     tunable = np.flatnonzero(ranks.max(1, initial=0) > 0)  # [T] nodes with any layout to set
-    default = np.full((len(ranks), LAYOUT_CONFIG_DIM), -1, dtype=np.int8)
+    default = default_row(len(ranks)).astype(np.int8)  # rows as int8 while drawing: cheap to compare
     rows, seen = [default], {default.tobytes()}
     for _ in range(20):  # batches of draws; duplicates are dropped, so a small space runs out
         if len(rows) > count or not len(tunable):

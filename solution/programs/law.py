@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..constants import LAYOUT_GROUP, TILE_CONFIG_DIM
+from ..constants import LANES, LAYOUT_GROUP, SUBLANES, TILE_CONFIG_DIM
 from ..synth.ops import PERMS, perm_index, perm_rank, reduce_map, transpose_map
 from . import hlo
 from .encode import Graph, inlined_computations
@@ -18,7 +18,6 @@ from .hlo import Instruction, Module
 # machine (ns, bytes): one TPU-like core
 BANDWIDTH = 1200.0  # bytes / ns of main memory
 PEAK_FLOPS = 1.0e5  # flops / ns of the matrix units
-LANES, SUBLANES = 128, 8  # a tensor is stored in (8, 128) tiles over its two most-minor dims
 OP_OVERHEAD = 200.0  # ns per kernel a non-fused op launches
 FUSED_PASS = 0.3  # element-wise ops fuse: a fraction of a write of their output each
 SECOND_MINOR_FEED, MAJOR_FEED = 1.3, 2.0  # matrix unit slowdown: the operand's key dim second-minor / further out

@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..constants import LANES, SUBLANES
 from .graphs import Node
 from .ops import (
     ELEMENTWISE,
@@ -55,7 +56,6 @@ FUSED_PASS = 0.25  # element-wise ops fuse into their neighbours: a fraction of 
 COPY_OVERHEAD = 600.0
 COPY_LEVELS = (0.25, 1.0, 3.0)  # same (8, 128) tiling dims / same minor dim / minor dim moves
 MISALIGNED = 1.6  # conv/dot slowdown unless the contraction dim is minor in one operand, second-minor in the other
-LANES, SUBLANES = 128, 8
 MAX_LANE_WASTE = 4.0
 CONFIG_NOISE, MEASURE_NOISE = 0.001, 0.0005
 

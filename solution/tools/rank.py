@@ -15,6 +15,7 @@ from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.batch import Collate
 from ..data.preprocess import Preprocessing
+from ..data.reader import read_graph
 from ..data.sets import GraphSet
 from ..data.tasks import task_of
 from ..errors import OK, SettingsError
@@ -26,17 +27,18 @@ from .settings import read_settings, with_checkpoint
 
 
 def program_from_npz(path: Path) -> Program:
-    """A layout file: its configurable nodes named by index, their ranks read off its own configurations."""
-    with np.load(path, allow_pickle=False) as npz:
-        arrays = {key: npz[key] for key in npz.files}
-    missing = [key for key in (*LAYOUT_KEYS, "node_config_feat") if key not in arrays]
-    if missing:
-        raise SettingsError(f"{path}: keys {', '.join(missing)} missing; expected a layout .npz (or HLO text)")
-    feat = arrays["node_config_feat"]  # [C, NC, 18]
+    """A layout file, read and checked by the package's reader: its configurable nodes named by index, their ranks
+    read off its own configurations."""
+    raw = read_graph(path, "test")  # any runtimes are accepted: only the configs are ranked
+    if raw.config_node_ids is None:
+        raise SettingsError(f"{path}: a {raw.task.name} file; expected a layout .npz (or HLO text)")
+    feat = raw.config_feat.astype(np.float32)  # [C, NC, 18]
     blocks = feat.reshape(*feat.shape[:2], len(BLOCKS), BLOCK)  # [C, NC, 3, 6]
     ranks = (blocks >= 0).sum(-1).max(0) if len(feat) else np.zeros((feat.shape[1], len(BLOCKS)), np.int64)
-    names = [f"node {int(i)}" for i in arrays["node_config_ids"]]
-    return Program(path.stem, arrays, names, ranks.astype(np.int64))
+    arrays = {"node_feat": raw.node_feat, "node_opcode": raw.node_opcode, "edge_index": raw.edge_index,
+              "node_splits": raw.computation_bounds()[None], "node_config_ids": raw.config_node_ids,
+              "node_config_feat": feat}
+    return Program(path.stem, arrays, [f"node {int(i)}" for i in raw.config_node_ids], ranks.astype(np.int64))
 
 
 def read_program(path: Path) -> Program:
