@@ -714,6 +714,9 @@ class ArrayCache:
                                 "bytes": (tmp / f"{name}.npy").stat().st_size, "crc32": _crc(tmp / f"{name}.npy")}
             with atomic_write(tmp / META) as handle:
                 json.dump({"code": self.code, "arrays": checks, "meta": meta}, handle)
+            if entry.exists() and self._read(entry) is not None:
+                shutil.rmtree(tmp)  # another process wrote it while this one built: its entry stands (it may
+                return  # be being read), not replaced
             if entry.exists():
                 shutil.rmtree(entry)  # a corrupt entry being replaced
             os.rename(tmp, entry)  # atomic: readers see the whole entry or none
@@ -2588,11 +2591,11 @@ class LinkBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
 
-    def forward(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
-        """z [M, C, d] configurable-node states; h_touched [T, context_dim] the encoder's states of the touched
-        nodes."""
+    def forward(self, z: torch.Tensor, own: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
+        """z [M, C, d] configurable-node states; own [T, d] the touched nodes' own term, `self.context` of their
+        encoder states (config-independent: computed once for every slice of configs)."""
         (m, c, d), routes = z.shape, ConfigLinks.ROUTES
-        met = self.meet(z, h_touched, links)  # [T, C, d]
+        met = self.meet(z, own, links)  # [T, C, d]
         back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]
         if self.gains is not None:
             back = (back * self.gains[1, :, None]).sum(0, keepdim=True)  # [1, M*C, d]
@@ -2604,15 +2607,21 @@ class LinkBlock(nn.Module):
             out = torch.addmm(out, part, weight)
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
 
-    def meet(self, z: torch.Tensor, h_touched: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
+    def meet(self, z: torch.Tensor, own: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
         """[T, C, d]: at each touched node, the means of what its configurable nodes send along each route, joined
-        with its own config-independent state."""
-        (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, h_touched.size(0)
+        with its own term [T, d]."""
+        (m, c, d), routes, t = z.shape, ConfigLinks.ROUTES, own.size(0)
         # the sends are a temporary, freed before the [T, C, d] tensors exist (the sparse product's backward does
         # not keep them)
-        met = sparse_mean(links.spread, self.sent(z).view(routes * m, c * d)).view(t, c, d)  # [T, C, d]
-        # added out of place: in place on the product's view, the backward would copy [T, C, d] twice
-        return F.gelu(met + per_config(self.context(h_touched)))
+        sent = self.sent(z).view(routes * m, c * d)  # [3M, C*d]
+        if torch.is_grad_enabled():
+            # added out of place: in place on the product's view, the backward would copy [T, C, d] twice
+            return F.gelu(sparse_mean(links.spread, sent).view(t, c, d) + per_config(own))
+        # without gradients, one [T, C, d] buffer: the own term, the product accumulated onto it, GELU in place
+        # (2 passes over it fewer than a zeroed product, a sum and a GELU: 1.2-1.6x faster)
+        met = own.unsqueeze(1).repeat(1, c, 1)  # [T, C, d], a copy also for one config (own is written to)
+        torch.addmm(met.view(t, c * d), links.spread.to(sent.dtype), sent, out=met.view(t, c * d))
+        return torch.ops.aten.gelu_(met)
 
     def sent(self, z: torch.Tensor) -> torch.Tensor:
         """[3, M*C, d]: what each configurable node sends along each route; route-major, so that the [3M, C*d]
@@ -2925,7 +2934,8 @@ class LayoutRanker(Ranker):
         z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
-            z = in_chunks(lambda part: block(part, h_touched, links), configs_per_pass, 1, z)
+            own = block.context(h_touched)  # [T, w] once for every slice of configs
+            z = in_chunks(lambda part: block(part, own, links), configs_per_pass, 1, z)
             if self.cross is not None:
                 z = in_chunks(self.cross[i], nodes_per_pass, 0, z, node_mask)
         return h, z, links

@@ -90,6 +90,7 @@ VARIANTS = {
     "ListMLE loss": Variant(("--model.loss", f"{LOSSES}.ListMLE")),
     "MSE loss": Variant(("--model.loss", f"{LOSSES}.MSE")),
     "segment training": Variant(("--data.segment_nodes", "64"), layout_only=True),
+    "physical layout": Variant((f"{RANKER}.init_args.physical_layout", "true"), layout_only=True),
 }
 QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
     "Cross-config attention: per configurable node (after each link block), in the readout, both (tile has "
@@ -105,6 +106,8 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
     "Loss (the full model uses the pairwise hinge)": ["full model", "logistic loss", "ListMLE loss", "MSE loss"],
     "Segment training (64-node segments, every one with gradients; the full model trains whole "
     "graphs)": ["full model", "segment training"],
+    "Physical layout features (sizes in the chosen minor-to-major order, 8 x 128 tile fill and padding)":
+        ["full model", "physical layout"],
 }
 
 

@@ -199,6 +199,25 @@ def test_corrupt_entry_is_detected_and_rebuilt(source, folder, corruption):
     assert_same_arrays(again, reference_arrays())
 
 
+def test_an_entry_another_process_wrote_meanwhile_stands(source, folder):
+    """Two processes miss the same entry and both build it: the one that finishes second keeps the first one's
+    entry (which that process is reading) and reads it, instead of replacing it under the reader."""
+    first = ArrayCache(folder)
+    entry = folder / first.key(source, SETTINGS)
+    written = {}
+
+    def build_while_another_writes():
+        written["arrays"], _ = ArrayCache(folder).load(source, SETTINGS, Builder())  # the other process, first
+        written["inode"] = entry.stat().st_ino
+        return reference_arrays(), dict(META_IN)
+
+    arrays, meta = first.load(source, SETTINGS, build_while_another_writes)
+    assert entry.stat().st_ino == written["inode"]  # the same directory, not a replacement
+    assert_same_arrays(arrays, reference_arrays())
+    assert_same_arrays(written["arrays"], reference_arrays())
+    assert meta == META_IN and not [p for p in folder.iterdir() if p.name.startswith(".")]
+
+
 def test_failed_build_leaves_no_entry(source, folder):
     def broken():
         raise RuntimeError("boom")

@@ -218,14 +218,28 @@ def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict
 def test_link_block_dense_products_per_node_and_config(monkeypatch, shared: bool, products: int, w: int) -> None:
     """A link block's w x w products per (configurable node, config): 3 sends + 3 receives + its own linear with a
     map per route; 1 + 1 + 1 with shared maps. Plus one d x w context map per touched node, whatever the configs
-    (the encoder's d = 16, the config-aware width w)."""
+    (the encoder's d = 16, the config-aware width w), which the ranker maps once for every slice of configs."""
     links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
     (m, t), c, d = (links.nodes.numel(), links.touched.numel()), 8, 16
     block = LinkBlock(w, shared_maps=shared, context_dim=d)
     monkeypatch.setattr(layers, "sparse_mean", outside_modes(layers.sparse_mean))  # the sparse products uncounted
     with FlopCounterMode(display=False) as counter:
-        block(torch.randn(m, c, w), torch.randn(t, d), links)
+        block(torch.randn(m, c, w), block.context(torch.randn(t, d)), links)
     assert counter.get_total_flops() == 2 * w * (w * products * m * c + d * t)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["per_route", "shared_maps"])
+def test_a_link_block_gives_the_same_states_with_and_without_gradients(shared: bool) -> None:
+    """Without gradients the touched nodes' states are built in place in one buffer; with them, out of place: the
+    same block output."""
+    links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
+    block = LinkBlock(8, shared_maps=shared, context_dim=16)
+    z, h = torch.randn(links.nodes.numel(), 5, 8), torch.randn(links.touched.numel(), 16)
+    trained = block(z, block.context(h), links)
+    with torch.inference_mode():
+        ranked = block(z, block.context(h), links)
+    assert trained.requires_grad and not ranked.requires_grad
+    torch.testing.assert_close(ranked, trained.detach(), atol=1e-6, rtol=1e-5)
 
 
 def outside_modes(fn):

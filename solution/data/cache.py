@@ -114,6 +114,9 @@ class ArrayCache:
                                 "bytes": (tmp / f"{name}.npy").stat().st_size, "crc32": _crc(tmp / f"{name}.npy")}
             with atomic_write(tmp / META) as handle:
                 json.dump({"code": self.code, "arrays": checks, "meta": meta}, handle)
+            if entry.exists() and self._read(entry) is not None:
+                shutil.rmtree(tmp)  # another process wrote it while this one built: its entry stands (it may
+                return  # be being read), not replaced
             if entry.exists():
                 shutil.rmtree(entry)  # a corrupt entry being replaced
             os.rename(tmp, entry)  # atomic: readers see the whole entry or none

@@ -101,7 +101,8 @@ class LayoutRanker(Ranker):
         z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
-            z = in_chunks(lambda part: block(part, h_touched, links), configs_per_pass, 1, z)
+            own = block.context(h_touched)  # [T, w] once for every slice of configs
+            z = in_chunks(lambda part: block(part, own, links), configs_per_pass, 1, z)
             if self.cross is not None:
                 z = in_chunks(self.cross[i], nodes_per_pass, 0, z, node_mask)
         return h, z, links

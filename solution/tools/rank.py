@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..allocator import keep_freed_buffers
 from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.batch import Collate
@@ -84,8 +85,8 @@ def score(checkpoint: Path, saved: Mapping, program: Program, configs: np.ndarra
 
 @dataclass
 class Ranking:
-    """Every candidate of a program by its score, from the predicted fastest; a candidate's layouts are spelled
-    out only when asked for (a random search sets every block of every node)."""
+    """Every candidate of a program by its score, from the predicted fastest; the layouts of only the candidates
+    shown or written are spelled out (a random search sets every block of every node)."""
 
     program: Program
     configs: np.ndarray  # [C, NC, 18]
@@ -95,28 +96,33 @@ class Ranking:
         self.order = np.argsort(self.scores, kind="stable")  # [C] candidates, predicted fastest first
         default = np.flatnonzero((self.configs == -1).all((1, 2)))
         self.base = float(self.scores[default[0]]) if len(default) else float(np.median(self.scores))
-        blocks = self.configs.reshape(*self.configs.shape[:2], len(BLOCKS), BLOCK)  # [C, NC, 3, 6] in -1..5
-        codes = ((blocks + 1).astype(np.int64) * 7 ** np.arange(BLOCK)).sum(-1)  # [C, NC, 3] a block in base 7
-        used, inverse = np.unique(codes, return_inverse=True)  # spelled once per distinct block
-        digits = used[:, None] // 7 ** np.arange(BLOCK) % 7 - 1  # [U, 6] the blocks back
-        spelled = np.array([describe_block(block) for block in digits], dtype=object)
-        self.orders = spelled[inverse.reshape(codes.shape)]  # [C, NC, 3] '{1,0}' or 'default'
         self.present = self.program.ranks > 0  # [NC, 3] the tensors each node has
 
-    def row(self, rank: int) -> dict:
-        """The candidate at `rank` (1 = predicted fastest): its index, score, score against the default's, and
-        per node the minor-to-major of each of its tensors."""
+    def spelled(self, candidates: np.ndarray) -> np.ndarray:
+        """[K, NC, 3] each block of the K given candidates as '{1,0}' or 'default' (each distinct block spelled
+        once)."""
+        configs = self.configs[candidates]  # [K, NC, 18]
+        blocks = configs.reshape(*configs.shape[:2], len(BLOCKS), BLOCK)  # [K, NC, 3, 6] in -1..5
+        codes = ((blocks + 1).astype(np.int64) * 7 ** np.arange(BLOCK)).sum(-1)  # [K, NC, 3] a block in base 7
+        used, inverse = np.unique(codes, return_inverse=True)
+        digits = used[:, None] // 7 ** np.arange(BLOCK) % 7 - 1  # [U, 6] the blocks back
+        words = np.array([describe_block(block) for block in digits], dtype=object)
+        return words[inverse.reshape(codes.shape)]
+
+    def row(self, rank: int, orders: np.ndarray) -> dict:
+        """The candidate at `rank` (1 = predicted fastest), whose blocks are spelled `orders` [NC, 3]: its index,
+        score, score against the default's, and per node the minor-to-major of each of its tensors."""
         c = int(self.order[rank - 1])
-        layouts = {name: {block: self.orders[c, k, b] for b, block in enumerate(BLOCKS) if self.present[k, b]}
+        layouts = {name: {block: orders[k, b] for b, block in enumerate(BLOCKS) if self.present[k, b]}
                    for k, name in enumerate(self.program.names)}
         return {"rank": rank, "candidate": c, "score": float(self.scores[c]),
                 "vs_default": float(self.scores[c]) - self.base, "layouts": layouts}
 
-    def changed(self, c: int) -> list[str]:
-        """'dot.12 output={1,0} input={0,1}' for each node that candidate `c` sets away from the default."""
-        set_here = (self.orders[c] != "default") & self.present  # [NC, 3]
-        return [f"{name} " + " ".join(f"{block}={self.orders[c, k, b]}" for b, block in enumerate(BLOCKS)
-                                      if set_here[k, b])
+    def changed(self, orders: np.ndarray) -> list[str]:
+        """'dot.12 output={1,0} input={0,1}' for each node that a candidate whose blocks are spelled `orders`
+        [NC, 3] sets away from the default."""
+        set_here = (orders != "default") & self.present  # [NC, 3]
+        return [f"{name} " + " ".join(f"{block}={orders[k, b]}" for b, block in enumerate(BLOCKS) if set_here[k, b])
                 for k, name in enumerate(self.program.names) if set_here[k].any()]
 
 
@@ -125,9 +131,9 @@ def table(ranking: Ranking, top: int, shown: int = 3) -> str:
     away from the compiler default and the first `shown` of them with their minor-to-major per tensor."""
     lines = ["| rank | candidate | score - default's | nodes set | layouts set (minor-to-major; others: compiler "
              "default) |", "|---|---|---|---|---|"]
-    for rank in range(1, min(top, len(ranking.order)) + 1):
-        c = int(ranking.order[rank - 1])
-        changed = ranking.changed(c)
+    shown_rows = ranking.order[:top]
+    for rank, (c, orders) in enumerate(zip(shown_rows.tolist(), ranking.spelled(shown_rows)), start=1):
+        changed = ranking.changed(orders)
         more = f"; ... {len(changed) - shown} more (--out lists every node)" if len(changed) > shown else ""
         lines.append(f"| {rank} | {c}{' (default)' if not changed else ''} | "
                      f"{ranking.scores[c] - ranking.base:+.4f} | {len(changed)} | "
@@ -139,14 +145,16 @@ def write(prefix: Path, ranking: Ranking) -> tuple[Path, Path]:
     """<prefix>.csv (one line per candidate and configurable node) and <prefix>.json (one entry per candidate), as
     a pair."""
     csv_path, json_path = prefix.with_name(prefix.name + ".csv"), prefix.with_name(prefix.name + ".json")
-    cells = np.where(ranking.present, ranking.orders, "")  # [C, NC, 3]
+    orders = ranking.spelled(ranking.order)  # [C, NC, 3] in rank order
+    cells = np.where(ranking.present, orders, "")  # [C, NC, 3]
     lines = ["rank,candidate,score,vs_default,node,output,input,kernel"]
     for rank, c in enumerate(ranking.order.tolist(), start=1):
         head = f"{rank},{c},{ranking.scores[c]:.6g},{ranking.scores[c] - ranking.base:.6g},"
-        lines += [head + f'{name},"{o}","{i}","{k}"' for name, (o, i, k) in zip(ranking.program.names, cells[c])]
+        lines += [head + f'{name},"{o}","{i}","{k}"' for name, (o, i, k) in zip(ranking.program.names, cells[rank - 1])]
     with atomic_files([csv_path, json_path], "w") as (csv_handle, json_handle):
         csv_handle.write("\n".join(lines) + "\n")
-        json.dump([ranking.row(rank) for rank in range(1, len(ranking.order) + 1)], json_handle, indent=1)
+        json.dump([ranking.row(rank, orders[rank - 1]) for rank in range(1, len(ranking.order) + 1)], json_handle,
+                  indent=1)
     return csv_path, json_path
 
 
@@ -168,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.configs is not None and args.configs < 0:
         parser.error(f"--configs {args.configs}: expected a count >= 0")
+    keep_freed_buffers()
     saved = read_checkpoint(args.ckpt)
     args.collection = saved_settings(saved)["data"].get("collection")
     if args.collection not in COLLECTIONS or not args.collection.startswith("layout:"):
