@@ -520,6 +520,20 @@ def test_physical_layout_features_are_the_tiles_a_layout_stores():
     torch.testing.assert_close(features[0], expected)
 
 
+def test_a_new_model_with_physical_features_scores_as_one_without():
+    """The physical features enter through a zero-initialised projection: an untrained model with them gives the
+    scores of the same model without them (they are learned in from there), and training moves the projection."""
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    without = make_model(LAYOUT)
+    with_physics = make_model(LAYOUT, physical_layout=True)
+    missing = with_physics.load_state_dict(without.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["physics.bias", "physics.weight"]
+    torch.testing.assert_close(score(with_physics, batch), score(without, batch))
+    with_physics.train()
+    with_physics(batch).sum().backward()
+    assert with_physics.physics.weight.grad.abs().sum() > 0
+
+
 def test_the_batch_carries_each_configurable_nodes_output_dims():
     graphs = graphs_of(LAYOUT)
     batch = batch_of(LAYOUT, graphs)

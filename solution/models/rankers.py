@@ -73,6 +73,9 @@ class LayoutRanker(Ranker):
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
         self.physics = nn.Linear(PHYSICAL_FEATURES, width) if physical_layout else None
+        if self.physics is not None:  # starts as the model without them, and learns how much they matter
+            nn.init.zeros_(self.physics.weight)
+            nn.init.zeros_(self.physics.bias)
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
