@@ -159,9 +159,11 @@ def mean_matrix(rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) 
     return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False).coalesce()
 
 
-def sparse_mean(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """matrix @ x with the sparse matrix in x's dtype (bfloat16 under autocast)."""
-    return torch.sparse.mm(matrix.to(x.dtype), x)
+def sparse_mean(matrix: torch.Tensor, x: torch.Tensor, onto: torch.Tensor | None = None) -> torch.Tensor:
+    """matrix @ x with the sparse matrix in x's dtype (bfloat16 under autocast); with `onto` (no gradients), added
+    onto it in place instead of into a new zeroed tensor."""
+    matrix = matrix.to(x.dtype)
+    return torch.sparse.mm(matrix, x) if onto is None else torch.addmm(onto, matrix, x, out=onto)
 
 
 class LinkBlock(nn.Module):
@@ -216,7 +218,7 @@ class LinkBlock(nn.Module):
         # without gradients, one [T, C, d] buffer: the own term, the product accumulated onto it, GELU in place
         # (2 passes over it fewer than a zeroed product, a sum and a GELU: 1.3-1.6x faster in isolation)
         met = own.unsqueeze(1).repeat(1, c, 1)  # [T, C, d], a copy also for one config (own is written to)
-        torch.addmm(met.view(t, c * d), links.spread.to(sent.dtype), sent, out=met.view(t, c * d))
+        sparse_mean(links.spread, sent, onto=met.view(t, c * d))
         return torch.ops.aten.gelu_(met)
 
     def sent(self, z: torch.Tensor) -> torch.Tensor:
