@@ -172,17 +172,19 @@ def measure(job: dict) -> dict:
         return result
     count = layers.sparse_mean
     layers.sparse_mean = uncounted(count)  # the counter would take a sparse product for a dense one
-    with FlopCounterMode(display=False) as counter, torch.no_grad():  # one forward: its dense matmul FLOPs
-        net(batch)
-    layers.sparse_mean = count
+    try:
+        with FlopCounterMode(display=False) as counter, torch.no_grad():  # one forward: its dense matmul FLOPs
+            net(batch)
+    finally:
+        layers.sparse_mean = count
     return {**result, "flops": counter.get_total_flops() * (3 if job["mode"] == "train" else 1)}
 
 
 def uncounted(fn):
     """`fn` run outside the active dispatch modes (so outside a FlopCounterMode)."""
-    def call(*args):
+    def call(*args, **kwargs):
         with _disable_current_modes():
-            return fn(*args)
+            return fn(*args, **kwargs)
     return call
 
 

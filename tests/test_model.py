@@ -243,9 +243,9 @@ def test_a_link_block_gives_the_same_states_with_and_without_gradients(shared: b
 
 
 def outside_modes(fn):
-    def call(*args):
+    def call(*args, **kwargs):
         with _disable_current_modes():
-            return fn(*args)
+            return fn(*args, **kwargs)
     return call
 
 
