@@ -765,8 +765,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
@@ -777,40 +775,12 @@ from ..constants import SPLITS
 from ..errors import SettingsError
 from .batch import Collate
 from .features import node_feature_width
-from .preprocess import Preprocessing, record_cache
-from .reader import list_files
+from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
+from .splits import SPLIT_DEFAULTS, split_graphs
 from .tasks import task_of
 
 log = logging.getLogger(__name__)
-
-
-FOLD_GROUP = r"\\..*$|_batch_\\d+|_(?:fp|bf)\\d+|_\\d+x\\d+(?:x\\d+)?|_-?[0-9a-f]{16}$"
-
-
-def model_group(stem: str, variant_parts: str = FOLD_GROUP) -> str:
-    """The model a file belongs to: its stem without the parts that name a variant of one model (the default
-    drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a tile kernel's hash)."""
-    return re.sub(variant_parts, "", stem) or stem
-
-
-def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) -> np.ndarray:
-    """[F] fold of each file: whole model groups, in a fixed shuffled order, each to the fold with the fewest
-    files so far."""
-    groups: dict[str, list[int]] = {}
-    for i, stem in enumerate(stems):
-        groups.setdefault(model_group(stem, variant_parts), []).append(i)
-    if len(groups) < folds:
-        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} model groups "
-                         f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
-    names = sorted(groups)
-    order = np.random.default_rng(0).permutation(len(names))
-    fold_of, sizes = np.zeros(len(stems), dtype=np.int64), np.zeros(folds, dtype=np.int64)
-    for g in order:
-        target = int(np.argmin(sizes))
-        fold_of[groups[names[g]]] = target
-        sizes[target] += len(groups[names[g]])
-    return fold_of
 
 
 class TpuGraphsDataModule(pl.LightningDataModule):
@@ -821,7 +791,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         self,
         collection: str,
         root: str = "data/synthetic",
-        cache_dir: str | None = None,
+        cache_dir: str | None = SPLIT_DEFAULTS["cache_dir"],
         prune: str = "k_hop",
         hops: int = 1,
         dedup: str = "min",
@@ -836,13 +806,13 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         eval_chunk: int = 256,
         eval_graphs_per_batch: int = 1,
         predict_repeats: int = 1,
-        predict_split: str = "test",
-        test_split: str = "valid",
-        limit_graphs: int | None = None,
-        skip_bad_files: bool = True,
-        folds: int = 0,
-        fold: int = 0,
-        fold_variant_parts: str = FOLD_GROUP,
+        predict_split: str = SPLIT_DEFAULTS["predict_split"],
+        test_split: str = SPLIT_DEFAULTS["test_split"],
+        limit_graphs: int | None = SPLIT_DEFAULTS["limit_graphs"],
+        skip_bad_files: bool = SPLIT_DEFAULTS["skip_bad_files"],
+        folds: int = SPLIT_DEFAULTS["folds"],
+        fold: int = SPLIT_DEFAULTS["fold"],
+        fold_variant_parts: str = SPLIT_DEFAULTS["fold_variant_parts"],
         num_workers: int = 4,
     ) -> None:
         super().__init__()
@@ -876,23 +846,11 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     def node_feat_dim(self) -> int:
         return node_feature_width(self.settings.sentinel, self.settings.extra_features)
 
-    def files(self, split: str) -> list[Path]:
-        """The .npz files of a split; with `folds` > 1, train and valid are drawn from train + valid pooled:
-        valid is fold `fold` and train the others, each model's variants kept in one fold."""
-        hp = self.hparams
-        if hp.folds <= 1 or split not in ("train", "valid"):
-            return list_files(hp.root, hp.collection, split)[:hp.limit_graphs]
-        pool = list_files(hp.root, hp.collection, "train") + list_files(hp.root, hp.collection, "valid")
-        fold_of = assign_folds([p.stem for p in pool], hp.folds, hp.fold_variant_parts)
-        return [p for p, f in zip(pool, fold_of) if (f == hp.fold) == (split == "valid")][:hp.limit_graphs]
-
     def graphs(self, split: str) -> GraphSet:
         """The preprocessed files of a split (built on first use, then read from the cache); with
         `skip_bad_files`, train and valid files that fail their checks are left out, never test files."""
         if split not in self.splits:
-            cache = record_cache(self.hparams.cache_dir)
-            skip = self.hparams.skip_bad_files and split in ("train", "valid")
-            self.splits[split] = GraphSet(self.files(split), split, self.settings, cache, skip)
+            self.splits[split] = split_graphs(self.hparams, split)
             log.info("%s %s: %d graphs preprocessed", self.hparams.collection, split, len(self.splits[split]))
         return self.splits[split]
 
@@ -1894,6 +1852,76 @@ class ChunkSet(Dataset):
     def __getitem__(self, index: int) -> tuple[Graph, Item]:
         item = self.items[index]
         return self.graphs.load(item.graph_id), item
+'''
+
+# ---------------------------------------- solution.data.splits
+SOURCES['solution.data.splits'] = '''\
+"""Which files form a split: the collection's own folder, or folds of train + valid that keep each model's files
+together; the defaults of these settings, shared by the data module and the trainer-free `solution predict`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SettingsError
+from .preprocess import Preprocessing, record_cache
+from .reader import list_files
+from .sets import GraphSet
+
+FOLD_GROUP = r"\\..*$|_batch_\\d+|_(?:fp|bf)\\d+|_\\d+x\\d+(?:x\\d+)?|_-?[0-9a-f]{16}$"
+
+# data settings that choose files and splits, at the data module's defaults
+SPLIT_DEFAULTS = {"cache_dir": None, "predict_split": "test", "test_split": "valid", "limit_graphs": None,
+                  "skip_bad_files": True, "folds": 0, "fold": 0, "fold_variant_parts": FOLD_GROUP}
+
+
+def model_group(stem: str, variant_parts: str = FOLD_GROUP) -> str:
+    """The model a file belongs to: its stem without the parts that name a variant of one model (the default
+    drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a tile kernel's hash)."""
+    return re.sub(variant_parts, "", stem) or stem
+
+
+def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) -> np.ndarray:
+    """[F] fold of each file: whole model groups, in a fixed shuffled order, each to the fold with the fewest
+    files so far."""
+    groups: dict[str, list[int]] = {}
+    for i, stem in enumerate(stems):
+        groups.setdefault(model_group(stem, variant_parts), []).append(i)
+    if len(groups) < folds:
+        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} model groups "
+                            f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
+    names = sorted(groups)
+    order = np.random.default_rng(0).permutation(len(names))
+    fold_of, sizes = np.zeros(len(stems), dtype=np.int64), np.zeros(folds, dtype=np.int64)
+    for g in order:
+        target = int(np.argmin(sizes))
+        fold_of[groups[names[g]]] = target
+        sizes[target] += len(groups[names[g]])
+    return fold_of
+
+
+def split_files(data: Mapping, split: str) -> list[Path]:
+    """The .npz files of a split under `data` settings (root, collection, folds, ...); with `folds` > 1, train and
+    valid are drawn from train + valid pooled: valid is fold `fold` and train the others."""
+    data = {**SPLIT_DEFAULTS, **data}
+    root, collection, limit = data["root"], data["collection"], data["limit_graphs"]
+    if data["folds"] <= 1 or split not in ("train", "valid"):
+        return list_files(root, collection, split)[:limit]
+    pool = list_files(root, collection, "train") + list_files(root, collection, "valid")
+    fold_of = assign_folds([p.stem for p in pool], data["folds"], data["fold_variant_parts"])
+    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:limit]
+
+
+def split_graphs(data: Mapping, split: str) -> GraphSet:
+    """The preprocessed files of a split (built on first use, then read from the cache); with `skip_bad_files`,
+    train and valid files that fail their checks are left out, never test files."""
+    data = {**SPLIT_DEFAULTS, **data}
+    skip = data["skip_bad_files"] and split in ("train", "valid")
+    return GraphSet(split_files(data, split), split, Preprocessing.of(data), record_cache(data["cache_dir"]), skip)
 '''
 
 # ---------------------------------------- solution.data.tasks
@@ -3378,6 +3406,7 @@ import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -3385,7 +3414,11 @@ from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.cache import ArrayCache, file_digest
 from ..errors import OK, SettingsError
-from .files import collection_file_stem, csv_text, merge, rows_from_scores
+from .files import SubmissionError, collection_file_stem, csv_text, merge, rows_from_scores
+
+if TYPE_CHECKING:
+    from ..data.sets import GraphSet
+    from ..training.inference import ScoreTable
 
 META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
 FORMAT_VERSION = 1
@@ -3441,6 +3474,22 @@ def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str
         csv_handle.write(csv_text(rows_from_scores(collection, scores)).encode())
         np.savez(npz_handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
     return csv_path, npz_path
+
+
+def write_predictions(table: ScoreTable, graphs: GraphSet, out_dir: str | Path, collection: str,
+                      split: str) -> tuple[Path, Path]:
+    """Write a split's predictions over the files of `graphs` as `write_run` does;
+    a table that misses a config of any file is refused and nothing is written."""
+    scores, files = {}, {}
+    for graph_id in table:
+        rows, mean, _ = table.graph(graph_id)
+        path = graphs.paths[graph_id]
+        if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
+            raise SubmissionError(f"{path}: predictions cover {len(rows)} of {graphs.num_configs(graph_id)} "
+                                  "configs; expected every config ranked (nothing was written)")
+        scores[path.stem] = mean
+        files[path.stem] = file_record(path, len(rows), graphs.cache)
+    return write_run(out_dir, collection, split, scores, files)
 
 
 def read_run(path: str | Path) -> Run:
@@ -4077,10 +4126,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning.pytorch as pl
-import numpy as np
 
-from .ensemble import file_record, write_run
-from .files import SubmissionError
+from .ensemble import write_predictions
 
 
 class SubmissionWriter(pl.Callback):
@@ -4092,21 +4139,10 @@ class SubmissionWriter(pl.Callback):
 
     def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = trainer.datamodule
-        graphs = datamodule.graphs(datamodule.hparams.predict_split)
+        split = datamodule.hparams.predict_split
         table = pl_module.take_predictions()
-        if not trainer.is_global_zero:
-            return
-        scores, files = {}, {}
-        for graph_id in table:
-            rows, mean, _ = table.graph(graph_id)
-            if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
-                raise SubmissionError(f"{graphs.paths[graph_id]}: predictions cover {len(rows)} of "
-                                      f"{graphs.num_configs(graph_id)} configs; expected every config ranked "
-                                      "(nothing was written)")
-            path = graphs.paths[graph_id]
-            scores[path.stem] = mean
-            files[path.stem] = file_record(path, len(rows), graphs.cache)
-        write_run(self.out_dir, datamodule.hparams.collection, datamodule.hparams.predict_split, scores, files)
+        if trainer.is_global_zero:
+            write_predictions(table, datamodule.graphs(split), self.out_dir, datamodule.hparams.collection, split)
 '''
 
 # ---------------------------------------- solution.tools
@@ -4668,6 +4704,7 @@ from typing import Any
 
 import torch
 
+from ..constants import COLLECTIONS
 from ..models.spec import UnknownClass, registered, unknown_arguments
 
 SETTINGS_KEYS = ("hyper_parameters", "datamodule_hyper_parameters")  # where a checkpoint keeps its settings
@@ -4730,6 +4767,15 @@ def saved_settings(saved: Mapping[str, Any]) -> dict[str, dict]:
         return {key: value for key, value in section.items() if not key.startswith("_")}
 
     return {"model": public(saved["hyper_parameters"]), "data": public(saved.get("datamodule_hyper_parameters", {}))}
+
+
+def checkpoint_collection(saved: Mapping[str, Any], source: str | Path) -> str:
+    """The collection a checkpoint read by `read_checkpoint` was trained on; one it does not name is refused."""
+    collection = saved_settings(saved)["data"].get("collection")
+    if collection not in COLLECTIONS:
+        raise CheckpointError(f"{source}: datamodule_hyper_parameters.collection = {collection!r}; expected one of "
+                              f"{', '.join(COLLECTIONS)}")
+    return collection
 '''
 
 # ---------------------------------------- solution.training.inference

@@ -8,7 +8,7 @@ they never trained on, against the noise ceiling of each collection, over seeds 
 
 The corpus comes from `solution synth --programs` (built under --data unless it is already there). For each
 collection the families are split into --folds folds exactly as `data.folds=K`, `data.fold_variant_parts="_.*$"`
-would split them (the datamodule's `assign_folds` over the train + valid stems, whose `_<variant>_<index>` tail
+would split them (the data splits' `assign_folds` over the train + valid stems, whose `_<variant>_<index>` tail
 that pattern drops). Replicate i (0 .. --seeds - 1) takes seed i and holds out fold i mod K: every file of those
 families (train, valid and the corpus's test files) becomes the test split of a data root of links, and the other
 families keep their own train / valid split (both get every remaining file when one of them would be empty, as
@@ -45,7 +45,7 @@ from intervals import t_interval
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.datamodule import assign_folds
+from solution.data.splits import assign_folds
 from solution.data.reader import collection_dir, read_graph
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools import pipeline

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from test_kernel import run_kernel
 
+from solution import errors
 from solution.constants import COLLECTIONS
 from solution.data.reader import DataError, list_files, read_graph
 from solution.submission.files import check
@@ -72,9 +73,18 @@ def test_fit_predict_and_check_submission(fixtures, tmp_path, capsys):
     summary = json.loads(next((tmp_path / "runs").rglob("summary.json")).read_text())
     assert summary["status"] == "finished" and summary["skipped_files"] == []
     out = tmp_path / "submissions"
+    assert main(["predict", *brief(fixtures, tmp_path / "runs"), "--ckpt_path", checkpoint,
+                 "--submission.out_dir", str(out)]) == 0  # in this process, without the trainer
     lightning_main(["predict", *brief(fixtures, tmp_path / "runs"), "--ckpt_path", checkpoint,
-                    "--submission.out_dir", str(out)])
+                    "--submission.out_dir", str(tmp_path / "by_trainer")])
     csv = out / "layout_xla_random.csv"
+    assert csv.read_text() == (tmp_path / "by_trainer" / "layout_xla_random.csv").read_text()
+    with np.load(out / "layout_xla_random.scores.npz") as here, \
+            np.load(tmp_path / "by_trainer" / "layout_xla_random.scores.npz") as by_trainer:
+        assert sorted(here.files) == sorted(by_trainer.files)
+        for key in here.files:
+            np.testing.assert_allclose(here[key], by_trainer[key], rtol=1e-5, atol=1e-6) if key != "__meta__" \
+                else np.testing.assert_array_equal(here[key], by_trainer[key])
     capsys.readouterr()
     assert main(["check-submission", str(csv), "--data.root", str(fixtures)]) == 0
     report = check(csv, fixtures)
@@ -106,13 +116,16 @@ def test_fit_skips_a_bad_train_file_and_records_it(fixtures, tmp_path):
     assert skipped["split"] == "train" and skipped["file"] == str(bad) and "'node_splits'" in skipped["error"]
 
 
-def test_predict_stops_on_a_bad_test_file_naming_it(fixtures, tmp_path):
+def test_predict_stops_on_a_bad_test_file_naming_it(fixtures, tmp_path, capsys):
     fit = lightning_main(["fit", *brief(fixtures, tmp_path / "runs")])
     bad = broken_copy(fixtures, tmp_path / "data", "test", "fixture_conv_reshape_dot")
+    command = ["predict", *brief(tmp_path / "data", tmp_path / "runs"), "--ckpt_path",
+               fit.trainer.checkpoint_callback.best_model_path, "--submission.out_dir", str(tmp_path / "out")]
     with pytest.raises(DataError, match="node_splits") as info:
-        lightning_main(["predict", *brief(tmp_path / "data", tmp_path / "runs"), "--ckpt_path",
-                        fit.trainer.checkpoint_callback.best_model_path, "--submission.out_dir", str(tmp_path / "out")])
+        lightning_main(command)
     assert info.value.file == str(bad)
+    assert main(command) == errors.BAD_DATA  # without the trainer: the same one line
+    assert str(bad) in capsys.readouterr().err
     assert not (tmp_path / "out" / "layout_xla_random.csv").exists()
 
 

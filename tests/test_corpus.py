@@ -12,8 +12,8 @@ jax = pytest.importorskip("jax", reason="the corpus needs the extra [programs]: 
 jnp = pytest.importorskip("jax.numpy")
 
 from solution.constants import COLLECTIONS, LAYOUT_GROUP, SPLITS  # noqa: E402
-from solution.data.datamodule import model_group  # noqa: E402
 from solution.data.reader import list_files, read_graph  # noqa: E402
+from solution.data.splits import model_group  # noqa: E402
 from solution.programs import encode, hlo, law  # noqa: E402
 from solution.tools.synth import main as synth_main  # noqa: E402
 

@@ -8,11 +8,12 @@ import torch
 
 from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
 from solution.data.batch import Batch, Collate
-from solution.data.datamodule import TpuGraphsDataModule, assign_folds, model_group, usable_workers
+from solution.data.datamodule import TpuGraphsDataModule, usable_workers
 from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing
 from solution.data.reader import list_files, read_graph
 from solution.data.sets import ChunkSet, GraphSet, TrainSet, sample_rows
+from solution.data.splits import assign_folds, model_group, split_files
 from solution.data.tasks import LAYOUT, TILE, task_of
 
 
@@ -169,13 +170,13 @@ def test_folds_keep_model_variants_together_and_are_balanced():
 def test_k_fold_splits_pool_train_and_valid_into_disjoint_folds(tiny_root, tmp_path):
     kwargs = dict(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path))
     plain = TpuGraphsDataModule(**kwargs)
-    pool = sorted(plain.files("train") + plain.files("valid"))
+    pool = sorted(split_files(plain.hparams, "train") + split_files(plain.hparams, "valid"))
     valids = []
     for fold in range(3):
         dm = TpuGraphsDataModule(**kwargs, folds=3, fold=fold)
-        train, valid = dm.files("train"), dm.files("valid")
+        train, valid = split_files(dm.hparams, "train"), split_files(dm.hparams, "valid")
         assert valid and not set(train) & set(valid) and sorted(train + valid) == pool
-        assert dm.files("test") == plain.files("test")
+        assert split_files(dm.hparams, "test") == split_files(plain.hparams, "test")
         valids += valid
     assert sorted(valids) == pool  # every graph is validated exactly once over the folds
     with pytest.raises(ValueError, match="data.fold=3; expected 0..2"):

@@ -151,6 +151,46 @@ def test_predict_and_run_give_the_same_predictions_from_the_checkpoints_settings
             np.testing.assert_allclose(by_cli[stem], by_run[stem], rtol=1e-5, atol=1e-6)
 
 
+def test_predict_runs_without_importing_lightning_and_writes_what_the_trainer_writes(trained, tile_root, tmp_path):
+    args = [*TILE, "--data.root", str(tile_root), "--ckpt_path", str(trained / "tile_xla.ckpt"), "--data.eval_chunk",
+            "3", "--data.predict_repeats", "2", "--seed_everything", "5"]
+    code = ("import sys; from solution.tools.cli import main; code = main(sys.argv[1:]); "
+            "sys.exit(code or 10 * any(name.split('.')[0] == 'lightning' for name in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, "predict", *args, "--submission.out_dir", str(tmp_path / "a")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr  # 10: it imported Lightning
+    lightning_main(["predict", *args, "--submission.out_dir", str(tmp_path / "b")])
+    assert (tmp_path / "a" / "tile_xla.csv").read_text() == (tmp_path / "b" / "tile_xla.csv").read_text()
+    with np.load(tmp_path / "a" / "tile_xla.scores.npz") as here, np.load(tmp_path / "b" / "tile_xla.scores.npz") as by:
+        assert sorted(here.files) == sorted(by.files)
+        for key in here.files:
+            np.testing.assert_allclose(here[key], by[key], rtol=1e-5, atol=1e-6) if key != "__meta__" \
+                else np.testing.assert_array_equal(here[key], by[key])
+
+
+@pytest.mark.parametrize("extra", [["--print_config"], ["--help"], ["--trainer.accelerator", "gpu"],
+                                   ["--trainer.precision", "bf16-mixed"], ["--seed_everything", "true"],
+                                   ["--trainer.callbacks+=lightning.pytorch.callbacks.Timer"], ["stray"]])
+def test_predict_leaves_to_the_lightning_cli_what_needs_a_trainer(extra, trained, tile_root):
+    from solution.tools.predict import predict_here
+
+    args = [*TILE, "--data.root", str(tile_root), "--ckpt_path", str(trained / "tile_xla.ckpt")]
+    assert predict_here([*args, *extra]) is None
+    assert predict_here([*args[:-1], str(trained / "missing.ckpt")]) is None  # the trainer tells that one
+
+
+def test_predict_reads_config_files_and_flags_in_their_order(tmp_path):
+    from solution.tools.predict import command_line, resolved_command
+
+    layer = tmp_path / "chunk.yaml"
+    layer.write_text(yaml.safe_dump({"data": {"eval_chunk": 7, "root": "from-file"}}))
+    first = resolved_command(command_line(["--data.eval_chunk", "5", "--config", str(layer)]))
+    last = resolved_command(command_line([f"--config={layer}", "--data.eval_chunk=5", "--data.root", "123"]))
+    assert first["data"]["eval_chunk"] == 7 and last["data"]["eval_chunk"] == 5
+    assert last["data"]["root"] == "123"  # a path stays a string; the other values are read as YAML
+    assert resolved_command(command_line(["--trainer.logger", "false"]))["trainer"]["logger"] is False
+
+
 def test_a_setting_that_contradicts_the_checkpoint_is_refused_naming_both(trained, tile_root, tmp_path, capsys):
     layer = tmp_path / "wide.yaml"
     layer.write_text(yaml.safe_dump({"model": {"ranker": {"init_args": {"hidden": 64}}}}))

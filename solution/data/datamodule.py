@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
@@ -17,40 +15,12 @@ from ..constants import SPLITS
 from ..errors import SettingsError
 from .batch import Collate
 from .features import node_feature_width
-from .preprocess import Preprocessing, record_cache
-from .reader import list_files
+from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
+from .splits import SPLIT_DEFAULTS, split_graphs
 from .tasks import task_of
 
 log = logging.getLogger(__name__)
-
-
-FOLD_GROUP = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
-
-
-def model_group(stem: str, variant_parts: str = FOLD_GROUP) -> str:
-    """The model a file belongs to: its stem without the parts that name a variant of one model (the default
-    drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a tile kernel's hash)."""
-    return re.sub(variant_parts, "", stem) or stem
-
-
-def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) -> np.ndarray:
-    """[F] fold of each file: whole model groups, in a fixed shuffled order, each to the fold with the fewest
-    files so far."""
-    groups: dict[str, list[int]] = {}
-    for i, stem in enumerate(stems):
-        groups.setdefault(model_group(stem, variant_parts), []).append(i)
-    if len(groups) < folds:
-        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} model groups "
-                         f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
-    names = sorted(groups)
-    order = np.random.default_rng(0).permutation(len(names))
-    fold_of, sizes = np.zeros(len(stems), dtype=np.int64), np.zeros(folds, dtype=np.int64)
-    for g in order:
-        target = int(np.argmin(sizes))
-        fold_of[groups[names[g]]] = target
-        sizes[target] += len(groups[names[g]])
-    return fold_of
 
 
 class TpuGraphsDataModule(pl.LightningDataModule):
@@ -61,7 +31,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         self,
         collection: str,
         root: str = "data/synthetic",
-        cache_dir: str | None = None,
+        cache_dir: str | None = SPLIT_DEFAULTS["cache_dir"],
         prune: str = "k_hop",
         hops: int = 1,
         dedup: str = "min",
@@ -76,13 +46,13 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         eval_chunk: int = 256,
         eval_graphs_per_batch: int = 1,
         predict_repeats: int = 1,
-        predict_split: str = "test",
-        test_split: str = "valid",
-        limit_graphs: int | None = None,
-        skip_bad_files: bool = True,
-        folds: int = 0,
-        fold: int = 0,
-        fold_variant_parts: str = FOLD_GROUP,
+        predict_split: str = SPLIT_DEFAULTS["predict_split"],
+        test_split: str = SPLIT_DEFAULTS["test_split"],
+        limit_graphs: int | None = SPLIT_DEFAULTS["limit_graphs"],
+        skip_bad_files: bool = SPLIT_DEFAULTS["skip_bad_files"],
+        folds: int = SPLIT_DEFAULTS["folds"],
+        fold: int = SPLIT_DEFAULTS["fold"],
+        fold_variant_parts: str = SPLIT_DEFAULTS["fold_variant_parts"],
         num_workers: int = 4,
     ) -> None:
         super().__init__()
@@ -116,23 +86,11 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     def node_feat_dim(self) -> int:
         return node_feature_width(self.settings.sentinel, self.settings.extra_features)
 
-    def files(self, split: str) -> list[Path]:
-        """The .npz files of a split; with `folds` > 1, train and valid are drawn from train + valid pooled:
-        valid is fold `fold` and train the others, each model's variants kept in one fold."""
-        hp = self.hparams
-        if hp.folds <= 1 or split not in ("train", "valid"):
-            return list_files(hp.root, hp.collection, split)[:hp.limit_graphs]
-        pool = list_files(hp.root, hp.collection, "train") + list_files(hp.root, hp.collection, "valid")
-        fold_of = assign_folds([p.stem for p in pool], hp.folds, hp.fold_variant_parts)
-        return [p for p, f in zip(pool, fold_of) if (f == hp.fold) == (split == "valid")][:hp.limit_graphs]
-
     def graphs(self, split: str) -> GraphSet:
         """The preprocessed files of a split (built on first use, then read from the cache); with
         `skip_bad_files`, train and valid files that fail their checks are left out, never test files."""
         if split not in self.splits:
-            cache = record_cache(self.hparams.cache_dir)
-            skip = self.hparams.skip_bad_files and split in ("train", "valid")
-            self.splits[split] = GraphSet(self.files(split), split, self.settings, cache, skip)
+            self.splits[split] = split_graphs(self.hparams, split)
             log.info("%s %s: %d graphs preprocessed", self.hparams.collection, split, len(self.splits[split]))
         return self.splits[split]
 

@@ -7,6 +7,7 @@ import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,7 +15,11 @@ from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.cache import ArrayCache, file_digest
 from ..errors import OK, SettingsError
-from .files import collection_file_stem, csv_text, merge, rows_from_scores
+from .files import SubmissionError, collection_file_stem, csv_text, merge, rows_from_scores
+
+if TYPE_CHECKING:
+    from ..data.sets import GraphSet
+    from ..training.inference import ScoreTable
 
 META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
 FORMAT_VERSION = 1
@@ -70,6 +75,22 @@ def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str
         csv_handle.write(csv_text(rows_from_scores(collection, scores)).encode())
         np.savez(npz_handle, **{META_KEY: np.array(json.dumps(meta, sort_keys=True))}, **scores)
     return csv_path, npz_path
+
+
+def write_predictions(table: ScoreTable, graphs: GraphSet, out_dir: str | Path, collection: str,
+                      split: str) -> tuple[Path, Path]:
+    """Write a split's predictions over the files of `graphs` as `write_run` does;
+    a table that misses a config of any file is refused and nothing is written."""
+    scores, files = {}, {}
+    for graph_id in table:
+        rows, mean, _ = table.graph(graph_id)
+        path = graphs.paths[graph_id]
+        if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
+            raise SubmissionError(f"{path}: predictions cover {len(rows)} of {graphs.num_configs(graph_id)} "
+                                  "configs; expected every config ranked (nothing was written)")
+        scores[path.stem] = mean
+        files[path.stem] = file_record(path, len(rows), graphs.cache)
+    return write_run(out_dir, collection, split, scores, files)
 
 
 def read_run(path: str | Path) -> Run:

@@ -1,5 +1,6 @@
 """The `solution` command: the Lightning sub-commands (fit/validate/test/predict, solution/tools/lightning_cli.py)
-and the package's own, each imported only when used (a command that needs no trainer never loads Lightning)."""
+and the package's own, each imported only when used (a command that needs no trainer never loads Lightning, and
+`predict` on the CPU needs none: solution/tools/predict.py)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def dispatch(argv: list[str]) -> int:
     if argv[0] in COMMANDS:
         module, function = COMMANDS[argv[0]]
         return int(getattr(importlib.import_module(f"solution.{module}"), function)(argv[1:]) or 0)
+    if argv[0] == "predict":  # on the CPU, without importing Lightning where the command needs no trainer
+        done = importlib.import_module("solution.tools.predict").predict_here(argv[1:])
+        if done is not None:
+            return done
     importlib.import_module("solution.tools.lightning_cli").lightning_main(argv)
     return 0
 

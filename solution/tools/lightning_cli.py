@@ -10,12 +10,11 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
 from ..allocator import keep_freed_buffers
-from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import LRMonitor
-from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
+from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
 from ..training.module import RankingModule
 from .settings import DERIVED, configs_folder, read_settings, read_yaml, with_checkpoint
 from .tracking import RunRecorder, describe, unfinished_run
@@ -46,11 +45,8 @@ class CLI(LightningCLI):
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if not ckpt_path or not Path(ckpt_path).is_file():
             return  # none, or one of Lightning's names ("last", "best"), or a missing file the Trainer reports
-        stored = saved_settings(read_checkpoint(ckpt_path))
-        collection = stored["data"].get("collection")
-        if collection not in COLLECTIONS:
-            raise CheckpointError(f"{ckpt_path}: datamodule_hyper_parameters.collection = {collection!r}; expected "
-                                  f"one of {', '.join(COLLECTIONS)}")
+        saved = read_checkpoint(ckpt_path)
+        stored, collection = saved_settings(saved), checkpoint_collection(saved, ckpt_path)
         config = self.config[subcommand].as_dict()
         defaults = [self._subcommand_parsers[subcommand].get_defaults().as_dict(), read_settings()[collection]]
         resolved = with_checkpoint(config, stored, defaults, f"--ckpt_path {ckpt_path}")

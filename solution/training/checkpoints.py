@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ..constants import COLLECTIONS
 from ..models.spec import UnknownClass, registered, unknown_arguments
 
 SETTINGS_KEYS = ("hyper_parameters", "datamodule_hyper_parameters")  # where a checkpoint keeps its settings
@@ -71,3 +72,12 @@ def saved_settings(saved: Mapping[str, Any]) -> dict[str, dict]:
         return {key: value for key, value in section.items() if not key.startswith("_")}
 
     return {"model": public(saved["hyper_parameters"]), "data": public(saved.get("datamodule_hyper_parameters", {}))}
+
+
+def checkpoint_collection(saved: Mapping[str, Any], source: str | Path) -> str:
+    """The collection a checkpoint read by `read_checkpoint` was trained on; one it does not name is refused."""
+    collection = saved_settings(saved)["data"].get("collection")
+    if collection not in COLLECTIONS:
+        raise CheckpointError(f"{source}: datamodule_hyper_parameters.collection = {collection!r}; expected one of "
+                              f"{', '.join(COLLECTIONS)}")
+    return collection

@@ -1,0 +1,66 @@
+"""Which files form a split: the collection's own folder, or folds of train + valid that keep each model's files
+together; the defaults of these settings, shared by the data module and the trainer-free `solution predict`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SettingsError
+from .preprocess import Preprocessing, record_cache
+from .reader import list_files
+from .sets import GraphSet
+
+FOLD_GROUP = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
+
+# data settings that choose files and splits, at the data module's defaults
+SPLIT_DEFAULTS = {"cache_dir": None, "predict_split": "test", "test_split": "valid", "limit_graphs": None,
+                  "skip_bad_files": True, "folds": 0, "fold": 0, "fold_variant_parts": FOLD_GROUP}
+
+
+def model_group(stem: str, variant_parts: str = FOLD_GROUP) -> str:
+    """The model a file belongs to: its stem without the parts that name a variant of one model (the default
+    drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a tile kernel's hash)."""
+    return re.sub(variant_parts, "", stem) or stem
+
+
+def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) -> np.ndarray:
+    """[F] fold of each file: whole model groups, in a fixed shuffled order, each to the fold with the fewest
+    files so far."""
+    groups: dict[str, list[int]] = {}
+    for i, stem in enumerate(stems):
+        groups.setdefault(model_group(stem, variant_parts), []).append(i)
+    if len(groups) < folds:
+        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} model groups "
+                            f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
+    names = sorted(groups)
+    order = np.random.default_rng(0).permutation(len(names))
+    fold_of, sizes = np.zeros(len(stems), dtype=np.int64), np.zeros(folds, dtype=np.int64)
+    for g in order:
+        target = int(np.argmin(sizes))
+        fold_of[groups[names[g]]] = target
+        sizes[target] += len(groups[names[g]])
+    return fold_of
+
+
+def split_files(data: Mapping, split: str) -> list[Path]:
+    """The .npz files of a split under `data` settings (root, collection, folds, ...); with `folds` > 1, train and
+    valid are drawn from train + valid pooled: valid is fold `fold` and train the others."""
+    data = {**SPLIT_DEFAULTS, **data}
+    root, collection, limit = data["root"], data["collection"], data["limit_graphs"]
+    if data["folds"] <= 1 or split not in ("train", "valid"):
+        return list_files(root, collection, split)[:limit]
+    pool = list_files(root, collection, "train") + list_files(root, collection, "valid")
+    fold_of = assign_folds([p.stem for p in pool], data["folds"], data["fold_variant_parts"])
+    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:limit]
+
+
+def split_graphs(data: Mapping, split: str) -> GraphSet:
+    """The preprocessed files of a split (built on first use, then read from the cache); with `skip_bad_files`,
+    train and valid files that fail their checks are left out, never test files."""
+    data = {**SPLIT_DEFAULTS, **data}
+    skip = data["skip_bad_files"] and split in ("train", "valid")
+    return GraphSet(split_files(data, split), split, Preprocessing.of(data), record_cache(data["cache_dir"]), skip)

@@ -1,0 +1,121 @@
+"""`solution predict` without a trainer: on one CPU process in float32, a checkpoint ranks every file of a split and
+writes the collection's submission part, with the settings the Lightning CLI resolves (configs/base.yaml, then
+--config files and --key value flags in their order, then what the checkpoint fixes). Importing Lightning is most
+of a short predict's start-up; a command this does not cover goes to the Lightning CLI."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..allocator import keep_freed_buffers
+from ..data.batch import Collate
+from ..data.splits import SPLIT_DEFAULTS, split_graphs
+from ..data.tasks import task_of
+from ..submission.ensemble import write_predictions
+from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
+from ..training.inference import Scorer
+from .settings import configs_folder, layered, read_settings, read_yaml, with_checkpoint
+
+TOP_LEVEL = ("ckpt_path", "seed_everything")
+NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")  # a dotted setting
+SECTIONS = ("data", "model", "trainer", "submission", "checkpoint", "lr_monitor")  # those of the Lightning CLI
+# trainer settings under which predict runs in this process, on the CPU, in float32; the others concern training
+ON_CPU = {"accelerator": ("cpu", "auto"), "devices": (1, "1", "auto"), "num_nodes": (1, None),
+          "precision": (None, 32, "32", "32-true"), "strategy": ("auto", None), "callbacks": (None, []),
+          "limit_predict_batches": (None, 1, 1.0)}
+DEFAULT_OUT = "submissions"  # SubmissionWriter's out_dir
+
+
+def command_line(args: list[str]) -> list[tuple[str, str]] | None:
+    """(key, value) of each `--key value` / `--key=value` in order (`config` for --config and -c), or None for a
+    command line that holds anything else (a bare flag such as --print_config, an unknown key)."""
+    pairs, rest = [], list(args)
+    while rest:
+        arg = rest.pop(0)
+        if not arg.startswith("-"):
+            return None
+        if "=" in arg:
+            key, value = arg.split("=", 1)
+        elif rest and not rest[0].startswith("--"):
+            key, value = arg, rest.pop(0)
+        else:
+            return None
+        key = key.lstrip("-")
+        key = "config" if key == "c" else key
+        if not NAME.fullmatch(key) or key != "config" and key not in TOP_LEVEL and key.split(".")[0] not in SECTIONS:
+            return None  # another key, or an operator such as `--trainer.callbacks+=`
+        pairs.append((key, value))
+    return pairs
+
+
+def with_flag(settings: dict, key: str, text: str) -> dict:
+    """`settings` with the dotted `key` set from the command line's `text`: a string where the setting is one, else
+    read as YAML (2, false, null)."""
+    import yaml  # as settings.read_yaml does: only where settings are read from text
+
+    *path, last = key.split(".")
+    out = node = dict(settings)
+    for part in path:
+        below = node.get(part)
+        node[part] = dict(below) if isinstance(below, Mapping) else {}
+        node = node[part]
+    node[last] = text if isinstance(node.get(last), str) else yaml.safe_load(text)
+    return out
+
+
+def resolved_command(pairs: list[tuple[str, str]]) -> dict:
+    """The settings of a command line: configs/base.yaml, then each --config file and flag in turn."""
+    settings = read_yaml(configs_folder() / "base.yaml")
+    for key, value in pairs:
+        settings = layered(settings, read_yaml(value)) if key == "config" else with_flag(settings, key, value)
+    return settings
+
+
+def runs_here(settings: Mapping) -> bool:
+    """Whether a predict with these settings runs in this process: a checkpoint file, an integer seed, and a
+    trainer of one CPU process in float32."""
+    trainer = settings.get("trainer") or {}
+    on_cpu = all(trainer.get(key, allowed[0]) in allowed for key, allowed in ON_CPU.items())
+    gpu = torch.cuda.is_available() or torch.backends.mps.is_available()
+    seed = settings.get("seed_everything", 0)
+    return (on_cpu and not (trainer.get("accelerator", "auto") == "auto" and gpu)
+            and isinstance(seed, int) and not isinstance(seed, bool)
+            and isinstance(settings.get("ckpt_path"), str) and Path(settings["ckpt_path"]).is_file())
+
+
+def predict(settings: Mapping[str, Any]) -> tuple[Path, Path]:
+    """Rank every file of data.predict_split with the checkpoint ckpt_path and write <out_dir>/<collection>.csv
+    and its raw scores, as the Lightning CLI's predict writes them."""
+    checkpoint = settings["ckpt_path"]
+    saved = read_checkpoint(checkpoint)
+    collection = checkpoint_collection(saved, checkpoint)
+    defaults = [read_yaml(configs_folder() / "base.yaml"), read_settings()[collection]]
+    resolved = with_checkpoint(settings, saved_settings(saved), defaults, f"--ckpt_path {checkpoint}")
+    data = {**SPLIT_DEFAULTS, **resolved["data"]}
+    graphs = split_graphs(data, data["predict_split"])
+    if graphs.skipped:  # a submission needs every file of the split it ranks
+        raise graphs.skipped[0]
+    scorer = Scorer.of_checkpoint(saved, resolved["model"], checkpoint)
+    collate = Collate(task_of(collection), data["fill_default_layout"], data["segment_nodes"])
+    table = scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"],
+                         resolved.get("seed_everything", 0))
+    out_dir = (resolved.get("submission") or {}).get("out_dir", DEFAULT_OUT)
+    return write_predictions(table, graphs, out_dir, collection, data["predict_split"])
+
+
+def predict_here(args: list[str]) -> int | None:
+    """`solution predict ARGS` in this process, or None where it needs the Lightning CLI (a trainer on another
+    device or precision, callbacks, flags such as --print_config or --help)."""
+    pairs = command_line(args)
+    settings = resolved_command(pairs) if pairs is not None else None
+    if settings is None or not runs_here(settings):
+        return None
+    keep_freed_buffers()
+    csv_path, scores_path = predict(settings)
+    print(f"wrote {csv_path} and {scores_path}")
+    return 0
