@@ -5,6 +5,7 @@ training step, compiled by XLA (CPU) and taken at layout assignment, the stage t
     python benchmarks/own_programs.py --smoke            # small programs: checks that the script runs
 
 Each command runs as a user runs it, start-up included, in its own process: wall seconds (median of --repeats),
+`solution predict` (on the CPU: no trainer, no Lightning import) beside the same predict through the Lightning CLI,
 configs/s, and memory: the main process's peak resident set (VmHWM) and the peak RssAnon of the process tree
 (each data-loader worker is a process). Ranking speed does not depend on the weights: the checkpoint is the
 shipped layout_xla_random.yaml fitted for --epochs on the two programs with random runtimes (that fit is the
@@ -135,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     ranks = {name: repeated([*solution, "rank", str(path), "--ckpt", str(checkpoint), "--configs",
                              str(args.configs), "--top", "3"], work / f"rank-{name}.log", args.repeats)
              for name, path in programs.items()}
-    predict = repeated([*solution, "predict", *config, "--ckpt_path", str(checkpoint), "--data.cache_dir",
-                        str(work / "cache"), "--submission.out_dir", str(work / "submission")],
-                       work / "predict.log", args.repeats)
+    predicting = ["predict", *config, "--ckpt_path", str(checkpoint), "--data.cache_dir", str(work / "cache"),
+                  "--submission.out_dir", str(work / "submission")]
+    predict = repeated([*solution, *predicting], work / "predict.log", args.repeats)
+    through_trainer = repeated([sys.executable, "-c", "import sys; from solution.tools.lightning_cli import "
+                                "lightning_main; lightning_main(sys.argv[1:])", *predicting],
+                               work / "predict-lightning.log", args.repeats)
     lightning = repeated([sys.executable, "-c", "import solution.tools.lightning_cli"], work / "import.log",
                          args.repeats)
     total = sum(f["configs"] for f in facts.values())
@@ -156,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
               "|---|---|---|---|---|",
               f"| `solution predict` of both files ({total} configs) | {predict['seconds']:.2f} | "
               f"{total / predict['seconds']:,.0f} | {predict['main_mib']:,.0f} | {predict['tree_mib']:,.0f} |",
+              f"| the same predict through the Lightning CLI's trainer | {through_trainer['seconds']:.2f} | "
+              f"{total / through_trainer['seconds']:,.0f} | {through_trainer['main_mib']:,.0f} | "
+              f"{through_trainer['tree_mib']:,.0f} |",
               f"| `solution fit` (shipped layout_xla_random.yaml, {args.epochs} epochs, both files) | "
               f"{fit['seconds']:.1f} | - | {fit['main_mib']:,.0f} | {fit['tree_mib']:,.0f} |",
               f"| importing the Lightning CLI alone (`import solution.tools.lightning_cli`) | "
