@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from solution.data.features import (
     Standardizer,
-    layout_codes,
     layout_with_sentinel,
-    neighbour_layouts,
     node_features,
     rank,
     signed_log,
     tile_config_features,
 )
-from solution.data.pruning import configurable_nodes
-from solution.data.reader import list_files, read_graph
-
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "npz"
 
 
 def nodes_with_ranks(ranks, seed: int = 0) -> np.ndarray:
@@ -163,30 +155,3 @@ def test_standardizer_constant_column_at_large_magnitude():
     x = np.full((1000, 1), 1e6 + 0.3, np.float32)
     scaler = _fit(x)
     assert scaler.std[0].item() == 1.0
-
-
-def test_layout_codes_are_equal_exactly_for_equal_layouts_and_count_the_rank():
-    layouts = np.array([[1, 0, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1], [1, 0, -1, -1, -1, -1], [-1] * 6,
-                        [2, 1, 0, -1, -1, -1]])
-    codes = layout_codes(layouts)
-    assert codes[0] == codes[2] and len(set(codes.tolist())) == 4 and codes[3] == 0
-    digits = codes[:, None] // 7 ** np.arange(6) % 7  # [5, 6]
-    assert (digits > 0).sum(1).tolist() == [2, 2, 2, 0, 3]
-
-
-def test_neighbour_layouts_of_real_files_are_their_producers_and_consumers_layouts():
-    """On the real-format fixtures, against a plain loop over the edges: the first 4 producers and the first 4
-    consumers of each configurable node, by node id, as layout codes."""
-    paths = list_files(FIXTURES, "layout:xla:random", "train")
-    assert paths, f"no real-format fixtures under {FIXTURES}"
-    for path in paths:
-        raw = read_graph(path)
-        ids = configurable_nodes(raw)
-        got = neighbour_layouts(raw.node_feat, raw.edge_index, ids)  # [nc, 8]
-        codes = layout_codes(layout_with_sentinel(raw.node_feat))
-        for row, k in zip(got, ids):
-            producers = sorted(int(p) for c, p in raw.edge_index if c == k)[:4]
-            consumers = sorted(int(c) for c, p in raw.edge_index if p == k)[:4]
-            expected = [codes[p] for p in producers] + [-1] * (4 - len(producers))
-            expected += [codes[c] for c in consumers] + [-1] * (4 - len(consumers))
-            assert row.tolist() == expected, (path, k)
