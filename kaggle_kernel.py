@@ -138,7 +138,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
-                                                          'layout_agreement': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -186,7 +185,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
-                                                           'layout_agreement': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -234,7 +232,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
-                                                          'layout_agreement': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -282,7 +279,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
-                                                           'layout_agreement': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -477,7 +473,6 @@ LAYOUT_GROUP = 6
 LAYOUT_GROUPS = LAYOUT_CONFIG_DIM // LAYOUT_GROUP
 LAYOUT_SYMBOLS = 7  # values -1..5
 
-NEIGHBOURS = 4  # producers, and consumers, of a configurable node whose layouts a record keeps (by node id)
 LANES, SUBLANES = 128, 8  # a TPU stores a tensor in 8 x 128 tiles over its two most-minor dimensions
 
 PAD = -1  # padding value of every batched tensor; 0 is a valid feature value
@@ -528,7 +523,6 @@ class Batch:
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
-    neighbour_layouts: Tensor | None = None  # [G, K, 8] layout codes of its producers, then consumers; -1 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes over the graph's fastest (0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -590,7 +584,6 @@ class Collate:
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
             "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
-            "neighbour_layouts": pad([g.neighbour_layouts for g in graphs], PAD),  # [G, K, 8]
             "target": pad([target_of(g, r) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
@@ -953,7 +946,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NEIGHBOURS, NODE_FEAT_DIM, PAD, SHAPE_DIMS
+from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -1019,34 +1012,6 @@ class Standardizer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.std
-
-
-def layout_codes(layouts: np.ndarray) -> np.ndarray:
-    """[...] one integer per minor_to_major [..., 6] (PAD beyond the rank): sum of (value + 1) * 7^position, so
-    that two layouts are equal exactly when their codes are, and a code's non-zero base-7 digits are its rank."""
-    return ((layouts.astype(np.int64) + 1) * 7 ** np.arange(layouts.shape[-1])).sum(-1)
-
-
-def first_neighbours(ids: np.ndarray, keys: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
-    """[len(ids), count] for each id, the `count` smallest `values` of the pairs (keys, values) whose key is that
-    id, PAD where it has fewer."""
-    if not len(keys):
-        return np.full((len(ids), count), PAD, dtype=np.int64)
-    order = np.lexsort((values, keys))
-    keys, values = keys[order], values[order]
-    start, end = np.searchsorted(keys, ids, "left"), np.searchsorted(keys, ids, "right")  # [nc] each
-    slot = start[:, None] + np.arange(count)  # [nc, count]
-    return np.where(slot < end[:, None], values[np.minimum(slot, len(values) - 1)], PAD).astype(np.int64)
-
-
-def neighbour_layouts(node_feat: np.ndarray, edge_index: np.ndarray, config_ids: np.ndarray) -> np.ndarray:
-    """[nc, 2 * NEIGHBOURS] the layout codes of each configurable node's first producers, then of its first
-    consumers (edge_index [m, 2] as [consumer, producer], the files' order), PAD where there are fewer."""
-    consumer, producer = edge_index[:, 0], edge_index[:, 1]
-    ids = np.concatenate([first_neighbours(config_ids, consumer, producer, NEIGHBOURS),
-                          first_neighbours(config_ids, producer, consumer, NEIGHBOURS)], axis=1)  # [nc, 8]
-    codes = layout_codes(layout_with_sentinel(node_feat))  # [n]
-    return np.where(ids >= 0, codes[np.maximum(ids, 0)], PAD)
 '''
 
 # ---------------------------------------- solution.data.packing
@@ -1150,7 +1115,7 @@ import numpy as np
 from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
-from .features import layout_with_sentinel, neighbour_layouts, node_features
+from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
 from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
@@ -1190,7 +1155,6 @@ class Graph:
     config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
-    neighbour_layouts: np.ndarray  # [nc, 8] int64 layout codes of its first 4 producers and 4 consumers, -1 padded
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
@@ -1226,7 +1190,6 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "config_node": pruned.new_id[config_ids],
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
-        "neighbour_layouts": neighbour_layouts(raw.node_feat, raw.edge_index, config_ids),
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),
@@ -2918,7 +2881,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_GROUPS, LAYOUT_SYMBOLS, NEIGHBOURS, SUBLANES
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -2972,7 +2935,6 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        layout_agreement: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -2981,26 +2943,24 @@ class LayoutRanker(Ranker):
         # the configurable nodes' encodings enter the config-aware width
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
-        self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
-        self.agreement = zero_linear(AGREEMENT_FEATURES, width) if layout_agreement else None
+        self.physics = nn.Linear(PHYSICAL_FEATURES, width) if physical_layout else None
+        if self.physics is not None:  # starts as the model without them, and learns how much they matter
+            nn.init.zeros_(self.physics.weight)
+            nn.init.zeros_(self.physics.bias)
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
-    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None,
-                  neighbours: torch.Tensor | None) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6); with `physical_layout` what its output layout means in
-        memory for its output dims [M, 6]; with `layout_agreement` whether its layouts agree with those of its
-        neighbours, neighbours [M, 8] (layout codes)."""
+        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its output layout means
+        in memory for its output dims [M, 6]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
-        if self.agreement is not None:
-            z = z + self.agreement(layout_agreement_features(values, neighbours))
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -3012,9 +2972,7 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
-        neighbours = batch.neighbour_layouts[links.graph, links.slot] if self.agreement is not None else None  # [M, 8]
-        z = in_chunks(lambda part: self.configure(h_nodes, part, dims, neighbours), configs_per_pass, 1,
-                      values)  # [M, C, w]
+        z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -3061,39 +3019,6 @@ def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.T
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
                             (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
     return features * is_set[..., None]  # [M, C, 6]
-
-
-AGREEMENT_FEATURES = 6
-
-
-def layout_agreement_features(values: torch.Tensor, neighbours: torch.Tensor) -> torch.Tensor:
-    """[M, C, 6] per layout block of a config, values [M, C, 18] (symbols 0..6: output, input, kernel): the share
-    of the neighbours of its rank whose layout it equals (the output against the consumers, the operands against
-    the producers; neighbours [M, 8], their layout codes, -1 absent), and whether any neighbour has its rank; zeros
-    for a block the config leaves to the compiler. Where they differ, the machine copies between layouts."""
-    m, c = values.shape[:2]
-    powers = LAYOUT_SYMBOLS ** torch.arange(LAYOUT_GROUP, device=values.device)  # [6]
-    blocks = values.view(m, c, LAYOUT_GROUPS, LAYOUT_GROUP)  # [M, C, 3, 6]
-    codes, ranks = (blocks * powers).sum(-1), (blocks > 0).sum(-1)  # [M, C, 3] each
-    digits = neighbours.clamp(min=0)[..., None] // powers % LAYOUT_SYMBOLS  # [M, 8, 6]
-    neighbour_ranks = (digits > 0).sum(-1).masked_fill(neighbours < 0, -1)  # [M, 8]; -1: absent, never matched
-    producers, consumers = slice(0, NEIGHBOURS), slice(NEIGHBOURS, 2 * NEIGHBOURS)
-    features = []
-    for block, side in enumerate((consumers, producers, producers)):
-        same_rank = neighbour_ranks[:, None, side] == ranks[..., block, None]  # [M, C, 4]
-        equal = same_rank & (neighbours[:, None, side] == codes[..., block, None])  # [M, C, 4]
-        count, is_set = same_rank.sum(-1), (ranks[..., block] > 0).to(torch.float32)  # [M, C] each
-        features += [equal.sum(-1) / count.clamp(min=1) * is_set, (count > 0) * is_set]
-    return torch.stack(features, -1)  # [M, C, 6]
-
-
-def zero_linear(features: int, width: int) -> nn.Linear:
-    """A projection of extra features that starts at zero: the model starts as the one without them, and learns
-    how much they matter."""
-    linear = nn.Linear(features, width)
-    nn.init.zeros_(linear.weight)
-    nn.init.zeros_(linear.bias)
-    return linear
 
 
 def rows_per_slice(rows: int, across: int) -> int:
@@ -3294,8 +3219,6 @@ class Segment:
             edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
             config_node=self.config_node[None],  # [1, k]
             config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
-            neighbour_layouts=None if batch.neighbour_layouts is None
-            else batch.neighbour_layouts[g:g + 1][:, self.slots],  # [1, k, 8]
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )

@@ -18,7 +18,6 @@ LAYOUT_GROUP = 6
 LAYOUT_GROUPS = LAYOUT_CONFIG_DIM // LAYOUT_GROUP
 LAYOUT_SYMBOLS = 7  # values -1..5
 
-NEIGHBOURS = 4  # producers, and consumers, of a configurable node whose layouts a record keeps (by node id)
 LANES, SUBLANES = 128, 8  # a TPU stores a tensor in 8 x 128 tiles over its two most-minor dimensions
 
 PAD = -1  # padding value of every batched tensor; 0 is a valid feature value

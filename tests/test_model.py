@@ -22,14 +22,14 @@ from torch.utils.flop_counter import FlopCounterMode
 from solution.constants import PAD
 from solution.data.batch import Batch, Collate, Item
 from solution.data.datamodule import TpuGraphsDataModule
-from solution.data.features import Standardizer, layout_codes
+from solution.data.features import Standardizer
 from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
 from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import LayoutRanker, TileRanker, layout_agreement_features, physical_layout_features
+from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features
 from solution.models.spec import build
 
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)
@@ -107,18 +107,11 @@ def batch_of(task: Task, graphs: list[Graph], rows: list[np.ndarray] | None = No
     return standardize(task, collate([(g, Item(i, r)) for g, i, r in zip(graphs, ids, rows)]))
 
 
-def make_model(task: Task, seed: int = 0, ranker: type | None = None, fresh: bool = False,
-               **settings) -> torch.nn.Module:
-    """A small ranker in eval mode; the projections of extra layout features, which start at zero, get random
-    weights (so that the tests see them act) unless `fresh`."""
+def make_model(task: Task, seed: int = 0, ranker: type | None = None, **settings) -> torch.nn.Module:
     torch.manual_seed(seed)
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
-    model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    for part in ("physics", "agreement"):
-        if getattr(model, part, None) is not None and not fresh:
-            torch.nn.init.normal_(getattr(model, part).weight)
-    return model
+    return ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
 
 
 def score(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
@@ -191,13 +184,12 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (LAYOUT, LayoutRanker, {"physical_layout": True}), (LAYOUT, LayoutRanker, {"layout_agreement": True}),
-    (TILE, TileRanker, {"cross_attention": True}),
+    (LAYOUT, LayoutRanker, {"physical_layout": True}), (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
 ], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
-        "layout-agreement", "tile-cross",
+        "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -208,9 +200,8 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"layout_agreement": True}],
-                         ids=["per_route", "shared_maps", "narrow", "physical", "agreement"])
+@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True}],
+                         ids=["per_route", "shared_maps", "narrow", "physical"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
@@ -342,7 +333,7 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts(grad: bool) -> None:
     onehot = torch.nn.functional.one_hot(values, 7).flatten(2).float()  # [M, C, 126]
     expected = h[links.nodes][:, None] + model.config_embed(onehot)
     with torch.set_grad_enabled(grad):
-        got = model.configure(h[links.nodes], values, None, None)
+        got = model.configure(h[links.nodes], values, None)
     assert got.requires_grad == grad
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
@@ -529,34 +520,18 @@ def test_physical_layout_features_are_the_tiles_a_layout_stores():
     torch.testing.assert_close(features[0], expected)
 
 
-@pytest.mark.parametrize("option, part", [("physical_layout", "physics"), ("layout_agreement", "agreement")])
-def test_a_new_model_with_extra_layout_features_scores_as_one_without(option: str, part: str):
-    """Extra layout features enter through a zero-initialised projection: an untrained model with them gives the
+def test_a_new_model_with_physical_features_scores_as_one_without():
+    """The physical features enter through a zero-initialised projection: an untrained model with them gives the
     scores of the same model without them (they are learned in from there), and training moves the projection."""
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     without = make_model(LAYOUT)
-    with_features = make_model(LAYOUT, fresh=True, **{option: True})
-    missing = with_features.load_state_dict(without.state_dict(), strict=False).missing_keys
-    assert sorted(missing) == [f"{part}.bias", f"{part}.weight"]
-    torch.testing.assert_close(score(with_features, batch), score(without, batch))
-    with_features.train()
-    with_features(batch).sum().backward()
-    assert getattr(with_features, part).weight.grad.abs().sum() > 0
-
-
-def test_layout_agreement_counts_the_neighbours_of_a_blocks_rank_that_share_its_layout():
-    """One node with a rank-2 output and operands: consumers {1,0} and {0,1} (and a rank-1 one, not counted),
-    producers {1,0} and a rank-3 one. Config 0 sets output {1,0} and input {0,1}; config 1 sets output {0,1} and
-    leaves its input to the compiler; neither sets a kernel."""
-    code = lambda *order: int(layout_codes(np.array(list(order) + [-1] * (6 - len(order)))))  # noqa: E731
-    neighbours = torch.tensor([[code(1, 0), code(2, 1, 0), -1, -1, code(1, 0), code(0, 1), code(0), -1]])
-    layouts = [[[1, 0], [0, 1], []], [[0, 1], [], []]]  # [C, block] minor-to-major
-    values = torch.tensor([[sum((list(order) + [-1] * (6 - len(order)) for order in config), [])
-                            for config in layouts]]) + 1  # [M=1, C=2, 18] symbols
-    features = layout_agreement_features(values, neighbours)  # [1, 2, 6]
-    expected = torch.tensor([[0.5, 1, 0, 1, 0, 0],  # output: 1 of 2 consumers; input: not the producer's {1,0}
-                             [0.5, 1, 0, 0, 0, 0]])
-    torch.testing.assert_close(features[0], expected)
+    with_physics = make_model(LAYOUT, physical_layout=True)
+    missing = with_physics.load_state_dict(without.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["physics.bias", "physics.weight"]
+    torch.testing.assert_close(score(with_physics, batch), score(without, batch))
+    with_physics.train()
+    with_physics(batch).sum().backward()
+    assert with_physics.physics.weight.grad.abs().sum() > 0
 
 
 def test_the_batch_carries_each_configurable_nodes_output_dims():

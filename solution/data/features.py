@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NEIGHBOURS, NODE_FEAT_DIM, PAD, SHAPE_DIMS
+from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -72,31 +72,3 @@ class Standardizer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.std
-
-
-def layout_codes(layouts: np.ndarray) -> np.ndarray:
-    """[...] one integer per minor_to_major [..., 6] (PAD beyond the rank): sum of (value + 1) * 7^position, so
-    that two layouts are equal exactly when their codes are, and a code's non-zero base-7 digits are its rank."""
-    return ((layouts.astype(np.int64) + 1) * 7 ** np.arange(layouts.shape[-1])).sum(-1)
-
-
-def first_neighbours(ids: np.ndarray, keys: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
-    """[len(ids), count] for each id, the `count` smallest `values` of the pairs (keys, values) whose key is that
-    id, PAD where it has fewer."""
-    if not len(keys):
-        return np.full((len(ids), count), PAD, dtype=np.int64)
-    order = np.lexsort((values, keys))
-    keys, values = keys[order], values[order]
-    start, end = np.searchsorted(keys, ids, "left"), np.searchsorted(keys, ids, "right")  # [nc] each
-    slot = start[:, None] + np.arange(count)  # [nc, count]
-    return np.where(slot < end[:, None], values[np.minimum(slot, len(values) - 1)], PAD).astype(np.int64)
-
-
-def neighbour_layouts(node_feat: np.ndarray, edge_index: np.ndarray, config_ids: np.ndarray) -> np.ndarray:
-    """[nc, 2 * NEIGHBOURS] the layout codes of each configurable node's first producers, then of its first
-    consumers (edge_index [m, 2] as [consumer, producer], the files' order), PAD where there are fewer."""
-    consumer, producer = edge_index[:, 0], edge_index[:, 1]
-    ids = np.concatenate([first_neighbours(config_ids, consumer, producer, NEIGHBOURS),
-                          first_neighbours(config_ids, producer, consumer, NEIGHBOURS)], axis=1)  # [nc, 8]
-    codes = layout_codes(layout_with_sentinel(node_feat))  # [n]
-    return np.where(ids >= 0, codes[np.maximum(ids, 0)], PAD)

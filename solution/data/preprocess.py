@@ -11,7 +11,7 @@ import numpy as np
 from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
-from .features import layout_with_sentinel, neighbour_layouts, node_features
+from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
 from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
@@ -51,7 +51,6 @@ class Graph:
     config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
-    neighbour_layouts: np.ndarray  # [nc, 8] int64 layout codes of its first 4 producers and 4 consumers, -1 padded
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
@@ -87,7 +86,6 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "config_node": pruned.new_id[config_ids],
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
-        "neighbour_layouts": neighbour_layouts(raw.node_feat, raw.edge_index, config_ids),
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),

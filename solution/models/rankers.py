@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_GROUPS, LAYOUT_SYMBOLS, NEIGHBOURS, SUBLANES
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -64,7 +64,6 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        layout_agreement: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -73,26 +72,24 @@ class LayoutRanker(Ranker):
         # the configurable nodes' encodings enter the config-aware width
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
-        self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
-        self.agreement = zero_linear(AGREEMENT_FEATURES, width) if layout_agreement else None
+        self.physics = nn.Linear(PHYSICAL_FEATURES, width) if physical_layout else None
+        if self.physics is not None:  # starts as the model without them, and learns how much they matter
+            nn.init.zeros_(self.physics.weight)
+            nn.init.zeros_(self.physics.bias)
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
-    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None,
-                  neighbours: torch.Tensor | None) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6); with `physical_layout` what its output layout means in
-        memory for its output dims [M, 6]; with `layout_agreement` whether its layouts agree with those of its
-        neighbours, neighbours [M, 8] (layout codes)."""
+        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its output layout means
+        in memory for its output dims [M, 6]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
-        if self.agreement is not None:
-            z = z + self.agreement(layout_agreement_features(values, neighbours))
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -104,9 +101,7 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
-        neighbours = batch.neighbour_layouts[links.graph, links.slot] if self.agreement is not None else None  # [M, 8]
-        z = in_chunks(lambda part: self.configure(h_nodes, part, dims, neighbours), configs_per_pass, 1,
-                      values)  # [M, C, w]
+        z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -153,39 +148,6 @@ def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.T
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
                             (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
     return features * is_set[..., None]  # [M, C, 6]
-
-
-AGREEMENT_FEATURES = 6
-
-
-def layout_agreement_features(values: torch.Tensor, neighbours: torch.Tensor) -> torch.Tensor:
-    """[M, C, 6] per layout block of a config, values [M, C, 18] (symbols 0..6: output, input, kernel): the share
-    of the neighbours of its rank whose layout it equals (the output against the consumers, the operands against
-    the producers; neighbours [M, 8], their layout codes, -1 absent), and whether any neighbour has its rank; zeros
-    for a block the config leaves to the compiler. Where they differ, the machine copies between layouts."""
-    m, c = values.shape[:2]
-    powers = LAYOUT_SYMBOLS ** torch.arange(LAYOUT_GROUP, device=values.device)  # [6]
-    blocks = values.view(m, c, LAYOUT_GROUPS, LAYOUT_GROUP)  # [M, C, 3, 6]
-    codes, ranks = (blocks * powers).sum(-1), (blocks > 0).sum(-1)  # [M, C, 3] each
-    digits = neighbours.clamp(min=0)[..., None] // powers % LAYOUT_SYMBOLS  # [M, 8, 6]
-    neighbour_ranks = (digits > 0).sum(-1).masked_fill(neighbours < 0, -1)  # [M, 8]; -1: absent, never matched
-    producers, consumers = slice(0, NEIGHBOURS), slice(NEIGHBOURS, 2 * NEIGHBOURS)
-    features = []
-    for block, side in enumerate((consumers, producers, producers)):
-        same_rank = neighbour_ranks[:, None, side] == ranks[..., block, None]  # [M, C, 4]
-        equal = same_rank & (neighbours[:, None, side] == codes[..., block, None])  # [M, C, 4]
-        count, is_set = same_rank.sum(-1), (ranks[..., block] > 0).to(torch.float32)  # [M, C] each
-        features += [equal.sum(-1) / count.clamp(min=1) * is_set, (count > 0) * is_set]
-    return torch.stack(features, -1)  # [M, C, 6]
-
-
-def zero_linear(features: int, width: int) -> nn.Linear:
-    """A projection of extra features that starts at zero: the model starts as the one without them, and learns
-    how much they matter."""
-    linear = nn.Linear(features, width)
-    nn.init.zeros_(linear.weight)
-    nn.init.zeros_(linear.bias)
-    return linear
 
 
 def rows_per_slice(rows: int, across: int) -> int:
