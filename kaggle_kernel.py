@@ -97,7 +97,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                         'lr': 0.001,
                         'weight_decay': 0.0001,
                         'warmup_steps': 100,
-                        'lr_follows_time': False,
                         'compile': False},
               'data': {'root': 'data/synthetic',
                        'prune': 'none',
@@ -144,7 +143,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'lr': 0.001,
                                  'weight_decay': 0.0001,
                                  'warmup_steps': 100,
-                                 'lr_follows_time': False,
                                  'compile': False},
                        'data': {'root': 'data/synthetic',
                                 'prune': 'k_hop',
@@ -191,7 +189,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'lr': 0.001,
                                   'weight_decay': 0.0001,
                                   'warmup_steps': 100,
-                                  'lr_follows_time': False,
                                   'compile': False},
                         'data': {'root': 'data/synthetic',
                                  'prune': 'k_hop',
@@ -238,7 +235,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'lr': 0.001,
                                  'weight_decay': 0.0001,
                                  'warmup_steps': 100,
-                                 'lr_follows_time': False,
                                  'compile': False},
                        'data': {'root': 'data/synthetic',
                                 'prune': 'k_hop',
@@ -285,7 +281,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'lr': 0.001,
                                   'weight_decay': 0.0001,
                                   'warmup_steps': 100,
-                                  'lr_follows_time': False,
                                   'compile': False},
                         'data': {'root': 'data/synthetic',
                                  'prune': 'k_hop',
@@ -4536,8 +4531,7 @@ FREE_DATA = frozenset({
     "eval_chunk", "eval_graphs_per_batch", "predict_split", "predict_repeats", "test_split", "limit_graphs",
     "skip_bad_files", "folds", "fold", "fold_variant_parts",
 })
-# training or speed only
-FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "lr_follows_time", "compile", "inference_rows"})
+FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
 DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings
 
 
@@ -4925,7 +4919,6 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.utilities import rank_zero_info
 
 from ..data.batch import Batch
@@ -4951,7 +4944,6 @@ class RankingModule(pl.LightningModule):
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
         warmup_steps: int = 100,
-        lr_follows_time: bool = False,
         compile: bool = False,
     ) -> None:
         super().__init__()
@@ -5044,25 +5036,14 @@ class RankingModule(pl.LightningModule):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total - 1)
-        timer = self.time_limit() if self.hparams.lr_follows_time else None
 
-        def factor(step: int) -> float:  # linear warm-up, then cosine to zero at the first limit reached
+        def factor(step: int) -> float:  # linear warm-up, then cosine to zero
             if step < warmup:
                 return (step + 1) / (warmup + 1)
-            progress = (step - warmup) / max(total - warmup, 1)
-            if timer is not None:
-                elapsed, left = timer.time_elapsed("train"), timer.time_remaining("train")
-                progress = max(progress, elapsed / max(elapsed + left, 1e-9))
-            return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+            return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-    def time_limit(self) -> Timer | None:
-        """The trainer's timer of `max_time`, when the fit has one (with `lr_follows_time`, the cosine then ends at
-        whichever of max_time and max_epochs / max_steps comes first)."""
-        timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)
-        return timer if timer is not None and timer.time_remaining("train") is not None else None
 
 
 def build_module(model: Mapping, datamodule) -> RankingModule:

@@ -409,22 +409,3 @@ def test_an_installed_wheel_carries_its_configs_and_runs_from_another_folder(tra
                                          env={**os.environ, "PYTHONPATH": str(target)}).stdout
     assert (elsewhere / "out" / "submission.csv").is_file()
 
-
-@pytest.mark.parametrize("follows", [True, False])
-def test_the_learning_rate_decays_to_the_time_limit_when_it_follows_time(follows, tile_root, tmp_path):
-    """max_epochs far away and a 3-second limit: the cosine reaches near zero by the limit only with the option."""
-    import lightning.pytorch as pl
-
-    from solution.tools.pipeline import QUIET, build_datamodule
-    from solution.training.module import build_module
-
-    settings = layered(read_settings()["tile:xla"], QUICK)
-    datamodule = build_datamodule(settings["data"], pipeline.Job(tile_root, tmp_path, cache=tmp_path / "cache"))
-    model = build_module({**settings["model"], "warmup_steps": 0, "lr_follows_time": follows}, datamodule)
-    trainer = pl.Trainer(**QUIET, accelerator="cpu", max_epochs=10**6, max_time={"seconds": 3},
-                         check_val_every_n_epoch=10**6, enable_checkpointing=False)
-    trainer.fit(model, datamodule=datamodule)
-    (factor,) = trainer.lr_scheduler_configs[0].scheduler.get_last_lr()
-    factor /= settings["model"]["lr"]
-    assert trainer.global_step > 5
-    assert factor < 0.25 if follows else factor > 0.99
