@@ -45,8 +45,8 @@ from intervals import t_interval
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.splits import assign_folds
 from solution.data.reader import collection_dir, read_graph
+from solution.data.splits import assign_folds
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools import pipeline
 from solution.tools.settings import configs_folder, read_settings
