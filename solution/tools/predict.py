@@ -13,12 +13,10 @@ from typing import Any
 import torch
 
 from ..allocator import keep_freed_buffers
-from ..data.batch import Collate
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
-from ..data.tasks import task_of
 from ..submission.ensemble import write_predictions
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
-from ..training.inference import Scorer
+from ..training.inference import checkpoint_scores
 from .settings import configs_folder, layered, read_settings, read_yaml, with_checkpoint
 
 TOP_LEVEL = ("ckpt_path", "seed_everything")
@@ -100,10 +98,7 @@ def predict(settings: Mapping[str, Any]) -> tuple[Path, Path]:
     graphs = split_graphs(data, data["predict_split"])
     if graphs.skipped:  # a submission needs every file of the split it ranks
         raise graphs.skipped[0]
-    scorer = Scorer.of_checkpoint(saved, resolved["model"], checkpoint)
-    collate = Collate(task_of(collection), data["fill_default_layout"], data["segment_nodes"])
-    table = scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"],
-                         resolved.get("seed_everything", 0))
+    table = checkpoint_scores(saved, resolved, graphs, checkpoint)
     out_dir = (resolved.get("submission") or {}).get("out_dir", DEFAULT_OUT)
     return write_predictions(table, graphs, out_dir, collection, data["predict_split"])
 

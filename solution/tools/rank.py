@@ -14,16 +14,14 @@ import numpy as np
 from ..allocator import keep_freed_buffers
 from ..atomic import atomic_files
 from ..constants import COLLECTIONS
-from ..data.batch import Collate
 from ..data.preprocess import Preprocessing
 from ..data.reader import read_graph
 from ..data.sets import GraphSet
-from ..data.tasks import task_of
 from ..errors import OK, SettingsError
 from ..programs.candidates import BLOCK, BLOCKS, SEARCHES, describe_block, searched, user_candidates
 from ..programs.encode import LAYOUT_KEYS, Program, encode_program
 from ..training.checkpoints import read_checkpoint, saved_settings
-from ..training.inference import Scorer
+from ..training.inference import checkpoint_scores
 from .settings import read_settings, with_checkpoint
 
 
@@ -68,16 +66,12 @@ def score(checkpoint: Path, saved: Mapping, program: Program, configs: np.ndarra
     collection = stored["data"]["collection"]
     defaults = read_settings()[collection]
     settings = with_checkpoint(defaults, stored, [defaults], str(checkpoint))
-    data = settings["data"]
-    scorer = Scorer.of_checkpoint(saved, settings["model"], checkpoint)
     with tempfile.TemporaryDirectory(prefix="solution-rank-") as scratch:
         path = Path(scratch) / f"{program.name}.npz"
         np.savez(path, **{key: program.arrays[key] for key in LAYOUT_KEYS}, node_config_feat=configs,
                  config_runtime=np.zeros(len(configs), np.int64))
-        graphs = GraphSet([path], "test", Preprocessing.of(data), cache=None)
-    collate = Collate(task_of(collection), data["fill_default_layout"], data["segment_nodes"])
-    table = scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], settings["seed_everything"])
-    rows, scores, _ = table.graph(0)
+        graphs = GraphSet([path], "test", Preprocessing.of(settings["data"]), cache=None)
+    rows, scores, _ = checkpoint_scores(saved, settings, graphs, checkpoint).graph(0)
     out = np.empty(len(configs))
     out[rows] = scores
     return out

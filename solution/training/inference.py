@@ -14,7 +14,7 @@ from torch import nn
 from ..data.batch import Batch, Collate
 from ..data.features import Standardizer
 from ..data.sets import ChunkSet, GraphSet
-from ..data.tasks import TASKS
+from ..data.tasks import TASKS, task_of
 from ..models.rankers import Ranker
 from ..models.spec import build
 from .checkpoints import CheckpointError
@@ -118,3 +118,13 @@ class Scorer(nn.Module):
             batch = collate([chunks[index]])
             table.add(batch, self(batch))
         return table
+
+
+def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path) -> ScoreTable:
+    """Every config of `graphs` scored by a checkpoint read by `read_checkpoint`, under `settings` resolved against
+    it (`with_checkpoint`): its model, the collate and chunks of its data settings, the run's seed."""
+    data = settings["data"]
+    scorer = Scorer.of_checkpoint(saved, settings["model"], source)
+    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"])
+    seed = settings.get("seed_everything", 0)
+    return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed)
