@@ -137,7 +137,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
-                                                          'physical_operands': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -184,7 +183,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
-                                                           'physical_operands': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -231,7 +229,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
-                                                          'physical_operands': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -278,7 +275,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
-                                                           'physical_operands': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -465,8 +461,6 @@ CONFIGURABLE_OPCODES = (CONVOLUTION, DOT, RESHAPE)
 # node_feat columns
 LAYOUT_MINOR_TO_MAJOR = slice(134, 140)  # 0-padded in the files although 0 is a valid axis
 SHAPE_DIMS = slice(21, 27)  # output shape dims 0..5
-# convolution dimension numbers: input batch, kernel output feature, output batch, output feature
-CONV_DIMENSION_NUMBERS = [93, 100, 105, 106]
 SHAPE_SUM, SHAPE_PRODUCT = 27, 28
 
 # layout config: three 6-vectors (output, input, kernel) of values in -1..5
@@ -523,7 +517,7 @@ class Batch:
     config_feat: Tensor  # [G, C, K, 18] layout values per configurable node, or [G, C, 24] tile bounds
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
-    config_dims: Tensor | None = None  # [G, K, 3, 6] dims of each configurable node's output, input, kernel; 0 padded
+    config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes over the graph's fastest (0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -584,7 +578,7 @@ class Collate:
             "config_feat": pad(configs, PAD),  # [G, C, ...]
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
-            "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 3, 6]
+            "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
             "target": pad([target_of(g, r) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
@@ -947,18 +941,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import (
-    CONV_DIMENSION_NUMBERS,
-    CONVOLUTION,
-    DOT,
-    LANES,
-    LAYOUT_GROUP,
-    LAYOUT_GROUPS,
-    LAYOUT_MINOR_TO_MAJOR,
-    NODE_FEAT_DIM,
-    PAD,
-    SHAPE_DIMS,
-)
+from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -977,62 +960,6 @@ def layout_with_sentinel(node_feat: np.ndarray) -> np.ndarray:
     absent = np.arange(layout.shape[1])[None, :] >= rank(node_feat)[:, None]  # [n, 6]
     layout[absent] = PAD
     return layout
-
-
-def block_dims(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray, config_ids: np.ndarray,
-               config_feat: np.ndarray) -> np.ndarray:
-    """[nc, 3, 6] the dims of the tensor that each layout block of a configurable node lays out: its output, its
-    input (operand 0) and its kernel (operand 1 of a convolution); 0 where unknown. The files keep no operand order
-    (edges are de-duplicated and sorted), so an operand block's tensor is the one producer whose rank is the
-    block's (the number of its positions that some config sets); two of them, at a convolution or a dot, are
-    told apart by `ordered_operands`; any other tie stays unknown. node_feat is raw [n, 140], edge_index [m, 2] as
-    on disk ([consumer, producer]), config_feat the layout configs [c, nc, 18]."""
-    dims = node_feat[:, SHAPE_DIMS].astype(np.float32)  # [n, 6]
-    ranks = rank(node_feat)  # [n]
-    out = np.zeros((len(config_ids), LAYOUT_GROUPS, LAYOUT_GROUP), np.float32)
-    if not len(config_ids):
-        return out
-    out[:, 0] = dims[config_ids]
-    block_rank = (config_feat.max(0) >= 0).reshape(len(config_ids), LAYOUT_GROUPS, LAYOUT_GROUP).sum(-1)  # [nc, 3]
-    order = np.argsort(edge_index[:, 0], kind="stable")
-    consumers, producers = edge_index[order, 0], edge_index[order, 1]
-    starts, ends = np.searchsorted(consumers, config_ids), np.searchsorted(consumers, config_ids, side="right")
-    for k, node in enumerate(config_ids):
-        sources = np.unique(producers[starts[k]:ends[k]])
-        candidates = [sources[ranks[sources] == r] for r in block_rank[k, 1:]]  # input, kernel
-        if len(candidates[0]) == 2 and node_opcode[node] in (CONVOLUTION, DOT):
-            candidates = ordered_operands(node_feat[node], node_opcode[node], dims, candidates[0])
-        for b, found in enumerate(candidates, start=1):
-            if block_rank[k, b] and len(found) == 1:
-                out[k, b] = dims[found[0]]
-    return out
-
-
-def ordered_operands(node: np.ndarray, opcode: int, dims: np.ndarray, pair: np.ndarray) -> list[np.ndarray]:
-    """[operand 0], [operand 1] of a convolution or dot (raw node_feat row `node`) among two producers of the same
-    rank, by rules of their shapes that XLA fixes; both empty when the rules cannot tell. A convolution's input
-    has the output's batch size and its kernel the output's feature size (its dimension numbers say where). A
-    dot's output is its batch dims, then operand 0's free dims, then operand 1's: the producer alone in holding
-    the output's last size is operand 1, else the one alone in holding its first size is operand 0. Two
-    producers of the same dims need no rule."""
-    if (dims[pair[0]] == dims[pair[1]]).all():
-        return [pair[:1], pair[1:]]
-    output = node[SHAPE_DIMS]
-    if opcode == CONVOLUTION:
-        input_batch, kernel_out, output_batch, output_feature = node[CONV_DIMENSION_NUMBERS].astype(int)
-
-        def fits(a: int, b: int) -> bool:
-            return dims[a, input_batch] == output[output_batch] and dims[b, kernel_out] == output[output_feature]
-    else:
-        last, first = output[rank(node[None])[0] - 1], output[0]
-
-        def fits(a: int, b: int) -> bool:
-            if (last in dims[a]) != (last in dims[b]):
-                return last in dims[b]
-            return first in dims[a] and first not in dims[b]
-    orders = [(a, b) for a, b in (pair, pair[::-1]) if fits(a, b)]
-    empty = np.zeros(0, np.int64)
-    return [np.array([orders[0][0]]), np.array([orders[0][1]])] if len(orders) == 1 else [empty, empty]
 
 
 def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = True) -> np.ndarray:
@@ -1180,9 +1107,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
-from .features import block_dims, layout_with_sentinel, node_features
+from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
 from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
@@ -1221,7 +1149,7 @@ class Graph:
     edge_index: np.ndarray  # [2, m] int64: row 0 producer (source), row 1 consumer (target)
     config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
-    config_dims: np.ndarray  # [nc, 3, 6] float32 dims of each one's output, input, kernel (raw; 0: none or unknown)
+    config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
@@ -1256,7 +1184,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "edge_index": np.ascontiguousarray(edges[:, ::-1].T),  # [2, m'] producer -> consumer
         "config_node": pruned.new_id[config_ids],
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
-        "config_dims": block_dims(raw.node_feat, raw.node_opcode, raw.edge_index, config_ids, raw.config_feat),
+        "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),
@@ -2948,9 +2876,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_GROUPS, LAYOUT_SYMBOLS, SUBLANES
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
-from ..errors import SettingsError
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -2979,9 +2906,7 @@ class LayoutRanker(Ranker):
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
     receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
-    `hidden`); `physical_layout` adds what each config's output layout means in memory, and `physical_operands`
-    the same for the layouts of its input and kernel. The config-dependent work scales with the configurable
-    nodes, not the graph, and with w^2.
+    `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (see
@@ -3005,19 +2930,15 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        physical_operands: bool = False,
     ) -> None:
         super().__init__()
-        if physical_operands and not physical_layout:
-            raise SettingsError("model.ranker.init_args.physical_operands needs physical_layout: true")
         self.inference_rows = inference_rows
-        self.physical_blocks = LAYOUT_GROUPS if physical_operands else 1  # output, input, kernel
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         # the configurable nodes' encodings enter the config-aware width
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
-        self.physics = nn.Linear(PHYSICAL_FEATURES * self.physical_blocks, width) if physical_layout else None
+        self.physics = nn.Linear(PHYSICAL_FEATURES, width) if physical_layout else None
         if self.physics is not None:  # starts as the model without them, and learns how much they matter
             nn.init.zeros_(self.physics.weight)
             nn.init.zeros_(self.physics.bias)
@@ -3028,16 +2949,13 @@ class LayoutRanker(Ranker):
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its layouts mean in memory
-        for the dims [M, 3, 6] of its output (and with `physical_operands` of its input and kernel)."""
+        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its output layout means
+        in memory for its output dims [M, 6]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
-            blocks = values.unflatten(-1, (LAYOUT_GROUPS, LAYOUT_GROUP))[:, :, :self.physical_blocks] - 1
-            # [M, C, B, 6] layouts of the B blocks with physical features, and their tensors' dims [M, B, 6]
-            features = physical_layout_features(blocks, dims[:, :self.physical_blocks])
-            z = z + self.physics(features.flatten(-2))
+            z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -3048,7 +2966,7 @@ class LayoutRanker(Ranker):
         configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
-        dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 3, 6]
+        dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
         z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
@@ -3083,20 +3001,19 @@ PHYSICAL_FEATURES = 6
 
 
 def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:
-    """[M, C, ..., 6] what layouts mean in memory, from order [M, C, ..., 6] (each a minor-to-major order of
-    dimensions, -1 beyond the rank; all -1: left to the compiler, unknown here) and dims [M, ..., 6] (the sizes of
-    the tensors they lay out; all 0: unknown): log2 of the minor and second-minor sizes, whether they fill the 128
-    lanes and 8 sublanes of a tile, the log of the bytes stored in 8 x 128 tiles over the real ones, and whether
-    the layout is set (and its tensor known); zeros where it is not."""
-    ranked = order >= 0  # [M, C, ..., 6]
-    per_node = dims.clamp(min=1).unsqueeze(1).expand(order.shape)  # [M, C, ..., 6]
-    sizes = torch.gather(per_node, -1, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, ..., 6] minor first
-    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C, ...] each
+    """[M, C, 6] what an output layout means in memory, from order [M, C, 6] (its minor-to-major dimensions, -1
+    beyond the rank; all -1: left to the compiler, unknown here) and dims [M, 6] (the output's sizes): log2 of the
+    minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a tile, the log of the bytes
+    stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not."""
+    ranked = order >= 0  # [M, C, 6]
+    per_node = dims.clamp(min=1)[:, None].expand(-1, order.size(1), -1)  # [M, C, 6]
+    sizes = torch.gather(per_node, 2, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, 6] minor first
+    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C] each
     padded = torch.ceil(minor / LANES) * LANES * torch.ceil(second / SUBLANES) * SUBLANES
-    is_set = (ranked[..., 0] & (dims > 0).any(-1).unsqueeze(1)).to(sizes.dtype)  # [M, C, ...]
+    is_set = ranked[..., 0].to(sizes.dtype)
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
                             (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
-    return features * is_set[..., None]  # [M, C, ..., 6]
+    return features * is_set[..., None]  # [M, C, 6]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
@@ -3296,7 +3213,7 @@ class Segment:
             node_feat=batch.node_feat[self.nodes], node_opcode=batch.node_opcode[self.nodes],
             edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
             config_node=self.config_node[None],  # [1, k]
-            config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1,k,3,6]
+            config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )

@@ -91,8 +91,6 @@ VARIANTS = {
     "MSE loss": Variant(("--model.loss", f"{LOSSES}.MSE")),
     "segment training": Variant(("--data.segment_nodes", "64"), layout_only=True),
     "physical layout": Variant((f"{RANKER}.init_args.physical_layout", "true"), layout_only=True),
-    "physical operands": Variant((f"{RANKER}.init_args.physical_layout", "true",
-                                  f"{RANKER}.init_args.physical_operands", "true"), layout_only=True),
 }
 QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
     "Cross-config attention: per configurable node (after each link block), in the readout, both (tile has "

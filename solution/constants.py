@@ -11,8 +11,6 @@ CONFIGURABLE_OPCODES = (CONVOLUTION, DOT, RESHAPE)
 # node_feat columns
 LAYOUT_MINOR_TO_MAJOR = slice(134, 140)  # 0-padded in the files although 0 is a valid axis
 SHAPE_DIMS = slice(21, 27)  # output shape dims 0..5
-# convolution dimension numbers: input batch, kernel output feature, output batch, output feature
-CONV_DIMENSION_NUMBERS = [93, 100, 105, 106]
 SHAPE_SUM, SHAPE_PRODUCT = 27, 28
 
 # layout config: three 6-vectors (output, input, kernel) of values in -1..5

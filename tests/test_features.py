@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
-from solution.constants import CONVOLUTION, DOT
 from solution.data.features import (
     Standardizer,
-    block_dims,
     layout_with_sentinel,
     node_features,
-    ordered_operands,
     rank,
     signed_log,
     tile_config_features,
 )
-from solution.programs.encode import arrays, flatten, tensor_ranks
-from solution.programs.hlo import read_module
-
-HLO = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "hlo"
 
 
 def nodes_with_ranks(ranks, seed: int = 0) -> np.ndarray:
@@ -164,69 +155,3 @@ def test_standardizer_constant_column_at_large_magnitude():
     x = np.full((1000, 1), 1e6 + 0.3, np.float32)
     scaler = _fit(x)
     assert scaler.std[0].item() == 1.0
-
-
-def identity_configs(ranks: np.ndarray) -> np.ndarray:
-    """[1, nc, 18] int8: one config setting every block that a node has (ranks [nc, 3]) to 0..rank-1."""
-    configs = np.full((1, len(ranks), 18), -1, np.int8)
-    for k, node_ranks in enumerate(ranks):
-        for b, r in enumerate(node_ranks):
-            configs[0, k, 6 * b:6 * b + r] = np.arange(r)
-    return configs
-
-
-@pytest.mark.parametrize("name", ["fixture_scan_rnn", "fixture_conv_reshape_dot", "fixture_attention_train",
-                                  "fixture_conv_pool_pad", "fixture_embed_loop"])
-def test_block_dims_are_the_dims_of_the_operands_the_hlo_names(name):
-    """The files lose operand order; what block_dims recovers from them alone is checked against the HLO text, which
-    keeps it: every dims it gives are the true operand's, and it leaves few unknown."""
-    module = read_module(HLO / f"{name}.hlo")
-    graph = flatten(module)
-    encoded = arrays(module, graph)
-    ids = encoded["node_config_ids"]
-    ranks = np.array([tensor_ranks(graph, i) for i in ids]).reshape(-1, 3)
-    dims = block_dims(encoded["node_feat"], encoded["node_opcode"], encoded["edge_index"], ids, identity_configs(ranks))
-    assert dims.shape == (len(ids), 3, 6)
-    known = 0
-    for k, node in enumerate(ids):
-        tensors = [node, *graph.operands[node][:2]]
-        for b in range(3):
-            true = np.zeros(6, np.float32)
-            if ranks[k, b]:
-                shape = graph.nodes[tensors[b]].shape.dims
-                true[:len(shape)] = shape
-            if dims[k, b].any() or not ranks[k, b]:
-                np.testing.assert_array_equal(dims[k, b], true, err_msg=f"{name}: {graph.names[node]} block {b}")
-            known += bool(ranks[k, b]) and dims[k, b].any()
-    assert known >= 0.9 * (ranks > 0).sum()
-
-
-def test_ordered_operands_follow_the_shapes_not_the_node_ids():
-    """A dot's output holds operand 1's free dims last, a convolution's input has the output's batch size: the
-    producers' order in the graph does not matter, and a pair that no rule tells apart stays unknown."""
-    dims = np.zeros((3, 6), np.float32)
-    dims[0, :2], dims[1, :2] = (8, 16), (4, 8)  # node 0 is [8, 16] (operand 1), node 1 is [4, 8] (operand 0)
-    dot = np.zeros(140, np.float32)
-    dot[21:23] = (4, 16)
-    first, second = ordered_operands(dot, DOT, dims, np.array([0, 1]))
-    assert (first.tolist(), second.tolist()) == ([1], [0])
-    dims[0, :3], dims[1, :3] = (2, 3, 5), (2, 5, 3)
-    dot[21:24] = (2, 3, 3)  # both hold the output's first and last sizes
-    assert [o.size for o in ordered_operands(dot, DOT, dims, np.array([0, 1]))] == [0, 0]
-    conv = np.zeros(140, np.float32)
-    conv[21:25] = (32, 7, 7, 16)  # NHWC output: batch 32 at dim 0, feature 16 at dim 3
-    conv[[93, 100, 105, 106]] = (0, 3, 0, 3)  # input batch, kernel output feature, output batch, output feature
-    dims[0, :4], dims[1, :4] = (3, 3, 8, 16), (32, 9, 9, 8)  # node 0 the kernel, node 1 the input
-    first, second = ordered_operands(conv, CONVOLUTION, dims, np.array([0, 1]))
-    assert (first.tolist(), second.tolist()) == ([1], [0])
-
-
-def test_block_dims_leave_a_block_no_config_sets_unknown():
-    """A dot's kernel block is never set: no dims there, whatever its producers."""
-    feat = nodes_with_ranks([2, 2, 2])
-    feat[2, 21:23] = (4, 16)
-    feat[0, 21:23], feat[1, 21:23] = (4, 8), (8, 16)
-    edges = np.array([[2, 0], [2, 1]])  # [consumer, producer]
-    configs = identity_configs(np.array([[2, 2, 0]]))
-    dims = block_dims(feat, np.array([0, 0, DOT]), edges, np.array([2]), configs)
-    np.testing.assert_array_equal(dims[0, :, :2], [[4, 16], [4, 8], [0, 0]])

@@ -25,7 +25,6 @@ from solution.data.datamodule import TpuGraphsDataModule
 from solution.data.features import Standardizer
 from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
-from solution.errors import SettingsError
 from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
@@ -53,16 +52,12 @@ SETTINGS = {LAYOUT.name: Preprocessing(), TILE.name: Preprocessing(prune="none")
 
 @functools.lru_cache(maxsize=None)
 def record(task_name: str, nodes: int, configs: int, configurable: int, seed: int) -> Graph:
-    """A preprocessed valid-split graph (no dedup: every config kept), with runtimes. Its configurable nodes' input
-    and kernel dims are drawn at random: the factory's configs set all six positions of every block, so no
-    producer has a block's rank and preprocessing leaves them unknown."""
+    """A preprocessed valid-split graph (no dedup: every config kept), with runtimes."""
     if task_name == LAYOUT.name:
         arrays = layout_arrays(n=nodes, c=configs, nc=configurable, split="valid", seed=seed)
     else:
         arrays = tile_arrays(n=nodes, c=configs, split="valid", seed=seed)
-    graph = preprocess(arrays, SETTINGS[task_name])
-    graph.config_dims[:, 1:] = np.random.default_rng(seed).integers(1, 300, size=graph.config_dims[:, 1:].shape)
-    return graph
+    return preprocess(arrays, SETTINGS[task_name])
 
 
 def graphs_of(task: Task) -> list[Graph]:
@@ -112,17 +107,11 @@ def batch_of(task: Task, graphs: list[Graph], rows: list[np.ndarray] | None = No
     return standardize(task, collate([(g, Item(i, r)) for g, i, r in zip(graphs, ids, rows)]))
 
 
-def make_model(task: Task, seed: int = 0, ranker: type | None = None, live_physics: bool = True,
-               **settings) -> torch.nn.Module:
-    """A small ranker in eval mode; its physical-layout projection (zero when new) drawn at random unless
-    `live_physics` is off, so that the tests see those features in the scores."""
+def make_model(task: Task, seed: int = 0, ranker: type | None = None, **settings) -> torch.nn.Module:
     torch.manual_seed(seed)
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
-    model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    if live_physics and getattr(model, "physics", None) is not None:
-        torch.nn.init.normal_(model.physics.weight, std=0.5)
-    return model
+    return ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
 
 
 def score(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
@@ -195,14 +184,12 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (LAYOUT, LayoutRanker, {"physical_layout": True}),
-    (LAYOUT, LayoutRanker, {"physical_layout": True, "physical_operands": True}),
-    (TILE, TileRanker, {"cross_attention": True}),
+    (LAYOUT, LayoutRanker, {"physical_layout": True}), (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
 ], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
-        "layout-operands", "tile-cross",
+        "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -213,9 +200,8 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"physical_layout": True, "physical_operands": True}],
-                         ids=["per_route", "shared_maps", "narrow", "physical", "operands"])
+@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True}],
+                         ids=["per_route", "shared_maps", "narrow", "physical"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
@@ -534,38 +520,12 @@ def test_physical_layout_features_are_the_tiles_a_layout_stores():
     torch.testing.assert_close(features[0], expected)
 
 
-def test_physical_features_of_every_block_are_each_blocks_own():
-    """Over blocks [M, C, B, 6] with their tensors' dims [M, B, 6], each block's features are those of that block
-    alone; a block whose tensor is unknown (dims all 0) gets zeros even where its layout is set."""
-    order = torch.tensor([[[[1, 0, -1, -1, -1, -1], [0, 1, 2, -1, -1, -1], [1, 0, -1, -1, -1, -1]]]])  # [1, 1, 3, 6]
-    dims = torch.tensor([[[3.0, 256, 0, 0, 0, 0], [8, 128, 5, 0, 0, 0], [0, 0, 0, 0, 0, 0]]])  # [1, 3, 6]
-    features = physical_layout_features(order, dims)  # [1, 1, 3, 6]
-    for b in range(2):
-        torch.testing.assert_close(features[:, :, b], physical_layout_features(order[:, :, b], dims[:, b]))
-    assert features[0, 0, 0, -1] == 1 and (features[0, 0, 2] == 0).all()
-
-
-def test_operand_features_reach_the_scores_and_need_the_output_ones():
-    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
-    output_only = make_model(LAYOUT, physical_layout=True)
-    operands = make_model(LAYOUT, physical_layout=True, physical_operands=True)
-    state = {k: v for k, v in operands.state_dict().items() if not k.startswith("physics.")}
-    output_only.load_state_dict(state, strict=False)
-    output_only.physics.weight.data = operands.physics.weight.data[:, :6].clone()
-    output_only.physics.bias.data = operands.physics.bias.data.clone()
-    assert not torch.allclose(score(operands, batch), score(output_only, batch))
-    operands.physics.weight.data[:, 6:] = 0  # without the operand columns: the output-only model
-    torch.testing.assert_close(score(operands, batch), score(output_only, batch))
-    with pytest.raises(SettingsError, match="physical_operands needs physical_layout"):
-        make_model(LAYOUT, physical_operands=True)
-
-
 def test_a_new_model_with_physical_features_scores_as_one_without():
     """The physical features enter through a zero-initialised projection: an untrained model with them gives the
     scores of the same model without them (they are learned in from there), and training moves the projection."""
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     without = make_model(LAYOUT)
-    with_physics = make_model(LAYOUT, live_physics=False, physical_layout=True)
+    with_physics = make_model(LAYOUT, physical_layout=True)
     missing = with_physics.load_state_dict(without.state_dict(), strict=False).missing_keys
     assert sorted(missing) == ["physics.bias", "physics.weight"]
     torch.testing.assert_close(score(with_physics, batch), score(without, batch))

@@ -26,7 +26,7 @@ class Batch:
     config_feat: Tensor  # [G, C, K, 18] layout values per configurable node, or [G, C, 24] tile bounds
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
-    config_dims: Tensor | None = None  # [G, K, 3, 6] dims of each configurable node's output, input, kernel; 0 padded
+    config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes over the graph's fastest (0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -87,7 +87,7 @@ class Collate:
             "config_feat": pad(configs, PAD),  # [G, C, ...]
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
-            "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 3, 6]
+            "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
             "target": pad([target_of(g, r) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]

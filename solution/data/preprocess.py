@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
-from .features import block_dims, layout_with_sentinel, node_features
+from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
 from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
@@ -49,7 +50,7 @@ class Graph:
     edge_index: np.ndarray  # [2, m] int64: row 0 producer (source), row 1 consumer (target)
     config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
-    config_dims: np.ndarray  # [nc, 3, 6] float32 dims of each one's output, input, kernel (raw; 0: none or unknown)
+    config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
@@ -84,7 +85,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "edge_index": np.ascontiguousarray(edges[:, ::-1].T),  # [2, m'] producer -> consumer
         "config_node": pruned.new_id[config_ids],
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
-        "config_dims": block_dims(raw.node_feat, raw.node_opcode, raw.edge_index, config_ids, raw.config_feat),
+        "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),

@@ -10,9 +10,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_GROUPS, LAYOUT_SYMBOLS, SUBLANES
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
-from ..errors import SettingsError
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -41,9 +40,7 @@ class LayoutRanker(Ranker):
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
     receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
-    `hidden`); `physical_layout` adds what each config's output layout means in memory, and `physical_operands`
-    the same for the layouts of its input and kernel. The config-dependent work scales with the configurable
-    nodes, not the graph, and with w^2.
+    `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (see
@@ -67,19 +64,15 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        physical_operands: bool = False,
     ) -> None:
         super().__init__()
-        if physical_operands and not physical_layout:
-            raise SettingsError("model.ranker.init_args.physical_operands needs physical_layout: true")
         self.inference_rows = inference_rows
-        self.physical_blocks = LAYOUT_GROUPS if physical_operands else 1  # output, input, kernel
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         # the configurable nodes' encodings enter the config-aware width
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
-        self.physics = nn.Linear(PHYSICAL_FEATURES * self.physical_blocks, width) if physical_layout else None
+        self.physics = nn.Linear(PHYSICAL_FEATURES, width) if physical_layout else None
         if self.physics is not None:  # starts as the model without them, and learns how much they matter
             nn.init.zeros_(self.physics.weight)
             nn.init.zeros_(self.physics.bias)
@@ -90,16 +83,13 @@ class LayoutRanker(Ranker):
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its layouts mean in memory
-        for the dims [M, 3, 6] of its output (and with `physical_operands` of its input and kernel)."""
+        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its output layout means
+        in memory for its output dims [M, 6]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
-            blocks = values.unflatten(-1, (LAYOUT_GROUPS, LAYOUT_GROUP))[:, :, :self.physical_blocks] - 1
-            # [M, C, B, 6] layouts of the B blocks with physical features, and their tensors' dims [M, B, 6]
-            features = physical_layout_features(blocks, dims[:, :self.physical_blocks])
-            z = z + self.physics(features.flatten(-2))
+            z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -110,7 +100,7 @@ class LayoutRanker(Ranker):
         configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
-        dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 3, 6]
+        dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
         z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
@@ -145,20 +135,19 @@ PHYSICAL_FEATURES = 6
 
 
 def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:
-    """[M, C, ..., 6] what layouts mean in memory, from order [M, C, ..., 6] (each a minor-to-major order of
-    dimensions, -1 beyond the rank; all -1: left to the compiler, unknown here) and dims [M, ..., 6] (the sizes of
-    the tensors they lay out; all 0: unknown): log2 of the minor and second-minor sizes, whether they fill the 128
-    lanes and 8 sublanes of a tile, the log of the bytes stored in 8 x 128 tiles over the real ones, and whether
-    the layout is set (and its tensor known); zeros where it is not."""
-    ranked = order >= 0  # [M, C, ..., 6]
-    per_node = dims.clamp(min=1).unsqueeze(1).expand(order.shape)  # [M, C, ..., 6]
-    sizes = torch.gather(per_node, -1, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, ..., 6] minor first
-    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C, ...] each
+    """[M, C, 6] what an output layout means in memory, from order [M, C, 6] (its minor-to-major dimensions, -1
+    beyond the rank; all -1: left to the compiler, unknown here) and dims [M, 6] (the output's sizes): log2 of the
+    minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a tile, the log of the bytes
+    stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not."""
+    ranked = order >= 0  # [M, C, 6]
+    per_node = dims.clamp(min=1)[:, None].expand(-1, order.size(1), -1)  # [M, C, 6]
+    sizes = torch.gather(per_node, 2, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, 6] minor first
+    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C] each
     padded = torch.ceil(minor / LANES) * LANES * torch.ceil(second / SUBLANES) * SUBLANES
-    is_set = (ranked[..., 0] & (dims > 0).any(-1).unsqueeze(1)).to(sizes.dtype)  # [M, C, ...]
+    is_set = ranked[..., 0].to(sizes.dtype)
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
                             (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
-    return features * is_set[..., None]  # [M, C, ..., 6]
+    return features * is_set[..., None]  # [M, C, 6]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
