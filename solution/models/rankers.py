@@ -25,7 +25,6 @@ from .layers import (
     pool,
     valid_configs,
 )
-from .scatter import scatter_sum
 from .segments import segmented_scores
 from .spec import Remembered
 
@@ -36,16 +35,15 @@ class Ranker(Remembered):
 
 class LayoutRanker(Ranker):
     """Layout configs: the graph is encoded once, [N, d]; each config's layouts join the states of the configurable
-    nodes only, [M, C, w]; link blocks pass config-aware messages through the nodes those touch, with cross-config
-    attention per node after each (`cross_attention`); the per-graph pool of the configurable nodes (per config) and
-    of the encoding (shared) feed a readout that scores each config, its configs attending to each other
-    (`readout_attention`); `shared_link_maps` gives the link blocks one send and one receive map for their three
-    routes; `config_hidden` sets the width w of the config-aware states (default `hidden`); with `node_costs` k > 0,
-    a per-node head of width k gives each configurable node a cost per config, and their sum over the graph adds to
-    its score (runtime as a sum of per-op costs). The config-dependent work scales with the configurable nodes, not
-    the graph, and with w^2. Without gradients (validation, ranking) the config-aware layers run `inference_rows`
-    (node, config) rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same
-    scores, in bounded memory. Batches over the data's segment budget train and predict segment by segment (see
+    nodes only, [M, C, w]; link blocks pass config-aware messages through the nodes those touch, with
+    cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
+    nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
+    attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
+    receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
+    `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
+    Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
+    rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
+    bounded memory. Batches over the data's segment budget train and predict segment by segment (see
     models/segments.py)."""
 
     def __init__(
@@ -66,7 +64,6 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        node_costs: int = 0,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -83,11 +80,6 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
-        self.costs = nn.Sequential(nn.Linear(width, node_costs), nn.GELU(), nn.Linear(node_costs, 1)) \
-            if node_costs > 0 else None
-        if self.costs is not None:  # starts as the model without them
-            nn.init.zeros_(self.costs[-1].weight)
-            nn.init.zeros_(self.costs[-1].bias)
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -118,14 +110,6 @@ class LayoutRanker(Ranker):
                 z = in_chunks(self.cross[i], nodes_per_pass, 0, z, node_mask)
         return h, z, links
 
-    def node_cost(self, z: torch.Tensor) -> torch.Tensor | None:
-        """[M, C] each configurable node's cost in each config, from its state z [M, C, w]; None without
-        `node_costs`. Without gradients, `inference_rows` rows at a time."""
-        if self.costs is None:
-            return None
-        nodes_per_pass = rows_per_slice(self.inference_rows, z.size(1))
-        return in_chunks(lambda part: self.costs(part).squeeze(-1), nodes_per_pass, 0, z)  # [M, C]
-
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
             return segmented_scores(self, batch)
@@ -134,9 +118,7 @@ class LayoutRanker(Ranker):
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
-        scores = self.readout(features, mask)  # [G, C]
-        cost = self.node_cost(z)
-        return scores if cost is None else scores + scatter_sum(cost, links.graph, 0, graphs)  # [G, C]
+        return self.readout(features, mask)  # [G, C]
 
 
 def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
