@@ -16,7 +16,6 @@ from ..errors import SettingsError
 from .batch import Collate
 from .features import node_feature_width
 from .preprocess import Preprocessing
-from .regions import REGION_FEATURES
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
 from .splits import SPLIT_DEFAULTS, split_graphs
 from .tasks import task_of
@@ -38,7 +37,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         dedup: str = "min",
         sentinel: bool = True,
         extra_features: bool = True,
-        reach: int = 0,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -86,8 +84,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     @property
     def node_feat_dim(self) -> int:
-        regions = REGION_FEATURES if self.settings.reach else 0
-        return node_feature_width(self.settings.sentinel, self.settings.extra_features) + regions
+        return node_feature_width(self.settings.sentinel, self.settings.extra_features)
 
     def graphs(self, split: str) -> GraphSet:
         """The preprocessed files of a split (built on first use, then read from the cache); with

@@ -11,11 +11,10 @@ import numpy as np
 from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
-from .features import layout_with_sentinel, node_features, signed_log
+from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
 from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
-from .regions import layout_regions
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,6 @@ class Preprocessing:
     dedup: str = "min"  # none | first | min | mean, applied to the train split only
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
-    reach: int = 0  # hops of each node's downstream layout region, summarised in 3 node features; 0: none
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -36,8 +34,6 @@ class Preprocessing:
             raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
         if self.hops < 0:
             raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
-        if self.reach < 0:
-            raise SettingsError(f"data.reach={self.reach}; expected a non-negative number of hops (0: none)")
 
     @classmethod
     def of(cls, data: Mapping) -> Preprocessing:
@@ -83,12 +79,8 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
     target = raw.target()
     rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
     config_ids = configurable_nodes(raw)
-    node_feat = node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features)
-    if settings.reach:
-        regions = layout_regions(raw.node_feat, raw.edge_index, config_ids, np.flatnonzero(keep), settings.reach)
-        node_feat = np.concatenate([node_feat, signed_log(regions)], axis=1)  # [n', F + 3]
     arrays = {
-        "node_feat": node_feat,
+        "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
         "edge_index": np.ascontiguousarray(edges[:, ::-1].T),  # [2, m'] producer -> consumer
         "config_node": pruned.new_id[config_ids],
@@ -109,7 +101,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
 
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
 RECORD_CODE = [__name__, "solution.constants", "solution.data.reader", "solution.data.pruning",
-               "solution.data.features", "solution.data.packing", "solution.data.regions"]
+               "solution.data.features", "solution.data.packing"]
 
 
 def record_cache(folder: str | Path | None = None) -> ArrayCache:

@@ -36,13 +36,6 @@ def csr(sources: np.ndarray, targets: np.ndarray, num_nodes: int) -> tuple[np.nd
     return indptr, targets[order]
 
 
-def neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(node, neighbour) pairs [k] each: every neighbour of every one of `nodes`, without a Python loop."""
-    starts, counts = indptr[nodes], indptr[nodes + 1] - indptr[nodes]
-    offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-    return np.repeat(nodes, counts), indices[offsets]
-
-
 def reachable(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, max_hops: int | None = None) -> np.ndarray:
     """Nodes within `max_hops` steps of any seed (unbounded when None), found level by level."""
     seen = np.zeros(len(indptr) - 1, dtype=bool)
@@ -50,8 +43,12 @@ def reachable(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, max_ho
     frontier = np.unique(seeds)
     hops = 0
     while frontier.size and (max_hops is None or hops < max_hops):
-        _, reached = neighbours(indptr, indices, frontier)
-        frontier = np.unique(reached[~seen[reached]])
+        starts, ends = indptr[frontier], indptr[frontier + 1]
+        counts = ends - starts
+        # positions of every neighbour of every frontier node, without a Python loop
+        offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        neighbours = indices[offsets]
+        frontier = np.unique(neighbours[~seen[neighbours]])
         seen[frontier] = True
         hops += 1
     return seen
