@@ -46,8 +46,8 @@ class LayoutRanker(Ranker):
     `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time, a slice of the configs per pass (the attention's softmax statistics gathered over all of
-    them first, a slice of the nodes at a time): the same scores, in bounded memory. Batches over the data's segment budget train and predict segment by segment (see
-    models/segments.py)."""
+    them first, a slice of the nodes at a time): the same scores, in bounded memory. Batches over the data's
+    segment budget train and predict segment by segment (see models/segments.py)."""
 
     def __init__(
         self,
