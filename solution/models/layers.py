@@ -256,8 +256,14 @@ class LinkBlock(nn.Module):
         stack the sparse product takes is a view."""
         m, c, d = z.shape
         flat, sends = z.reshape(m * c, d), self.send.weight.view(-1, d, d).unbind(0)  # maps x [d_out, d_in]
-        # one product per map, stacked: a broadcast matmul would copy z once per map, and again in its backward
-        sent = torch.stack([F.linear(flat, send) for send in sends])  # [maps, M*C, d]
+        # one product per map, stacked: a broadcast matmul would copy z once per map, and again in its backward;
+        # without gradients, each written into its place in the stack
+        if torch.is_grad_enabled():
+            sent = torch.stack([F.linear(flat, send) for send in sends])  # [maps, M*C, d]
+        else:
+            sent = flat.new_empty(len(sends), m * c, d)
+            for part, send in zip(sent.unbind(0), sends):
+                torch.mm(flat, send.t(), out=part)
         return sent if self.gains is None else sent * self.gains[0, :, None]  # [3, M*C, d]
 
 
