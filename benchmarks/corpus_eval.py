@@ -47,7 +47,6 @@ from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import assign_folds
-from solution.data.tasks import task_of
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools import pipeline
 from solution.tools.settings import configs_folder, read_settings
@@ -127,9 +126,7 @@ def family_folds(files: list[CorpusFile], collection: str, folds: int) -> dict[s
 def link_fold_root(corpus: Path, files: list[CorpusFile], collection: str, held_out: set[str], out: Path) -> Path:
     """A data root under `out` holding links to the corpus's files of `collection`: the `held_out` families' files
     (of every split) as test, the others' train and valid files in their own split, or both splits holding all of
-    them when one would be empty; and the train and valid files of the same task's other collections, less the
-    held-out families, as their train split (what `data.train_with` reads). Rebuilt on every call, so it always
-    matches the corpus."""
+    them when one would be empty. Rebuilt on every call, so it always matches the corpus."""
     source = collection_dir(corpus, collection).resolve()  # links to absolute paths: valid from any folder
     target = out.joinpath("npz_all", "npz", *collection.split(":"))
     mine = [f for f in files if f.collection == collection]
@@ -137,18 +134,6 @@ def link_fold_root(corpus: Path, files: list[CorpusFile], collection: str, held_
     if not kept["train"] or not kept["valid"]:
         kept = {split: kept["train"] + kept["valid"] for split in kept}
     placed = {"test": [f for f in mine if f.family in held_out], **kept}
-    link_split(target, placed, source)
-    for other in {f.collection for f in files} - {collection}:  # for data.train_with: their other families' files
-        if task_of(other) is task_of(collection):
-            theirs = [f for f in files if f.collection == other and f.family not in held_out and f.split != "test"]
-            link_split(out.joinpath("npz_all", "npz", *other.split(":")), {"train": theirs},
-                       collection_dir(corpus, other).resolve())
-    return out
-
-
-def link_split(target: Path, placed: dict[str, list[CorpusFile]], source: Path) -> None:
-    """Links in target/<split>/ to the `placed` files of each split (in their own split under `source`), and no
-    others."""
     for split, chosen in placed.items():
         folder = target / split
         folder.mkdir(parents=True, exist_ok=True)
@@ -156,6 +141,7 @@ def link_split(target: Path, placed: dict[str, list[CorpusFile]], source: Path) 
             stale.unlink()
         for f in chosen:
             (folder / f"{f.stem}.npz").symlink_to(source / f.split / f"{f.stem}.npz")
+    return out
 
 
 def measured(corpus: Path, files: list[CorpusFile]) -> dict[str, np.ndarray]:

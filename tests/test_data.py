@@ -183,22 +183,6 @@ def test_k_fold_splits_pool_train_and_valid_into_disjoint_folds(tiny_root, tmp_p
         TpuGraphsDataModule(**kwargs, folds=3, fold=3)
 
 
-def test_train_with_adds_the_other_collections_train_files_to_train_only(tiny_root, tmp_path):
-    """A joint layout model: train holds the nlp train files too (with folds as well), valid and test stay xla's;
-    naming the collection itself changes nothing; a collection of another task is refused."""
-    kwargs = dict(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path))
-    nlp = list_files(tiny_root, "layout:nlp:random", "train")
-    for folds in ({}, {"folds": 3, "fold": 1}):
-        alone = TpuGraphsDataModule(**kwargs, **folds).hparams
-        joint = TpuGraphsDataModule(**kwargs, **folds, train_with=("layout:xla:random", "layout:nlp:random")).hparams
-        assert split_files(joint, "train") == split_files(alone, "train") + nlp
-        for split in ("valid", "test"):
-            assert split_files(joint, split) == split_files(alone, split)
-    with pytest.raises(ValueError, match="data.train_with names 'tile:xla' for layout:xla:random; expected "
-                                         "collections of the layout task"):
-        TpuGraphsDataModule(**kwargs, train_with=("tile:xla",))
-
-
 def test_tile_data_refuses_layout_only_settings(tiny_root, tmp_path):
     kwargs = dict(root=str(tiny_root), collection="tile:xla", cache_dir=str(tmp_path))
     for wrong in ({}, {"prune": "none"}, {"prune": "none", "fill_default_layout": False, "segment_nodes": 8}):

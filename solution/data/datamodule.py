@@ -17,7 +17,7 @@ from .batch import Collate
 from .features import node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
-from .splits import SPLIT_DEFAULTS, check_train_with, split_graphs
+from .splits import SPLIT_DEFAULTS, split_graphs
 from .tasks import task_of
 
 log = logging.getLogger(__name__)
@@ -53,13 +53,11 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         folds: int = SPLIT_DEFAULTS["folds"],
         fold: int = SPLIT_DEFAULTS["fold"],
         fold_variant_parts: str = SPLIT_DEFAULTS["fold_variant_parts"],
-        train_with: tuple[str, ...] = SPLIT_DEFAULTS["train_with"],
         num_workers: int = 4,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
-        check_train_with(collection, train_with)
         if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
                              f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "

@@ -4,7 +4,7 @@ together; the defaults of these settings, shared by the data module and the trai
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +13,12 @@ from ..errors import SettingsError
 from .preprocess import Preprocessing, record_cache
 from .reader import list_files
 from .sets import GraphSet
-from .tasks import task_of
 
 FOLD_GROUP = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
 
 # data settings that choose files and splits, at the data module's defaults
 SPLIT_DEFAULTS = {"cache_dir": None, "predict_split": "test", "test_split": "valid", "limit_graphs": None,
-                  "skip_bad_files": True, "folds": 0, "fold": 0, "fold_variant_parts": FOLD_GROUP, "train_with": ()}
+                  "skip_bad_files": True, "folds": 0, "fold": 0, "fold_variant_parts": FOLD_GROUP}
 
 
 def model_group(stem: str, variant_parts: str = FOLD_GROUP) -> str:
@@ -49,27 +48,14 @@ def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) 
 
 def split_files(data: Mapping, split: str) -> list[Path]:
     """The .npz files of a split under `data` settings (root, collection, folds, ...); with `folds` > 1, train and
-    valid are drawn from train + valid pooled: valid is fold `fold` and train the others. Train also holds the
-    train files of the `train_with` collections (never folded: validation stays on the collection's own files)."""
+    valid are drawn from train + valid pooled: valid is fold `fold` and train the others."""
     data = {**SPLIT_DEFAULTS, **data}
     root, collection, limit = data["root"], data["collection"], data["limit_graphs"]
-    others = [other for other in data["train_with"] if other != collection] if split == "train" else []
-    joined = [path for other in others for path in list_files(root, other, "train")]
     if data["folds"] <= 1 or split not in ("train", "valid"):
-        return list_files(root, collection, split)[:limit] + joined
+        return list_files(root, collection, split)[:limit]
     pool = list_files(root, collection, "train") + list_files(root, collection, "valid")
     fold_of = assign_folds([p.stem for p in pool], data["folds"], data["fold_variant_parts"])
-    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:limit] + joined
-
-
-def check_train_with(collection: str, others: Sequence[str]) -> None:
-    """`train_with` names collections of the same task (their configs mean the same) whose train files join the
-    collection's own: one layout model trained on xla and nlp graphs, say. It may name the collection itself, so
-    that one list serves every collection of a joint model."""
-    for other in others:
-        if task_of(other) is not task_of(collection):
-            raise SettingsError(f"data.train_with names {other!r} for {collection}; expected collections of "
-                                f"the {collection.split(':')[0]} task")
+    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:limit]
 
 
 def split_graphs(data: Mapping, split: str) -> GraphSet:

@@ -68,8 +68,7 @@ class SAGEBlock(nn.Module):
 
 class CrossConfigAttention(nn.Module):
     """1st-place cross-config attention: per node and channel, a softmax over the graph's valid configs of
-    z / T (T learnable) weights z; z is refined from concat(z, a * z). A slice of the configs is refined exactly
-    as in the whole pass when given the whole pass's `Softmax` statistics (`statistics` of every config)."""
+    z / T (T learnable) weights z; z is refined from concat(z, a * z)."""
 
     def __init__(self, dim: int, temperature: float = 0.5, dropout: float = 0.0) -> None:
         super().__init__()
@@ -80,39 +79,13 @@ class CrossConfigAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
 
-    def forward(self, z: torch.Tensor, node_mask: torch.Tensor, whole: Softmax | None = None) -> torch.Tensor:
-        """z [N, C, d]; node_mask [N, C] marks each node's valid configs; `whole`: the statistics of all of them
-        when z and node_mask hold a slice of the configs."""
-        logits = self.logits(z, node_mask)  # [N, C, d]
-        weights = logits.softmax(1) if whole is None else (logits - whole.log_sum[:, None]).exp_()  # [N, C, d]
-        valid = node_mask.sum(1) if whole is None else whole.count  # [N]
+    def forward(self, z: torch.Tensor, node_mask: torch.Tensor) -> torch.Tensor:
+        """z [N, C, d]; node_mask [N, C] marks each node's valid configs."""
+        logits = (z * (-self.log_temperature).exp()).masked_fill(~node_mask[..., None], float("-inf"))  # [N, C, d]
         # weights times the number of valid configs (mean 1), so the attended term keeps its size whatever
         # the number of configs in the batch; multiplied last, so that autograd saves one tensor fewer
-        attended = weights * z * valid[:, None, None]  # [N, C, d]
+        attended = logits.softmax(1) * z * node_mask.sum(1)[:, None, None]  # [N, C, d]
         return self.norm(z + self.dropout(self.linear(z) + self.attended_linear(attended)))  # [N, C, d]
-
-    def logits(self, z: torch.Tensor, node_mask: torch.Tensor) -> torch.Tensor:
-        """[N, C, d] z / T, -inf at the invalid configs."""
-        return (z * (-self.log_temperature).exp()).masked_fill(~node_mask[..., None], float("-inf"))
-
-    def statistics(self, z: torch.Tensor, node_mask: torch.Tensor) -> torch.Tensor:
-        """[N, d + 1]: per node, the log of the softmax's denominator per channel, and its number of valid configs
-        (the columns of `Softmax`)."""
-        log_sum = self.logits(z, node_mask).logsumexp(1)  # [N, d]
-        return torch.cat([log_sum, node_mask.sum(1, keepdim=True).to(log_sum.dtype)], 1)
-
-
-@dataclass
-class Softmax:
-    """A cross-config attention's softmax statistics over every valid config of each node."""
-
-    log_sum: torch.Tensor  # [N, d] log of the denominator per channel
-    count: torch.Tensor  # [N] valid configs
-
-    @classmethod
-    def of(cls, statistics: torch.Tensor) -> Softmax:
-        """From `CrossConfigAttention.statistics`' [N, d + 1]."""
-        return cls(statistics[:, :-1], statistics[:, -1])
 
 
 class GraphEncoder(nn.Module):
@@ -256,14 +229,8 @@ class LinkBlock(nn.Module):
         stack the sparse product takes is a view."""
         m, c, d = z.shape
         flat, sends = z.reshape(m * c, d), self.send.weight.view(-1, d, d).unbind(0)  # maps x [d_out, d_in]
-        # one product per map, stacked: a broadcast matmul would copy z once per map, and again in its backward;
-        # without gradients, each written into its place in the stack
-        if torch.is_grad_enabled():
-            sent = torch.stack([F.linear(flat, send) for send in sends])  # [maps, M*C, d]
-        else:
-            sent = flat.new_empty(len(sends), m * c, d)
-            for part, send in zip(sent.unbind(0), sends):
-                torch.mm(flat, send.t(), out=part)
+        # one product per map, stacked: a broadcast matmul would copy z once per map, and again in its backward
+        sent = torch.stack([F.linear(flat, send) for send in sends])  # [maps, M*C, d]
         return sent if self.gains is None else sent * self.gains[0, :, None]  # [3, M*C, d]
 
 

@@ -6,8 +6,6 @@ Each ranker is chosen in the YAML as `model.ranker` (`class_path` + `init_args`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -20,7 +18,6 @@ from .layers import (
     GraphEncoder,
     LinkBlock,
     Readout,
-    Softmax,
     in_chunks,
     layout_symbols,
     mlp,
@@ -45,9 +42,9 @@ class LayoutRanker(Ranker):
     receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
     `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
-    rows at a time, a slice of the configs per pass (the attention's softmax statistics gathered over all of
-    them first, a slice of the nodes at a time): the same scores, in bounded memory. Batches over the data's
-    segment budget train and predict segment by segment (see models/segments.py)."""
+    rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
+    bounded memory. Batches over the data's segment budget train and predict segment by segment (see
+    models/segments.py)."""
 
     def __init__(
         self,
@@ -96,9 +93,7 @@ class LayoutRanker(Ranker):
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
-        """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, w], and their links. Sliced (no
-        gradients), each pass over a slice of the configs runs a block's cross-config attention (given the softmax
-        statistics of all the configs) and the next link block, so that z is written once per block."""
+        """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, w], and their links."""
         links = ConfigLinks.of(batch)
         h = self.encoder(batch)  # [N, d]
         node_mask = valid_configs(batch)[links.graph]  # [M, C]
@@ -106,25 +101,14 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
+        z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
-        z, attend = values, lambda part, _: self.configure(h_nodes, part, dims)  # [M, C, 18] -> [M, C, w]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
-            z = in_chunks(lambda part, mask: block(attend(part, mask), own, links), configs_per_pass, 1, z, node_mask)
-            attend = self.attention(i, z, node_mask, configs_per_pass, nodes_per_pass)
-        return h, z if self.cross is None else in_chunks(attend, configs_per_pass, 1, z, node_mask), links
-
-    def attention(self, i: int, z: torch.Tensor, node_mask: torch.Tensor, configs_per_pass: int,
-                  nodes_per_pass: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-        """Block i's cross-config attention as a function of a slice of z [M, C, w] and of node_mask [M, C]: with
-        the softmax statistics of the whole z when it will be called on slices; the identity without attention."""
-        if self.cross is None:
-            return lambda part, _: part
-        cross = self.cross[i]
-        if torch.is_grad_enabled() or not 0 < configs_per_pass < z.size(1):
-            return cross
-        whole = Softmax.of(in_chunks(cross.statistics, nodes_per_pass, 0, z, node_mask))  # [M, w], [M]
-        return lambda part, mask: cross(part, mask, whole)
+            z = in_chunks(lambda part: block(part, own, links), configs_per_pass, 1, z)
+            if self.cross is not None:
+                z = in_chunks(self.cross[i], nodes_per_pass, 0, z, node_mask)
+        return h, z, links
 
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
