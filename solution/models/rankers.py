@@ -43,7 +43,9 @@ class LayoutRanker(Ranker):
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
     receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
-    `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
+    `hidden`); `graph_readout` false leaves the pooled encoding of the whole graph out of the readout, which
+    then scores from the config-aware states alone. The config-dependent work scales with the configurable
+    nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time, a slice of the configs per pass (the attention's softmax statistics gathered over all of
     them first, a slice of the nodes at a time): the same scores, in bounded memory. Batches over the data's
@@ -67,6 +69,7 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
+        graph_readout: bool = True,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -82,7 +85,7 @@ class LayoutRanker(Ranker):
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
-        self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
+        self.readout = Readout(2 * width + 2 * hidden * graph_readout, hidden, readout_attention, heads, dropout)
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -134,7 +137,12 @@ class LayoutRanker(Ranker):
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
-        return self.readout(features, mask)  # [G, C]
+        return self.score(features, mask)  # [G, C]
+
+    def score(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """[G, C] scores of the pooled features [G, C, 2w + 2d] (config-aware, then the graph's encoding), the
+        latter left out without `graph_readout`."""
+        return self.readout(features[..., :self.readout.mlp[0].in_features], mask)
 
 
 def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:

@@ -131,4 +131,4 @@ def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> tor
     for segment in split(batch, halo):
         pools[segment.graph].append(Pool.of(model, batch, segment, grad=True))
     features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
-    return model.readout(features, valid_configs(batch))  # [G, C]
+    return model.score(features, valid_configs(batch))  # [G, C]
