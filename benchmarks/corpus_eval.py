@@ -21,7 +21,11 @@ The noise ceiling of a replicate is the same score of a submission ranked by the
 (noiseless.csv) on the same held-out files: what a perfect model of the runtime law reaches. A cell is the mean
 over replicates with its 95 % t interval; "% of ceiling" is 100 x model / ceiling per replicate. Each
 --variant NAME=YAML layers that file over the shipped settings (and any --config layers) and is fitted on the
-same replicates; its Δ against the shipped settings is paired by replicate. The report goes to --out.
+same replicates; its Δ against the shipped settings is paired by replicate. With --members K, every setting also
+fits K - 1 more seeds per replicate (seed + 1000 j) and its seed ensembles of 2..K members (per graph, the mean of
+the members' normalised ranks, as `solution ensemble`) are scored as settings of their own, "NAME xk", paired
+against the one fit, their first member. Replicates run in seed order, each over every collection, and the report
+is rewritten after each: a run stopped early keeps the report of the replicates it finished.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import assign_folds
+from solution.submission.ensemble import SUFFIX, combine, read_run
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools import pipeline
 from solution.tools.settings import configs_folder, read_settings
@@ -54,6 +59,7 @@ from solution.tools.settings import configs_folder, read_settings
 REPO = Path(__file__).resolve().parent.parent
 FAMILY = "_.*$"  # data.fold_variant_parts that leaves a corpus stem's family: <family>_<variant>_<index>
 SHIPPED = "shipped"
+MEMBER_SEED_STEP = 1000  # ensemble member j of a replicate with seed s trains with seed s + 1000 j
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,8 @@ class Fit:
     variant: str
     replicate: Replicate
     model: float
-    seconds: float  # wall time of training and ranking the held-out files
+    seconds: float  # wall time of training and ranking the held-out files (an ensemble: of all its members)
+    scores: Path  # the raw scores of the held-out files (<collection>.scores.npz)
 
     @property
     def percent(self) -> float:
@@ -181,21 +188,48 @@ def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, 
 # ---------------------------------------------------------------- fitting and scoring
 
 
-def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path) -> Fit:
-    """Train on the replicate's other families within `seconds`, rank its held-out files, score that part."""
+def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path, member: int = 0) -> Fit:
+    """Train on the replicate's other families within `seconds`, rank its held-out files, score that part;
+    ensemble member j > 0 trains with the replicate's seed + 1000 j."""
     collection = replicate.collection
-    seeded = {**settings, "seed_everything": replicate.seed}
+    seed = replicate.seed + MEMBER_SEED_STEP * member
     job = pipeline.Job(replicate.root, work / variant / collection_file_stem(collection)
-                       / f"seed{replicate.seed}-fold{replicate.fold}")
+                       / f"seed{seed}-fold{replicate.fold}")
     start = time.monotonic()
-    checkpoint = pipeline.train(collection, seeded, seconds, job)
-    pipeline.evaluate(collection, checkpoint, seeded, job, validate=False)
+    checkpoint = pipeline.train(collection, {**settings, "seed_everything": seed}, seconds, job)
+    pipeline.evaluate(collection, checkpoint, {**settings, "seed_everything": seed}, job, validate=False)
     part = job.parts / f"{collection_file_stem(collection)}.csv"
-    model = float(score(part, replicate.answers)[collection]["score"])
-    done = Fit(variant, replicate, model, time.monotonic() - start)
-    print(f"[{collection}] {variant} seed {replicate.seed} fold {replicate.fold}: {model:.4f} "
-          f"(ceiling {replicate.ceiling:.4f}, {done.percent:.1f} %) in {done.seconds:.0f} s", flush=True)
+    done = Fit(variant, replicate, float(score(part, replicate.answers)[collection]["score"]),
+               time.monotonic() - start, part.with_suffix(SUFFIX))
+    announce(done, f" (seed {seed})" if member else "")
     return done
+
+
+def seed_ensemble(members: list[Fit], work: Path) -> Fit:
+    """The score of the members' rank ensemble on their replicate (per graph, the mean normalised rank)."""
+    first = members[0]
+    replicate, name = first.replicate, f"{first.variant} x{len(members)}"
+    runs = [read_run(f.scores).scores for f in members]
+    ranked = {stem: combine([run[stem] for run in runs], np.ones(len(runs)), "rank") for stem in runs[0]}
+    part = write_collection(work / "ensembles" / name.replace(" ", "-") / collection_file_stem(replicate.collection)
+                            / f"seed{replicate.seed}-fold{replicate.fold}.csv", replicate.collection, ranked)
+    done = Fit(name, replicate, float(score(part, replicate.answers)[replicate.collection]["score"]),
+               sum(f.seconds for f in members), part)
+    announce(done, "")
+    return done
+
+
+def fit_members(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path,
+                members: int) -> list[Fit]:
+    """The setting's fit of the replicate and, with `members` > 1, its seed ensembles of 2..members fits."""
+    single = [fit(variant, settings, replicate, seconds, work, j) for j in range(members)]
+    return single[:1] + [seed_ensemble(single[:k], work) for k in range(2, members + 1)]
+
+
+def announce(done: Fit, note: str) -> None:
+    r = done.replicate
+    print(f"[{r.collection}] {done.variant} seed {r.seed} fold {r.fold}{note}: {done.model:.4f} "
+          f"(ceiling {r.ceiling:.4f}, {done.percent:.1f} %) in {done.seconds:.0f} s", flush=True)
 
 
 # ---------------------------------------------------------------- the report
@@ -229,17 +263,18 @@ def shipped_table(fits: list[Fit], collections: list[str]) -> list[str]:
     return lines
 
 
-def variant_table(fits: list[Fit], variant: str, collections: list[str]) -> list[str]:
-    """A variant's model score and % of ceiling, with its Δ against the shipped settings paired by replicate."""
+def variant_table(fits: list[Fit], variant: str, collections: list[str], against: str = SHIPPED) -> list[str]:
+    """A variant's model score and % of ceiling, with its Δ against `against` (the shipped settings) paired by
+    replicate."""
     lines = ["| collection | model | % of ceiling | Δ model | Δ % of ceiling |", "|---|---|---|---|---|"]
     for collection in collections:
-        mine, base = of(fits, variant, collection), of(fits, SHIPPED, collection)
+        mine, base = of(fits, variant, collection), of(fits, against, collection)
         lines.append(f"| {collection} | {t_interval([f.model for f in mine])} | "
                      f"{t_interval([f.percent for f in mine], 1)} | "
                      f"{t_interval([a.model - b.model for a, b in zip(mine, base)], 3, '+')} | "
                      f"{t_interval([a.percent - b.percent for a, b in zip(mine, base)], 1, '+')} |")
     if len(collections) > 1:
-        model, base = finals(fits, variant, collections)[0], finals(fits, SHIPPED, collections)[0]
+        model, base = finals(fits, variant, collections)[0], finals(fits, against, collections)[0]
         lines.append(f"| **mean of the {len(collections)}** | {t_interval(model)} | | "
                      f"{t_interval([a - b for a, b in zip(model, base)], 3, '+')} | |")
     return lines
@@ -264,7 +299,8 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
     lines = [
         "# Leave-family-out evaluation on the real-program corpus", "",
         f"Command: `{command}`  ", f"Written by benchmarks/corpus_eval.py on {date.today()}, commit {commit}, "
-        f"{os.cpu_count()} CPU cores; {minutes:.0f} min in all.", "",
+        f"{os.cpu_count()} CPU cores; {minutes:.0f} min in all; replicates finished: "
+        f"{len(of(fits, SHIPPED, collections[0]))} of {args.seeds}.", "",
         f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
         f"Settings: configs/<collection>.yaml over configs/base.yaml, extra layers: {layers}. Each fit trains "
         f"{args.seconds:g} s (`pipeline.train`, as `solution run`), selecting its checkpoint on the valid files "
@@ -280,6 +316,11 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
         lines += [f"## Variant `{name}`: {path} layered on top", "",
                   "Δ against the shipped settings, paired by replicate (same seed, same held-out families):", "",
                   *variant_table(fits, name, collections), ""]
+    for base in [SHIPPED, *variants]:
+        for k in range(2, args.members + 1):
+            lines += [f"## Seed ensemble `{base} x{k}`: {k} fits of {args.seconds:g} s each, {k * args.seconds:g} s "
+                      "in all", "", f"Δ against the one fit of {base}, its first member, paired by replicate:", "",
+                      *variant_table(fits, f"{base} x{k}", collections, base), ""]
     return "\n".join(lines + ["## Every fit", "", *replicate_table(fits), ""])
 
 
@@ -308,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a YAML layered over every collection's shipped settings (repeatable)")
     parser.add_argument("--variant", type=named_layer, action="append", default=[],
                         help="NAME=YAML: also fit the settings with this layer on top, paired against them")
+    parser.add_argument("--members", type=int, default=1,
+                        help="also score each setting's seed ensembles of 2..N fits per replicate")
     parser.add_argument("--runs", type=Path, default=Path("runs/corpus_eval"), help="fold roots, checkpoints, parts")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "corpus_eval.md")
     parser.add_argument("--quick", action="store_true", help="60 s per fit")
@@ -330,15 +373,17 @@ def main(argv: list[str] | None = None) -> int:
     settings = {SHIPPED: read_settings(layers=args.config),
                 **{name: read_settings(layers=[*args.config, path]) for name, path in variants.items()}}
     start, fits = time.monotonic(), []
-    for collection in args.collections:
-        for replicate in replicates(args.data, collection, range(args.seeds), args.folds, args.runs):
-            fits += [fit(name, chosen[collection], replicate, args.seconds, args.runs)
-                     for name, chosen in settings.items()]
     command = shlex.join(["python", "benchmarks/corpus_eval.py", *given])
-    text = report(fits, args.collections, variants, args, command, (time.monotonic() - start) / 60)
+    rounds = {c: replicates(args.data, c, range(args.seeds), args.folds, args.runs) for c in args.collections}
+    for index in range(args.seeds):
+        for collection in args.collections:
+            for name, chosen in settings.items():
+                fits += fit_members(name, chosen[collection], rounds[collection][index], args.seconds, args.runs,
+                                    args.members)
+        text = report(fits, args.collections, variants, args, command, (time.monotonic() - start) / 60)
+        with atomic_write(args.out) as handle:
+            handle.write(text)
     print(text)
-    with atomic_write(args.out) as handle:
-        handle.write(text)
     return 0
 
 
