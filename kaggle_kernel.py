@@ -77,6 +77,7 @@ def alias_lightning(names: tuple[str, ...]) -> None:
 
 
 SETTINGS = {'tile:xla': {'seed_everything': 0,
+              'members': 1,
               'trainer': {'accelerator': 'auto',
                           'devices': 1,
                           'max_epochs': 60,
@@ -117,6 +118,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'num_workers': 4,
                        'collection': 'tile:xla'}},
  'layout:xla:random': {'seed_everything': 0,
+                       'members': 3,
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 400,
@@ -163,6 +165,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'num_workers': 4,
                                 'collection': 'layout:xla:random'}},
  'layout:xla:default': {'seed_everything': 0,
+                        'members': 1,
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 400,
@@ -209,6 +212,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'num_workers': 4,
                                  'collection': 'layout:xla:default'}},
  'layout:nlp:random': {'seed_everything': 0,
+                       'members': 3,
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 200,
@@ -255,6 +259,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'num_workers': 4,
                                 'collection': 'layout:nlp:random'}},
  'layout:nlp:default': {'seed_everything': 0,
+                        'members': 1,
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 200,
@@ -4283,8 +4288,9 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
 # ---------------------------------------- solution.tools.pipeline
 SOURCES['solution.tools.pipeline'] = '''\
 """The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
-every test file, merge the parts into one submission.csv and check it. `solution run`, the demo and the Kaggle
-kernel all run this; it needs neither the Lightning CLI nor W&B."""
+every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
+`members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble.
+`solution run`, the demo and the Kaggle kernel all run this; it needs neither the Lightning CLI nor W&B."""
 
 from __future__ import annotations
 
@@ -4292,30 +4298,35 @@ import argparse
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import lightning.pytorch as pl
+import numpy as np
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import find_collections
-from ..metrics import final_score
+from ..data.tasks import task_of
+from ..errors import SettingsError
+from ..metrics import final_score, mean_over_graphs
+from ..submission.ensemble import combine, ensemble
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import AtomicCheckpointIO
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
-from ..training.inference import load_weights
+from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
 from .settings import read_settings, with_checkpoint
 
 SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
           "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
+MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
 QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
 
 
@@ -4347,8 +4358,22 @@ class Job:
     def parts(self) -> Path:
         return self.output / "parts"
 
-    def checkpoint_path(self, collection: str) -> Path:
-        return (self.runs or self.output) / "checkpoints" / f"{collection_file_stem(collection)}.ckpt"
+    def checkpoint_path(self, collection: str, member: int = 0) -> Path:
+        """<runs>/checkpoints/<collection>.ckpt, and <collection>.member<j>.ckpt for ensemble member j > 0."""
+        return (self.runs or self.output) / "checkpoints" / f"{member_name(collection, member)}.ckpt"
+
+
+def member_name(collection: str, member: int) -> str:
+    """'layout_xla_random' for the first (or only) fit of a collection, 'layout_xla_random.member2' for member 2."""
+    return collection_file_stem(collection) + (f".member{member}" if member else "")
+
+
+def members(settings: Mapping) -> int:
+    """How many seeds a collection's settings fit and ensemble (`members`, default 1)."""
+    count = settings.get("members", 1)
+    if not isinstance(count, int) or count < 1:
+        raise SettingsError(f"members={count!r}; expected a whole number of fits >= 1")
+    return count
 
 
 def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
@@ -4370,13 +4395,16 @@ class Progress(Callback):
                 f"({time.monotonic() - self.start:.0f} s)")
 
 
-def train(collection: str, settings: Mapping, seconds: float | None, job: Job) -> Path:
+def train(collection: str, settings: Mapping, seconds: float | None, job: Job, member: int = 0) -> Path:
     """Fit one collection (for at most `seconds`, when given); its best checkpoint by val/score (the last
-    weights when no validation ran) goes to <output>/checkpoints/<collection>.ckpt."""
-    path = job.checkpoint_path(collection)
+    weights when no validation ran) goes to <output>/checkpoints/<collection>.ckpt (ensemble member j > 0:
+    <collection>.member<j>.ckpt, trained with seed_everything + 1000 j)."""
+    path = job.checkpoint_path(collection, member)
+    seed = settings.get("seed_everything", 0) + MEMBER_SEED_STEP * member
     limit = f"up to {seconds:.0f} s" if seconds is not None else f"{settings['trainer'].get('max_epochs')} epochs"
-    say(f"[{collection}] preprocessing and training for {limit}")
-    pl.seed_everything(settings.get("seed_everything", 0), verbose=False)
+    member_note = f" (ensemble member {member}, seed {seed})" if member else ""
+    say(f"[{collection}] preprocessing and training for {limit}{member_note}")
+    pl.seed_everything(seed, verbose=False)
     datamodule = build_datamodule(settings["data"], job)
     model = build_module(settings["model"], datamodule)
     best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
@@ -4394,16 +4422,24 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job) -
     return path
 
 
-def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, Path]:
-    """Train `collections` in turn; under a budget each gets its share of what is still left (preprocessing
-    counts)."""
+def train_members(collection: str, settings: Mapping, seconds: float | None, job: Job) -> list[Path]:
+    """The checkpoints of the collection's `members` fits, each with an equal part of `seconds`
+    (each its max_epochs without a limit)."""
+    count = members(settings)
+    part = None if seconds is None else max(seconds / count, MIN_SECONDS)
+    return [train(collection, settings, part, job, member) for member in range(count)]
+
+
+def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, list[Path]]:
+    """Train `collections` in turn (each its ensemble members); under a budget each gets its share of what is
+    still left (preprocessing counts)."""
     start, trained = time.monotonic(), {}
     for index, collection in enumerate(collections):
         seconds = None
         if job.budget is not None:
             left = job.budget - (time.monotonic() - start)
             seconds = max(left * SHARES[collection] / sum(SHARES[c] for c in collections[index:]), MIN_SECONDS)
-        trained[collection] = train(collection, settings[collection], seconds, job)
+        trained[collection] = train_members(collection, settings[collection], seconds, job)
     return trained
 
 
@@ -4423,40 +4459,66 @@ def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tupl
     return model, datamodule
 
 
-def evaluate(collection: str, checkpoint: Path, settings: Mapping, job: Job, predict: bool = True,
+def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
              validate: bool = True) -> dict[str, float]:
-    """Validate a checkpoint (with `validate`) and write its test predictions to <output>/parts/<collection>.csv
-    (with `predict`); returns its validation metrics (`score`, ...) and the number of validation files, or
-    nothing when it does not validate."""
+    """Validate a checkpoint, or an ensemble of several (with `validate`), and write its test predictions to
+    <output>/parts/<collection>.csv (with `predict`); returns its validation metrics (`score`, ...) and the number
+    of validation files, or nothing when it does not validate. An ensemble ranks by the mean of its members'
+    normalised ranks per graph (as `solution ensemble`), each member's own predictions under
+    parts/members/<collection>.member<j>/."""
+    checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
+    alone = len(checkpoints) == 1
     doing = " and ".join(word for word, wanted in (("validating", validate), ("predicting", predict)) if wanted)
-    say(f"[{collection}] {doing} with {checkpoint}")
-    pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
-    model, datamodule = load(checkpoint, collection, settings, job)
-    trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
-                         devices=settings["trainer"].get("devices", 1), **QUIET,
-                         callbacks=[SubmissionWriter(str(job.parts))])
-    metrics = {}
-    if validate:
-        found = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
-        metrics = {**{name.removeprefix("val/"): float(value) for name, value in found.items()},
-                   "files": len(datamodule.graphs("valid"))}
-    if predict:
-        trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    return metrics
+    say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
+    tables, folders = [], []
+    for member, checkpoint in enumerate(checkpoints):
+        pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
+        model, datamodule = load(checkpoint, collection, settings, job)
+        folders.append(job.parts if alone else job.parts / "members" / member_name(collection, member))
+        trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
+                             devices=settings["trainer"].get("devices", 1), **QUIET,
+                             callbacks=[SubmissionWriter(str(folders[-1]))])
+        if validate:
+            trainer.validate(model, datamodule=datamodule, verbose=False)
+            tables.append(model.last_table)
+        if predict:
+            trainer.predict(model, datamodule=datamodule, return_predictions=False)
+    if predict and not alone:
+        ensemble(folders, job.parts)
+    if not validate:
+        return {}
+    return {**ensemble_metrics(collection, tables), "files": len(datamodule.graphs("valid"))}
+
+
+def ensemble_metrics(collection: str, tables: list[ScoreTable]) -> dict[str, float]:
+    """The task's validation metrics (means over graphs) of the rank ensemble of the members' validation
+    scores; for one member, its own metrics (ranks keep the order of its scores)."""
+    task, per_graph = task_of(collection), []
+    for graph in tables[0]:
+        _, _, target = tables[0].graph(graph)
+        ranked = combine([table.graph(graph)[1] for table in tables], np.ones(len(tables)), "rank")  # [c]
+        per_graph.append(task.graph_metrics(ranked, target))
+    return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
 
 
 # ---------------------------------------------------------------- the five collections
 
 
-def given_checkpoints(folder: Path | None) -> dict[str, Path]:
-    """Collection -> <folder>/<collection>.ckpt for those present; a folder holding none is a mistake."""
+def given_checkpoints(folder: Path | None) -> dict[str, list[Path]]:
+    """Collection -> [<folder>/<collection>.ckpt, then its ensemble members <collection>.member1.ckpt, ...
+    while they follow on] for those present; a folder holding none is a mistake."""
     if folder is None:
         return {}
-    paths = {c: folder / f"{collection_file_stem(c)}.ckpt" for c in COLLECTIONS}
-    found = {c: path for c, path in paths.items() if path.is_file()}
+    found = {}
+    for collection in COLLECTIONS:
+        paths = []
+        while (folder / f"{member_name(collection, len(paths))}.ckpt").is_file():
+            paths.append(folder / f"{member_name(collection, len(paths))}.ckpt")
+        if paths:
+            found[collection] = paths
     if not found:
         raise FileNotFoundError(f"{folder}: no checkpoint there; expected some of "
-                                f"{', '.join(p.name for p in paths.values())}")
+                                f"{', '.join(f'{collection_file_stem(c)}.ckpt' for c in COLLECTIONS)}")
     return found
 
 

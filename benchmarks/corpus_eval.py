@@ -21,11 +21,12 @@ The noise ceiling of a replicate is the same score of a submission ranked by the
 (noiseless.csv) on the same held-out files: what a perfect model of the runtime law reaches. A cell is the mean
 over replicates with its 95 % t interval; "% of ceiling" is 100 x model / ceiling per replicate. Each
 --variant NAME=YAML layers that file over the shipped settings (and any --config layers) and is fitted on the
-same replicates; its Δ against the shipped settings is paired by replicate. With --members K, every setting also
-fits K - 1 more seeds per replicate (seed + 1000 j) and its seed ensembles of 2..K members (per graph, the mean of
-the members' normalised ranks, as `solution ensemble`) are scored as settings of their own, "NAME xk", paired
-against the one fit, their first member. Replicates run in seed order, each over every collection, and the report
-is rewritten after each: a run stopped early keeps the report of the replicates it finished.
+same replicates; its Δ against the shipped settings is paired by replicate. A setting with `members` > 1 fits that
+many seeds in equal parts of --seconds and ranks by their rank ensemble, as `solution run`. With --members K,
+every setting instead fits K members of --seconds each (seeds as `solution run` gives them) and the ensemble of
+its first k is scored as a setting of its own, "NAME xk", paired against the first alone. Replicates run in seed
+order, each over every collection, and the report is rewritten after each: a run stopped early keeps the report of
+the replicates it finished.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import assign_folds
-from solution.submission.ensemble import SUFFIX, combine, read_run
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools import pipeline
 from solution.tools.settings import configs_folder, read_settings
@@ -59,7 +59,6 @@ from solution.tools.settings import configs_folder, read_settings
 REPO = Path(__file__).resolve().parent.parent
 FAMILY = "_.*$"  # data.fold_variant_parts that leaves a corpus stem's family: <family>_<variant>_<index>
 SHIPPED = "shipped"
-MEMBER_SEED_STEP = 1000  # ensemble member j of a replicate with seed s trains with seed s + 1000 j
 
 
 @dataclass(frozen=True)
@@ -96,8 +95,7 @@ class Fit:
     variant: str
     replicate: Replicate
     model: float
-    seconds: float  # wall time of training and ranking the held-out files (an ensemble: of all its members)
-    scores: Path  # the raw scores of the held-out files (<collection>.scores.npz)
+    seconds: float  # wall time of training (an ensemble: its members') and ranking the held-out files
 
     @property
     def percent(self) -> float:
@@ -188,47 +186,37 @@ def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, 
 # ---------------------------------------------------------------- fitting and scoring
 
 
-def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path, member: int = 0) -> Fit:
-    """Train on the replicate's other families within `seconds`, rank its held-out files, score that part;
-    ensemble member j > 0 trains with the replicate's seed + 1000 j."""
+def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path,
+        members: int | None = None) -> list[Fit]:
+    """Train on the replicate's other families within `seconds` (the settings' ensemble members each an equal
+    part), rank its held-out files and score that part: [the fit]. With `members` K, K members of `seconds` each
+    (seeds as `solution run` gives them), scored as the ensemble of each first k (NAME, NAME x2, ..., NAME xK)
+    and each later member alone (NAME #1, ...)."""
     collection = replicate.collection
-    seed = replicate.seed + MEMBER_SEED_STEP * member
+    seeded = {**settings, "seed_everything": replicate.seed, **({"members": members} if members else {})}
     job = pipeline.Job(replicate.root, work / variant / collection_file_stem(collection)
-                       / f"seed{seed}-fold{replicate.fold}")
+                       / f"seed{replicate.seed}-fold{replicate.fold}")
     start = time.monotonic()
-    checkpoint = pipeline.train(collection, {**settings, "seed_everything": seed}, seconds, job)
-    pipeline.evaluate(collection, checkpoint, {**settings, "seed_everything": seed}, job, validate=False)
-    part = job.parts / f"{collection_file_stem(collection)}.csv"
-    done = Fit(variant, replicate, float(score(part, replicate.answers)[collection]["score"]),
-               time.monotonic() - start, part.with_suffix(SUFFIX))
-    announce(done, f" (seed {seed})" if member else "")
-    return done
+    checkpoints = pipeline.train_members(collection, seeded, seconds * (members or 1), job)
+    share = (time.monotonic() - start) / len(checkpoints)  # training time per member
+    chosen = {variant: checkpoints}
+    if members:
+        chosen = {variant if k == 1 else f"{variant} x{k}": checkpoints[:k] for k in range(1, members + 1)}
+        chosen.update({f"{variant} #{j}": [checkpoints[j]] for j in range(1, members)})
+    fits = []
+    for name, picked in chosen.items():
+        begin, ranked = time.monotonic(), pipeline.Job(replicate.root, job.output / "ranked" / name.replace(" ", ""))
+        pipeline.evaluate(collection, picked, seeded, ranked, validate=False)
+        part = ranked.parts / f"{collection_file_stem(collection)}.csv"
+        fits.append(Fit(name, replicate, float(score(part, replicate.answers)[collection]["score"]),
+                        share * len(picked) + time.monotonic() - begin))
+        announce(fits[-1])
+    return fits
 
 
-def seed_ensemble(members: list[Fit], work: Path) -> Fit:
-    """The score of the members' rank ensemble on their replicate (per graph, the mean normalised rank)."""
-    first = members[0]
-    replicate, name = first.replicate, f"{first.variant} x{len(members)}"
-    runs = [read_run(f.scores).scores for f in members]
-    ranked = {stem: combine([run[stem] for run in runs], np.ones(len(runs)), "rank") for stem in runs[0]}
-    part = write_collection(work / "ensembles" / name.replace(" ", "-") / collection_file_stem(replicate.collection)
-                            / f"seed{replicate.seed}-fold{replicate.fold}.csv", replicate.collection, ranked)
-    done = Fit(name, replicate, float(score(part, replicate.answers)[replicate.collection]["score"]),
-               sum(f.seconds for f in members), part)
-    announce(done, "")
-    return done
-
-
-def fit_members(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path,
-                members: int) -> list[Fit]:
-    """The setting's fit of the replicate and, with `members` > 1, its seed ensembles of 2..members fits."""
-    single = [fit(variant, settings, replicate, seconds, work, j) for j in range(members)]
-    return single[:1] + [seed_ensemble(single[:k], work) for k in range(2, members + 1)]
-
-
-def announce(done: Fit, note: str) -> None:
+def announce(done: Fit) -> None:
     r = done.replicate
-    print(f"[{r.collection}] {done.variant} seed {r.seed} fold {r.fold}{note}: {done.model:.4f} "
+    print(f"[{r.collection}] {done.variant} seed {r.seed} fold {r.fold}: {done.model:.4f} "
           f"(ceiling {r.ceiling:.4f}, {done.percent:.1f} %) in {done.seconds:.0f} s", flush=True)
 
 
@@ -280,6 +268,25 @@ def variant_table(fits: list[Fit], variant: str, collections: list[str], against
     return lines
 
 
+def ensemble_table(fits: list[Fit], base: str, members: int, collections: list[str]) -> list[str]:
+    """Per collection, the members' mean alone and each prefix ensemble, paired by replicate against it and
+    against the first member alone."""
+    lines = ["| collection | ensemble | model | % of ceiling | Δ against one fit (members' mean) | Δ against the "
+             "first member |", "|---|---|---|---|---|---|"]
+    for collection in collections:
+        alone = [of(fits, base if j == 0 else f"{base} #{j}", collection) for j in range(members)]  # [K][R]
+        mean = [float(np.mean([member[i].model for member in alone])) for i in range(len(alone[0]))]
+        percent = [float(np.mean([member[i].percent for member in alone])) for i in range(len(alone[0]))]
+        lines.append(f"| {collection} | one fit | {t_interval(mean)} | {t_interval(percent, 1)} | | |")
+        for k in range(2, members + 1):
+            mine = [f.model for f in of(fits, f"{base} x{k}", collection)]
+            lines.append(f"| | x{k} | {t_interval(mine)} | "
+                         f"{t_interval([f.percent for f in of(fits, f'{base} x{k}', collection)], 1)} | "
+                         f"{t_interval([a - b for a, b in zip(mine, mean)], 3, '+')} | "
+                         f"{t_interval([a - f.model for a, f in zip(mine, alone[0])], 3, '+')} |")
+    return lines
+
+
 def replicate_table(fits: list[Fit]) -> list[str]:
     """Every fit: which seed and families, how many files, its scores and wall time."""
     lines = ["| collection | settings | seed | held-out families (fold) | files | model | ceiling | % | wall s |",
@@ -316,11 +323,12 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
         lines += [f"## Variant `{name}`: {path} layered on top", "",
                   "Δ against the shipped settings, paired by replicate (same seed, same held-out families):", "",
                   *variant_table(fits, name, collections), ""]
-    for base in [SHIPPED, *variants]:
-        for k in range(2, args.members + 1):
-            lines += [f"## Seed ensemble `{base} x{k}`: {k} fits of {args.seconds:g} s each, {k * args.seconds:g} s "
-                      "in all", "", f"Δ against the one fit of {base}, its first member, paired by replicate:", "",
-                      *variant_table(fits, f"{base} x{k}", collections, base), ""]
+    for base in [SHIPPED, *variants] if args.members else []:
+        lines += [f"## Seed ensembles of `{base}`: members of {args.seconds:g} s each", "",
+                  f"One fit: the mean of the {args.members} members alone per replicate (each a fit of another seed). "
+                  "xk: the rank ensemble of the first k members, k x the training time. Δ paired by replicate, "
+                  "against the mean of the members alone and against the first member alone:", "",
+                  *ensemble_table(fits, base, args.members, collections), ""]
     return "\n".join(lines + ["## Every fit", "", *replicate_table(fits), ""])
 
 
@@ -349,8 +357,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a YAML layered over every collection's shipped settings (repeatable)")
     parser.add_argument("--variant", type=named_layer, action="append", default=[],
                         help="NAME=YAML: also fit the settings with this layer on top, paired against them")
-    parser.add_argument("--members", type=int, default=1,
-                        help="also score each setting's seed ensembles of 2..N fits per replicate")
+    parser.add_argument("--members", type=int, default=None,
+                        help="fit N members of --seconds each per setting and replicate; score the ensembles of "
+                             "the first 1..N")
     parser.add_argument("--runs", type=Path, default=Path("runs/corpus_eval"), help="fold roots, checkpoints, parts")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "corpus_eval.md")
     parser.add_argument("--quick", action="store_true", help="60 s per fit")
@@ -378,8 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.seeds):
         for collection in args.collections:
             for name, chosen in settings.items():
-                fits += fit_members(name, chosen[collection], rounds[collection][index], args.seconds, args.runs,
-                                    args.members)
+                fits += fit(name, chosen[collection], rounds[collection][index], args.seconds, args.runs,
+                            args.members)
         text = report(fits, args.collections, variants, args, command, (time.monotonic() - start) / 60)
         with atomic_write(args.out) as handle:
             handle.write(text)

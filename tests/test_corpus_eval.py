@@ -9,6 +9,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -57,3 +59,18 @@ def test_smoke_reports_model_ceiling_and_percent(tmp_path, capsys):
     assert [row[0] for row in variant] == ["tile:xla", "layout:xla:default", "**mean of the 2**"]
     assert all(math.isfinite(means(row[3])) for row in variant)
     assert len(table_rows(text, "| collection | settings | seed |")) == 4  # 2 collections x (shipped, narrow)
+
+
+def test_smoke_members_scores_each_prefix_ensemble_against_one_fit(tmp_path):
+    out = tmp_path / "corpus_eval.md"
+    assert load_corpus_eval().main(["--smoke", "--members", "2", "--out", str(out)]) == 0
+    text = out.read_text()
+    rows = table_rows(text, "| collection | ensemble | model | % of ceiling | Δ against one fit")
+    assert [row[:2] for row in rows] == [["tile:xla", "one fit"], ["", "x2"], ["layout:xla:default", "one fit"],
+                                         ["", "x2"]]
+    fits = {(row[0], row[1]): float(row[5]) for row in table_rows(text, "| collection | settings | seed |")}
+    for collection, (one, two) in zip(["tile:xla", "layout:xla:default"], (rows[0:2], rows[2:4])):
+        members = [fits[collection, "shipped"], fits[collection, "shipped #1"]]
+        assert means(one[2]) == pytest.approx(sum(members) / 2, abs=1e-3)
+        assert means(two[4]) == pytest.approx(fits[collection, "shipped x2"] - sum(members) / 2, abs=2e-3)
+        assert means(two[5]) == pytest.approx(fits[collection, "shipped x2"] - members[0], abs=2e-3)

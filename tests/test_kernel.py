@@ -121,7 +121,7 @@ def test_job_settings_from_environment(tmp_path):
 def test_budget_goes_to_collections_by_share_and_unused_time_moves_on(monkeypatch, tmp_path):
     clock, given, used = [0.0], {}, {}
 
-    def train(collection, settings, seconds, job):  # takes `used` of its time, all of it by default
+    def train(collection, settings, seconds, job, member):  # takes `used` of its time, all of it by default
         given[collection] = seconds
         clock[0] += used.get(collection, 1.0) * seconds
 

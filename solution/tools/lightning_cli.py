@@ -36,6 +36,9 @@ class CLI(LightningCLI):
                              "checkpoint.save_last": True, "checkpoint.filename": "best"})
         parser.add_lightning_class_args(SubmissionWriter, "submission")
         parser.add_lightning_class_args(LRMonitor, "lr_monitor")
+        parser.add_argument("--members", type=int, default=1,
+                            help="seeds `solution run` fits per collection, each in an equal part of its time, and "
+                                 "ranks by their rank ensemble; fit, validate, test and predict use one model")
 
     def _parse_ckpt_path(self) -> None:
         """With `--ckpt_path FILE`, the checkpoint's settings (read as data: `read_checkpoint`) replace the model and

@@ -1,0 +1,91 @@
+"""Seed ensembles in the pipeline (`members`): fits in equal parts of the time, their checkpoints, and the rank
+ensemble that `solution run` predicts and validates with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+import pytest
+
+from solution.errors import SettingsError
+from solution.submission.ensemble import combine, read_run
+from solution.submission.files import collection_file_stem
+from solution.tools import pipeline
+from solution.tools.settings import configs_folder, layered, read_settings
+
+COLLECTION = "layout:xla:random"
+STEM = collection_file_stem(COLLECTION)
+
+
+def demo_settings(**top) -> dict:
+    configs = configs_folder()
+    return layered(read_settings(configs, [configs / "demo.yaml"])[COLLECTION],
+                   {"trainer": {"max_epochs": 2, "check_val_every_n_epoch": 1}, **top})
+
+
+@pytest.fixture(scope="module")
+def two_members(tiny_root, tmp_path_factory) -> tuple[pipeline.Job, list[Path]]:
+    job = pipeline.Job(tiny_root, tmp_path_factory.mktemp("members"))
+    return job, pipeline.train_members(COLLECTION, demo_settings(members=2), None, job)
+
+
+def test_members_are_saved_beside_the_first_fit_and_found_again(two_members):
+    job, checkpoints = two_members
+    folder = job.output / "checkpoints"
+    assert checkpoints == [folder / f"{STEM}.ckpt", folder / f"{STEM}.member1.ckpt"]
+    assert pipeline.given_checkpoints(folder)[COLLECTION] == checkpoints
+
+
+def test_given_checkpoints_take_members_in_order_up_to_the_first_gap(tmp_path):
+    for name in ("tile_xla.ckpt", f"{STEM}.ckpt", f"{STEM}.member1.ckpt", f"{STEM}.member3.ckpt"):
+        (tmp_path / name).touch()
+    found = pipeline.given_checkpoints(tmp_path)
+    assert found == {"tile:xla": [tmp_path / "tile_xla.ckpt"],
+                     COLLECTION: [tmp_path / f"{STEM}.ckpt", tmp_path / f"{STEM}.member1.ckpt"]}
+
+
+def test_the_submission_ranks_by_the_members_rank_ensemble(two_members, tmp_path):
+    job, checkpoints = two_members
+    job = pipeline.Job(job.root, tmp_path)
+    pipeline.evaluate(COLLECTION, checkpoints, demo_settings(members=2), job, validate=False)
+    members = [read_run(job.parts / "members" / f"{STEM}{part}" / f"{STEM}.scores.npz").scores
+               for part in ("", ".member1")]
+    combined = read_run(job.parts / f"{STEM}.scores.npz").scores
+    assert set(combined) == set(members[0]) == set(members[1])
+    assert any(not np.allclose(members[0][stem], members[1][stem]) for stem in combined), "seeds gave one model"
+    for stem, values in combined.items():
+        np.testing.assert_allclose(values, combine([m[stem] for m in members], np.ones(2), "rank"))
+    assert (job.parts / f"{STEM}.csv").is_file()
+
+
+def test_one_member_validates_as_lightning_does_and_a_repeated_member_changes_nothing(two_members, tmp_path):
+    job, checkpoints = two_members
+    settings = demo_settings()
+    pl.seed_everything(0, verbose=False)
+    model, datamodule = pipeline.load(checkpoints[0], COLLECTION, settings, job)
+    logged = pl.Trainer(logger=False, enable_progress_bar=False).validate(model, datamodule, verbose=False)[0]
+    alone = pipeline.evaluate(COLLECTION, checkpoints[0], settings, job, predict=False)
+    twice = pipeline.evaluate(COLLECTION, [checkpoints[0]] * 2, settings, job, predict=False)
+    assert alone["score"] == pytest.approx(logged["val/score"], abs=1e-6)
+    assert alone["opa"] == pytest.approx(logged["val/opa"], abs=1e-6)
+    assert twice == pytest.approx(alone) and alone["files"] == len(datamodule.graphs("valid"))
+
+
+def test_members_share_the_time_equally(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(pipeline, "train", lambda collection, settings, seconds, job, member: calls.append(
+        (seconds, member)) or Path(f"{member}.ckpt"))
+    job = pipeline.Job(tmp_path, tmp_path)
+    assert pipeline.train_members(COLLECTION, {"members": 4}, 100.0, job) == [Path(f"{j}.ckpt") for j in range(4)]
+    assert calls == [(25.0, 0), (25.0, 1), (25.0, 2), (25.0, 3)]
+    calls.clear()
+    pipeline.train_members(COLLECTION, {"members": 2}, 0.5, job)
+    assert calls == [(pipeline.MIN_SECONDS, 0), (pipeline.MIN_SECONDS, 1)]
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "two"])
+def test_members_must_be_a_whole_number_of_fits(value, tmp_path):
+    with pytest.raises(SettingsError, match=f"members={value!r}; expected a whole number of fits >= 1"):
+        pipeline.train_members(COLLECTION, {"members": value}, 10.0, pipeline.Job(tmp_path, tmp_path))
