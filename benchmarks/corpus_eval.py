@@ -52,6 +52,7 @@ from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import assign_folds
+from solution.submission.ensemble import ensemble
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools import pipeline
 from solution.tools.settings import configs_folder, read_settings
@@ -190,8 +191,8 @@ def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, w
         members: int | None = None) -> list[Fit]:
     """Train on the replicate's other families within `seconds` (the settings' ensemble members each an equal
     part), rank its held-out files and score that part: [the fit]. With `members` K, K members of `seconds` each
-    (seeds as `solution run` gives them), scored as the ensemble of each first k (NAME, NAME x2, ..., NAME xK)
-    and each later member alone (NAME #1, ...)."""
+    (seeds as `solution run` gives them), each ranked once and scored alone (NAME, NAME #1, ...), then the rank
+    ensemble of each first k from those rankings (NAME x2, ..., NAME xK), as `solution ensemble` combines them."""
     collection = replicate.collection
     seeded = {**settings, "seed_everything": replicate.seed, **({"members": members} if members else {})}
     job = pipeline.Job(replicate.root, work / variant / collection_file_stem(collection)
@@ -199,19 +200,28 @@ def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, w
     start = time.monotonic()
     checkpoints = pipeline.train_members(collection, seeded, seconds * (members or 1), job)
     share = (time.monotonic() - start) / len(checkpoints)  # training time per member
-    chosen = {variant: checkpoints}
-    if members:
-        chosen = {variant if k == 1 else f"{variant} x{k}": checkpoints[:k] for k in range(1, members + 1)}
-        chosen.update({f"{variant} #{j}": [checkpoints[j]] for j in range(1, members)})
-    fits = []
-    for name, picked in chosen.items():
+    alone = [[c] for c in checkpoints] if members else [checkpoints]  # each member ranked once, or the settings'
+    names = [variant, *(f"{variant} #{j}" for j in range(1, len(alone)))]
+    fits, parts, ranking = [], [], []
+    for name, picked in zip(names, alone):
         begin, ranked = time.monotonic(), pipeline.Job(replicate.root, job.output / "ranked" / name.replace(" ", ""))
         pipeline.evaluate(collection, picked, seeded, ranked, validate=False)
-        part = ranked.parts / f"{collection_file_stem(collection)}.csv"
-        fits.append(Fit(name, replicate, float(score(part, replicate.answers)[collection]["score"]),
-                        share * len(picked) + time.monotonic() - begin))
-        announce(fits[-1])
+        parts.append(ranked.parts)
+        ranking.append(time.monotonic() - begin)
+        fits.append(scored(name, replicate, ranked.parts, share * len(picked) + ranking[-1]))
+    for k in range(2, len(alone) + 1):  # --members: the ensemble of the first k, from their ranked scores
+        begin, out = time.monotonic(), job.output / "ranked" / f"x{k}"
+        ensemble(parts[:k], out)
+        fits.append(scored(f"{variant} x{k}", replicate, out, share * k + sum(ranking[:k]) + time.monotonic() - begin))
     return fits
+
+
+def scored(name: str, replicate: Replicate, parts: Path, seconds: float) -> Fit:
+    """The fit whose ranking of the replicate's held-out files is <parts>/<collection>.csv, announced."""
+    part = parts / f"{collection_file_stem(replicate.collection)}.csv"
+    done = Fit(name, replicate, float(score(part, replicate.answers)[replicate.collection]["score"]), seconds)
+    announce(done)
+    return done
 
 
 def announce(done: Fit) -> None:

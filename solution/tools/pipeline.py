@@ -223,8 +223,8 @@ def given_checkpoints(folder: Path | None) -> dict[str, list[Path]]:
     found = {}
     for collection in COLLECTIONS:
         paths = []
-        while (folder / f"{member_name(collection, len(paths))}.ckpt").is_file():
-            paths.append(folder / f"{member_name(collection, len(paths))}.ckpt")
+        while (path := folder / f"{member_name(collection, len(paths))}.ckpt").is_file():
+            paths.append(path)
         if paths:
             found[collection] = paths
     if not found:
