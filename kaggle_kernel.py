@@ -165,7 +165,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'num_workers': 4,
                                 'collection': 'layout:xla:random'}},
  'layout:xla:default': {'seed_everything': 0,
-                        'members': 1,
+                        'members': 3,
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 400,
@@ -2707,11 +2707,13 @@ class Readout(nn.Module):
         self.head = nn.Linear(hidden, 1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster."""
-        x = self.mlp(x)  # [G, C, d]
-        if self.attention is not None:
-            x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
-        return self.head(self.norm(x)).squeeze(-1)  # [G, C]
+        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster. In float32 also under a lower-precision
+        autocast: bfloat16's 8-bit mantissa would tie most of a graph's scores (tied configs lose their order)."""
+        with torch.autocast(x.device.type, enabled=False):
+            x = self.mlp(x.float())  # [G, C, d]
+            if self.attention is not None:
+                x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
+            return self.head(self.norm(x)).squeeze(-1)  # [G, C]
 '''
 
 # ---------------------------------------- solution.models.losses
@@ -4850,6 +4852,7 @@ graph in the chunks `solution predict` uses. `solution rank` scores through it w
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -4956,15 +4959,29 @@ class Scorer(nn.Module):
         return standardized_scores(self.ranker, self.node_scaler, self.config_scaler, batch)
 
     @torch.inference_mode()
-    def score(self, graphs: GraphSet, collate: Collate, chunk: int, repeats: int = 1, seed: int = 0) -> ScoreTable:
+    def score(self, graphs: GraphSet, collate: Collate, chunk: int, repeats: int = 1, seed: int = 0,
+              precision: str | int | None = None) -> ScoreTable:
         """Every config of every graph, `chunk` configs a batch (covered `repeats` times, each time in another
-        seeded chunking), as `solution predict` scores them."""
+        seeded chunking), as `solution predict` scores them, at a trainer's `precision` (CPU_PRECISIONS)."""
         table = ScoreTable()
         chunks = ChunkSet(graphs, chunk, repeats, seed)
-        for index in range(len(chunks)):
-            batch = collate([chunks[index]])
-            table.add(batch, self(batch))
+        with on_cpu_at(precision):
+            for index in range(len(chunks)):
+                batch = collate([chunks[index]])
+                table.add(batch, self(batch))
         return table
+
+
+# trainer precisions a CPU ranks at without Lightning: float32, or its model in bfloat16 under autocast (scores
+# and standardizers in float32); 1.4-1.6x faster where the CPU computes bfloat16 natively (AVX512-BF16, AMX)
+CPU_PRECISIONS = (None, 32, "32", "32-true", "bf16-mixed")
+
+
+def on_cpu_at(precision: str | int | None) -> contextlib.AbstractContextManager:
+    """The CPU autocast of a trainer precision in CPU_PRECISIONS: bfloat16 for 'bf16-mixed', none otherwise."""
+    if precision not in CPU_PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {CPU_PRECISIONS}")
+    return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
 
 
 def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path) -> ScoreTable:
@@ -4973,8 +4990,8 @@ def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: Graph
     data = settings["data"]
     scorer = Scorer.of_checkpoint(saved, settings["model"], source)
     collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"])
-    seed = settings.get("seed_everything", 0)
-    return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed)
+    seed, precision = settings.get("seed_everything", 0), (settings.get("trainer") or {}).get("precision")
+    return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed, precision)
 '''
 
 # ---------------------------------------- solution.training.module

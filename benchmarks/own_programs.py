@@ -5,7 +5,8 @@ training step, compiled by XLA (CPU) and taken at layout assignment, the stage t
     python benchmarks/own_programs.py --smoke            # small programs: checks that the script runs
 
 Each command runs as a user runs it, start-up included, in its own process: wall seconds (median of --repeats),
-`solution predict` (on the CPU: no trainer, no Lightning import) beside the same predict through the Lightning CLI,
+`solution rank` and `solution predict` (on the CPU: no trainer, no Lightning import) in float32 and under bfloat16
+autocast (`bf16-mixed`), run in turn, and the float32 predict through the Lightning CLI,
 configs/s, and memory: the main process's peak resident set (VmHWM) and the peak RssAnon of the process tree
 (each data-loader worker is a process). Ranking speed does not depend on the weights: the checkpoint is the
 shipped layout_xla_random.yaml fitted for --epochs on the two programs with random runtimes (that fit is the
@@ -34,6 +35,7 @@ from solution.programs.encode import LAYOUT_KEYS, encode_program
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = {"resnet": 32, "transformer": 8}  # blocks / layers of the two training steps
 SMOKE = {"resnet": 2, "transformer": 1}
+PRECISIONS = ("32", "bf16-mixed")  # float32, and the model under bfloat16 autocast (run side by side)
 
 
 def lower(name: str, depth: int) -> tuple:
@@ -106,11 +108,21 @@ def data_root(programs: dict[str, Path], root: Path, configs: int) -> dict[str, 
     return facts
 
 
+def side_by_side(commands: dict[str, list[str]], log: Path, repeats: int) -> dict[str, dict[str, float]]:
+    """Per command, the median wall time of `repeats` runs with the largest memory figures; the commands run in
+    turn (A B A B ...), so that a drift in the machine's speed reaches each alike."""
+    runs = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            runs[name].append(measured(command, log))
+    return {name: {"seconds": statistics.median(r["seconds"] for r in mine),
+                   "main_mib": max(r["main_mib"] for r in mine), "tree_mib": max(r["tree_mib"] for r in mine)}
+            for name, mine in runs.items()}
+
+
 def repeated(command: list[str], log: Path, repeats: int) -> dict[str, float]:
     """The median wall time of `repeats` runs, with the largest memory figures."""
-    runs = [measured(command, log) for _ in range(repeats)]
-    return {"seconds": statistics.median(r["seconds"] for r in runs), "main_mib": max(r["main_mib"] for r in runs),
-            "tree_mib": max(r["tree_mib"] for r in runs)}
+    return side_by_side({"one": command}, log, repeats)["one"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,12 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     fit = measured([*solution, "fit", *config, "--data.cache_dir", str(work / "cache"), "--trainer.max_epochs",
                     str(args.epochs), "--checkpoint.dirpath", str(work / "checkpoints")], work / "fit.log")
     checkpoint = work / "checkpoints" / "last.ckpt"
-    ranks = {name: repeated([*solution, "rank", str(path), "--ckpt", str(checkpoint), "--configs",
-                             str(args.configs), "--top", "3"], work / f"rank-{name}.log", args.repeats)
+    ranks = {name: side_by_side({p: [*solution, "rank", str(path), "--ckpt", str(checkpoint), "--configs",
+                                     str(args.configs), "--top", "3", "--precision", p] for p in PRECISIONS},
+                                work / f"rank-{name}.log", args.repeats)
              for name, path in programs.items()}
     predicting = ["predict", *config, "--ckpt_path", str(checkpoint), "--data.cache_dir", str(work / "cache"),
                   "--submission.out_dir", str(work / "submission")]
-    predict = repeated([*solution, *predicting], work / "predict.log", args.repeats)
+    predict = side_by_side({p: [*solution, *predicting, "--trainer.precision", p] for p in PRECISIONS},
+                           work / "predict.log", args.repeats)
     through_trainer = repeated([sys.executable, "-c", "import sys; from solution.tools.lightning_cli import "
                                 "lightning_main; lightning_main(sys.argv[1:])", *predicting],
                                work / "predict-lightning.log", args.repeats)
@@ -149,18 +163,22 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# solution encode / rank / predict / fit on programs lowered here ({date.today()})", "",
              f"Command: `{given}`; {os.cpu_count()} CPUs, torch threads: default.", "",
              "| program | HLO instructions | nodes | configurable | configs | encode (s) | instructions/s | "
-             "`solution rank` (s, start-up included) | configs/s | peak RSS (MiB) |",
+             "`solution rank` (s, start-up included): float32 / `--precision bf16-mixed` | configs/s | "
+             "peak RSS (MiB) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, f in facts.items():
-        r = ranks[name]
+        full, low = (ranks[name][p] for p in PRECISIONS)
         lines.append(f"| {name} | {f['instructions']:,} | {f['nodes']:,} | {f['configurable']} | {f['configs']} | "
-                     f"{f['encode_s']:.2f} | {f['instructions'] / f['encode_s']:,.0f} | {r['seconds']:.2f} | "
-                     f"{f['configs'] / r['seconds']:,.0f} | {r['main_mib']:,.0f} |")
+                     f"{f['encode_s']:.2f} | {f['instructions'] / f['encode_s']:,.0f} | {full['seconds']:.2f} / "
+                     f"{low['seconds']:.2f} | {f['configs'] / full['seconds']:,.0f} / "
+                     f"{f['configs'] / low['seconds']:,.0f} | {full['main_mib']:,.0f} |")
     lines += ["", "| command | wall (s) | configs/s | main peak RSS (MiB) | tree peak RssAnon (MiB) |",
-              "|---|---|---|---|---|",
-              f"| `solution predict` of both files ({total} configs) | {predict['seconds']:.2f} | "
-              f"{total / predict['seconds']:,.0f} | {predict['main_mib']:,.0f} | {predict['tree_mib']:,.0f} |",
-              f"| the same predict through the Lightning CLI's trainer | {through_trainer['seconds']:.2f} | "
+              "|---|---|---|---|---|"]
+    lines += [f"| `solution predict` of both files ({total} configs){flag} | {predict[p]['seconds']:.2f} | "
+              f"{total / predict[p]['seconds']:,.0f} | {predict[p]['main_mib']:,.0f} | "
+              f"{predict[p]['tree_mib']:,.0f} |"
+              for p, flag in zip(PRECISIONS, ("", ", `--trainer.precision bf16-mixed`"))]
+    lines += [f"| the same predict (float32) through the Lightning CLI's trainer | {through_trainer['seconds']:.2f} | "
               f"{total / through_trainer['seconds']:,.0f} | {through_trainer['main_mib']:,.0f} | "
               f"{through_trainer['tree_mib']:,.0f} |",
               f"| `solution fit` (shipped layout_xla_random.yaml, {args.epochs} epochs, both files) | "

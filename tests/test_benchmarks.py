@@ -23,7 +23,7 @@ def load(name: str):
 
 
 @pytest.mark.parametrize("name", ["data_bench", "ablations", "speed", "segments", "ensembles", "budget", "scatter",
-                                  "predict_scale", "own_programs"])
+                                  "predict_scale", "own_programs", "precision"])
 def test_benchmark_smoke(name, capsys, tmp_path):
     out_file = ["--out", str(tmp_path / f"{name}.md")] if name != "data_bench" else []
     assert load(name).main(["--smoke", *out_file]) == 0
@@ -37,7 +37,9 @@ def test_benchmark_smoke(name, capsys, tmp_path):
                             "LayoutRanker, ranking pass", "torch_scatter / torch"]
                 if importlib.util.find_spec("torch_scatter") else ["nothing to compare"],
                 "own_programs": ["| resnet |", "| transformer |", "`solution predict` of both files",
+                                 "`--trainer.precision bf16-mixed` |", "float32 / `--precision bf16-mixed`",
                                  "`solution fit` (shipped layout_xla_random.yaml", "importing the Lightning CLI"],
+                "precision": ["| layout:xla:default | 1 |", "| layout:xla:default | 0, 0 |", "Δ (paired)"],
                 "predict_scale": ["| 0 (0 started) | cold |", "| 0 (0 started) | warm |", "configs/s", "bert_like"],
                 "budget": ["| layout:xla:random | 0.05 |", "after − before", "budget.svg"],
                 "segments": ["| 800 | 4 |", "segments: peak memory of the largest graph / the smallest",

@@ -151,9 +151,11 @@ def test_predict_and_run_give_the_same_predictions_from_the_checkpoints_settings
             np.testing.assert_allclose(by_cli[stem], by_run[stem], rtol=1e-5, atol=1e-6)
 
 
-def test_predict_runs_without_importing_lightning_and_writes_what_the_trainer_writes(trained, tile_root, tmp_path):
+@pytest.mark.parametrize("precision", [[], ["--trainer.precision", "bf16-mixed"]], ids=["float32", "bf16-mixed"])
+def test_predict_runs_without_importing_lightning_and_writes_what_the_trainer_writes(trained, tile_root, tmp_path,
+                                                                                     precision):
     args = [*TILE, "--data.root", str(tile_root), "--ckpt_path", str(trained / "tile_xla.ckpt"), "--data.eval_chunk",
-            "3", "--data.predict_repeats", "2", "--seed_everything", "5"]
+            "3", "--data.predict_repeats", "2", "--seed_everything", "5", *precision]
     code = ("import sys; from solution.tools.cli import main; code = main(sys.argv[1:]); "
             "sys.exit(code or 10 * any(name.split('.')[0] == 'lightning' for name in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code, "predict", *args, "--submission.out_dir", str(tmp_path / "a")],
@@ -169,7 +171,7 @@ def test_predict_runs_without_importing_lightning_and_writes_what_the_trainer_wr
 
 
 @pytest.mark.parametrize("extra", [["--print_config"], ["--help"], ["--trainer.accelerator", "gpu"],
-                                   ["--trainer.precision", "bf16-mixed"], ["--seed_everything", "true"],
+                                   ["--trainer.precision", "16-mixed"], ["--seed_everything", "true"],
                                    ["--trainer.callbacks+=lightning.pytorch.callbacks.Timer"], ["stray"]])
 def test_predict_leaves_to_the_lightning_cli_what_needs_a_trainer(extra, trained, tile_root):
     from solution.tools.predict import predict_here

@@ -270,8 +270,10 @@ class Readout(nn.Module):
         self.head = nn.Linear(hidden, 1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster."""
-        x = self.mlp(x)  # [G, C, d]
-        if self.attention is not None:
-            x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
-        return self.head(self.norm(x)).squeeze(-1)  # [G, C]
+        """x [G, C, in], mask [G, C] -> scores [G, C], lower = faster. In float32 also under a lower-precision
+        autocast: bfloat16's 8-bit mantissa would tie most of a graph's scores (tied configs lose their order)."""
+        with torch.autocast(x.device.type, enabled=False):
+            x = self.mlp(x.float())  # [G, C, d]
+            if self.attention is not None:
+                x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
+            return self.head(self.norm(x)).squeeze(-1)  # [G, C]

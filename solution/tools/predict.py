@@ -1,7 +1,8 @@
-"""`solution predict` without a trainer: on one CPU process in float32, a checkpoint ranks every file of a split and
-writes the collection's submission part, with the settings the Lightning CLI resolves (configs/base.yaml, then
---config files and --key value flags in their order, then what the checkpoint fixes). Importing Lightning is most
-of a short predict's start-up; a command this does not cover goes to the Lightning CLI."""
+"""`solution predict` without a trainer: on one CPU process, in float32 or (--trainer.precision bf16-mixed) under
+bfloat16 autocast, a checkpoint ranks every file of a split and writes the collection's submission part, with the
+settings the Lightning CLI resolves (configs/base.yaml, then --config files and --key value flags in their order,
+then what the checkpoint fixes). Importing Lightning is most of a short predict's start-up; a command this does not
+cover goes to the Lightning CLI."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..allocator import keep_freed_buffers
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
 from ..submission.ensemble import write_predictions
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
-from ..training.inference import checkpoint_scores
+from ..training.inference import CPU_PRECISIONS, checkpoint_scores
 from .settings import configs_folder, layered, read_settings, read_yaml, with_checkpoint
 
 TOP_LEVEL = ("ckpt_path", "seed_everything")
@@ -24,7 +25,7 @@ NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")  # a dotted setting
 SECTIONS = ("data", "model", "trainer", "submission", "checkpoint", "lr_monitor")  # those of the Lightning CLI
 # trainer settings under which predict runs in this process, on the CPU, in float32; the others concern training
 ON_CPU = {"accelerator": ("cpu", "auto"), "devices": (1, "1", "auto"), "num_nodes": (1, None),
-          "precision": (None, 32, "32", "32-true"), "strategy": ("auto", None), "callbacks": (None, []),
+          "precision": CPU_PRECISIONS, "strategy": ("auto", None), "callbacks": (None, []),
           "limit_predict_batches": (None, 1, 1.0)}
 DEFAULT_OUT = "submissions"  # SubmissionWriter's out_dir
 

@@ -58,14 +58,16 @@ def candidates_of(program: Program, args: argparse.Namespace) -> np.ndarray:
                     np.random.default_rng(args.seed))
 
 
-def score(checkpoint: Path, saved: Mapping, program: Program, configs: np.ndarray) -> np.ndarray:
+def score(checkpoint: Path, saved: Mapping, program: Program, configs: np.ndarray,
+          precision: str | None = None) -> np.ndarray:
     """[C] the model's scores (lower = predicted faster), as `solution predict` scores a test file: the program
     goes through the reader's checks and the checkpoint's preprocessing, its configs through the same chunks and
-    scorer (without Lightning: settings resolved as every command resolves them)."""
+    scorer (without Lightning: settings resolved as every command resolves them), at a trainer `precision`."""
     stored = saved_settings(saved)
     collection = stored["data"]["collection"]
     defaults = read_settings()[collection]
     settings = with_checkpoint(defaults, stored, [defaults], str(checkpoint))
+    settings["trainer"] = {**settings.get("trainer", {}), "precision": precision}
     with tempfile.TemporaryDirectory(prefix="solution-rank-") as scratch:
         path = Path(scratch) / f"{program.name}.npz"
         np.savez(path, **{key: program.arrays[key] for key in LAYOUT_KEYS}, node_config_feat=configs,
@@ -167,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--top", type=int, default=10, help="candidates shown")
     parser.add_argument("--out", type=Path, default=None, help="write the full ranking to OUT.csv and OUT.json")
+    parser.add_argument("--precision", choices=("32", "bf16-mixed"), default="32",
+                        help="bf16-mixed: the model under bfloat16 autocast, scores in float32 (faster on CPUs "
+                             "with AVX512-BF16 or AMX)")
     args = parser.parse_args(argv)
     if args.configs is not None and args.configs < 0:
         parser.error(f"--configs {args.configs}: expected a count >= 0")
@@ -178,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                             "collection (layout:xla:random, ...)")
     program = read_program(args.program)
     configs = candidates_of(program, args)
-    ranking = Ranking(program, configs, score(args.ckpt, saved, program, configs))
+    ranking = Ranking(program, configs, score(args.ckpt, saved, program, configs, args.precision))
     print(f"\n{program.name}: {len(configs)} candidates over {len(program.names)} configurable nodes, ranked by "
           f"{args.ckpt} ({args.collection}); lower score = predicted faster (a ranking score, not a time)\n")
     print(table(ranking, args.top))
