@@ -28,7 +28,7 @@ from ..metrics import final_score, mean_over_graphs
 from ..submission.ensemble import combine, ensemble
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
-from ..training.callbacks import AtomicCheckpointIO, MovingAverage
+from ..training.callbacks import AtomicCheckpointIO
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
@@ -122,8 +122,6 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
     callbacks = [best, Progress(collection), *extras.pop("callbacks", [])]
-    if settings.get("weight_average"):
-        callbacks.append(MovingAverage(settings["weight_average"]))
     trainer = pl.Trainer(**{**QUIET, **settings["trainer"], **extras}, callbacks=callbacks,
                          max_time=timedelta(seconds=seconds) if seconds is not None else None,
                          plugins=[AtomicCheckpointIO()])

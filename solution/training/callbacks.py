@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import lightning.pytorch as pl
 import torch
-from torch.optim.swa_utils import get_ema_multi_avg_fn
-from lightning.pytorch.callbacks import LearningRateMonitor, WeightAveraging
+from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..atomic import atomic_write
@@ -26,14 +25,6 @@ class LRMonitor(LearningRateMonitor):
     def on_train_epoch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
         if trainer.loggers:
             super().on_train_epoch_start(trainer, *args, **kwargs)
-
-
-class MovingAverage(WeightAveraging):
-    """An exponential moving average of the weights, updated after each training step with `decay`: validation and
-    every checkpoint use the average (the weights being trained are kept apart and resume from it)."""
-
-    def __init__(self, decay: float) -> None:
-        super().__init__(multi_avg_fn=get_ema_multi_avg_fn(decay))
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
