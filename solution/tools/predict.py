@@ -23,7 +23,8 @@ from .settings import configs_folder, layered, read_settings, read_yaml, with_ch
 TOP_LEVEL = ("ckpt_path", "seed_everything")
 NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")  # a dotted setting
 SECTIONS = ("data", "model", "trainer", "submission", "checkpoint", "lr_monitor")  # those of the Lightning CLI
-# trainer settings under which predict runs in this process, on the CPU, in float32; the others concern training
+# trainer settings under which predict runs in this process, on the CPU (float32 or bf16-mixed); the others
+# concern training
 ON_CPU = {"accelerator": ("cpu", "auto"), "devices": (1, "1", "auto"), "num_nodes": (1, None),
           "precision": CPU_PRECISIONS, "strategy": ("auto", None), "callbacks": (None, []),
           "limit_predict_batches": (None, 1, 1.0)}

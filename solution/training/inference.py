@@ -124,7 +124,7 @@ class Scorer(nn.Module):
 
 
 # trainer precisions a CPU ranks at without Lightning: float32, or its model in bfloat16 under autocast (scores
-# and standardizers in float32); 1.4-1.6x faster where the CPU computes bfloat16 natively (AVX512-BF16, AMX)
+# and standardizers in float32); its forward 1.3-1.45x faster where the CPU computes bfloat16 natively
 CPU_PRECISIONS = (None, 32, "32", "32-true", "bf16-mixed")
 
 
