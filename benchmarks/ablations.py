@@ -91,6 +91,7 @@ VARIANTS = {
     "MSE loss": Variant(("--model.loss", f"{LOSSES}.MSE")),
     "segment training": Variant(("--data.segment_nodes", "64"), layout_only=True),
     "physical layout": Variant((f"{RANKER}.init_args.physical_layout", "true"), layout_only=True),
+    "encoder width 64": Variant((f"{RANKER}.init_args.hidden", "64"), layout_only=True),
 }
 QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
     "Cross-config attention: per configurable node (after each link block), in the readout, both (tile has "
@@ -108,6 +109,8 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
     "graphs)": ["full model", "segment training"],
     "Physical layout features (sizes in the chosen minor-to-major order, 8 x 128 tile fill and padding)":
         ["full model", "physical layout"],
+    "Encoder and readout width: 128 (full model) or 64, the config-aware width unchanged":
+        ["full model", "encoder width 64"],
 }
 
 
