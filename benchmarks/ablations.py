@@ -92,7 +92,6 @@ VARIANTS = {
     "segment training": Variant(("--data.segment_nodes", "64"), layout_only=True),
     "physical layout": Variant((f"{RANKER}.init_args.physical_layout", "true"), layout_only=True),
     "encoder width 64": Variant((f"{RANKER}.init_args.hidden", "64"), layout_only=True),
-    "tiled total": Variant((f"{RANKER}.init_args.physical_total", "true"), layout_only=True),
 }
 QUESTIONS = {  # section title -> the variants it compares; the full model is each section's reference
     "Cross-config attention: per configurable node (after each link block), in the readout, both (tile has "
@@ -112,8 +111,6 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
         ["full model", "physical layout"],
     "Encoder and readout width: 128 (full model) or 64, the config-aware width unchanged":
         ["full model", "encoder width 64"],
-    "The tiled total in the readout (each config's log of what its configurable outputs store in 8 x 128 tiles)":
-        ["full model", "tiled total"],
 }
 
 

@@ -30,7 +30,7 @@ from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features, tiled_total
+from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features
 from solution.models.spec import build
 
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)
@@ -199,13 +199,12 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (LAYOUT, LayoutRanker, {"physical_layout": True}), (LAYOUT, LayoutRanker, {"physical_total": True}),
-    (TILE, TileRanker, {"cross_attention": True}),
+    (LAYOUT, LayoutRanker, {"physical_layout": True}), (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
 ], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
-        "layout-physical_total", "tile-cross",
+        "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -216,9 +215,8 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"physical_total": True}],
-                         ids=["per_route", "shared_maps", "narrow", "physical", "physical_total"])
+@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True}],
+                         ids=["per_route", "shared_maps", "narrow", "physical"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
@@ -549,44 +547,6 @@ def test_a_new_model_with_physical_features_scores_as_one_without():
     with_physics.train()
     with_physics(batch).sum().backward()
     assert with_physics.physics.weight.grad.abs().sum() > 0
-
-
-def test_the_tiled_total_sums_what_each_layout_stores_weighted_by_size():
-    """Two configurable nodes, [3, 256] (768 elements) and [64, 1000] (64,000): config 0 stores both without lane
-    waste, 8 x 256 + 64 x 1024; config 1 puts 3 and 64 in the lanes, 128 x 256 + 128 x 1000; config 2 leaves
-    both to the compiler (the real elements). Their logs, centred over the graph's configs."""
-    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
-    g, (c, k) = 0, batch.config_feat.shape[1:3]
-    config_feat = torch.full((1, c, k, 18), -1.0)
-    config_feat[0, 0, 0, :2], config_feat[0, 0, 1, :2] = torch.tensor([1.0, 0]), torch.tensor([1.0, 0])
-    config_feat[0, 1, 0, :2], config_feat[0, 1, 1, :2] = torch.tensor([0.0, 1]), torch.tensor([0.0, 1])
-    config_node = torch.full((1, k), -1, dtype=torch.long)
-    config_node[0, :2] = torch.tensor([0, 1])
-    config_dims = torch.zeros(1, k, 6)
-    config_dims[0, 0, :2], config_dims[0, 1, :2] = torch.tensor([3.0, 256]), torch.tensor([64.0, 1000])
-    mask = torch.zeros(1, c, dtype=torch.bool)
-    mask[0, :3] = True
-    two = batch.replace(config_feat=config_feat, config_node=config_node, config_dims=config_dims, config_mask=mask)
-    totals = torch.tensor([8 * 256 + 64 * 1024, 128 * 256 + 128 * 1000, 768 + 64_000], dtype=torch.float64).log()
-    expected = torch.zeros(c)
-    expected[:3] = (totals - totals.mean()).float()
-    torch.testing.assert_close(tiled_total(two)[g], expected)
-
-
-def test_a_new_model_with_the_tiled_total_scores_as_one_without():
-    """The tiled total enters the readout through a zero-initialised column: an untrained model with it gives the
-    scores of the same model without it, and training moves that column."""
-    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
-    without = make_model(LAYOUT)
-    with_total = make_model(LAYOUT, physical_total=True)
-    state = without.state_dict()
-    first = with_total.readout.mlp[0].weight.detach().clone()
-    state["readout.mlp.0.weight"] = torch.cat([state["readout.mlp.0.weight"], first[:, -1:]], 1)
-    with_total.load_state_dict(state)
-    torch.testing.assert_close(score(with_total, batch), score(without, batch))
-    with_total.train()
-    with_total(batch).sum().backward()
-    assert with_total.readout.mlp[0].weight.grad[:, -1].abs().sum() > 0
 
 
 def test_the_batch_carries_each_configurable_nodes_output_dims():

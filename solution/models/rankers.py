@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, PAD, SUBLANES
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -43,9 +43,7 @@ class LayoutRanker(Ranker):
     `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
-    bounded memory. With `physical_total`, the readout also sees each config's tiled total: what all the
-    configurable nodes' outputs store in 8 x 128 tiles under its layouts, weighted by their sizes (see
-    `tiled_total`). Batches over the data's segment budget train and predict segment by segment (see
+    bounded memory. Batches over the data's segment budget train and predict segment by segment (see
     models/segments.py)."""
 
     def __init__(
@@ -66,7 +64,6 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        physical_total: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -82,11 +79,7 @@ class LayoutRanker(Ranker):
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
-        self.physical_total = physical_total
-        self.readout = Readout(2 * width + 2 * hidden + physical_total, hidden, readout_attention, heads, dropout)
-        if physical_total:  # starts as the model without it, as the physical layout features
-            with torch.no_grad():
-                self.readout.mlp[0].weight[:, -1] = 0.0
+        self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -120,17 +113,12 @@ class LayoutRanker(Ranker):
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
             return segmented_scores(self, batch)
-        graphs, configs = batch.config_mask.shape
+        mask = valid_configs(batch)  # [G, C]
+        graphs, configs = mask.shape
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
-        return self.score(torch.cat([pool(z, links.graph, graphs), graph_part], -1), batch)
-
-    def score(self, pooled: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Scores [G, C] from the pooled states [G, C, 2w + 2d] (a whole graph's, or assembled from its segments),
-        with `physical_total` each config's tiled total beside them."""
-        if self.physical_total:
-            pooled = torch.cat([pooled, tiled_total(batch)[..., None].to(pooled.dtype)], -1)  # [G, C, 2w + 2d + 1]
-        return self.readout(pooled, valid_configs(batch))  # [G, C]
+        features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
+        return self.readout(features, mask)  # [G, C]
 
 
 def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
@@ -151,41 +139,15 @@ def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.T
     beyond the rank; all -1: left to the compiler, unknown here) and dims [M, 6] (the output's sizes): log2 of the
     minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a tile, the log of the bytes
     stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not."""
-    minor, second, is_set = minor_sizes(order, dims)  # [M, C] each
-    is_set = is_set.to(minor.dtype)
-    features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(minor.dtype),
-                            (second % SUBLANES == 0).to(minor.dtype), tile_padding(minor, second).log(), is_set], -1)
-    return features * is_set[..., None]  # [M, C, 6]
-
-
-def minor_sizes(order: torch.Tensor, dims: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The minor and second-minor sizes [M, C] of each output layout, order [M, C, 6] (minor-to-major, -1 beyond
-    the rank) of the dims [M, 6], and whether it is set (1 and 1 where it is not)."""
     ranked = order >= 0  # [M, C, 6]
     per_node = dims.clamp(min=1)[:, None].expand(-1, order.size(1), -1)  # [M, C, 6]
     sizes = torch.gather(per_node, 2, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, 6] minor first
-    return sizes[..., 0], sizes[..., 1], ranked[..., 0]
-
-
-def tile_padding(minor: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-    """What a tensor stores in 8 x 128 tiles over its real size, from its minor and second-minor sizes."""
-    return torch.ceil(minor / LANES) * LANES * torch.ceil(second / SUBLANES) * SUBLANES / (minor * second)
-
-
-def tiled_total(batch: Batch) -> torch.Tensor:
-    """[G, C] per config, the log of the elements the configurable nodes' outputs store in 8 x 128 tiles under its
-    layouts (a layout left to the compiler counts the real elements), centred over the graph's valid configs (0
-    elsewhere): the memory traffic a layout costs, summed with each tensor's size as its weight, which a mean or
-    max pool of per-node features does not give."""
-    graph, slot = (batch.config_node != PAD).nonzero(as_tuple=True)  # [M] each
-    order = layout_symbols(batch.config_feat[graph, :, slot, :LAYOUT_GROUP]) - 1  # [M, C, 6]
-    dims = batch.config_dims[graph, slot].float()  # [M, 6]
-    minor, second, is_set = minor_sizes(order, dims)  # [M, C] each
-    elements = torch.where(dims > 0, dims, torch.ones_like(dims)).prod(-1)  # [M]
-    stored = elements[:, None] * torch.where(is_set, tile_padding(minor, second), torch.ones_like(minor))  # [M, C]
-    total = stored.new_zeros(batch.config_mask.shape).index_add_(0, graph, stored).clamp(min=1).log()  # [G, C]
-    mask = valid_configs(batch).to(total.dtype)  # [G, C]
-    return (total - (total * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True)) * mask
+    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C] each
+    padded = torch.ceil(minor / LANES) * LANES * torch.ceil(second / SUBLANES) * SUBLANES
+    is_set = ranked[..., 0].to(sizes.dtype)
+    features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
+                            (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
+    return features * is_set[..., None]  # [M, C, 6]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
