@@ -1,0 +1,114 @@
+"""An untrained physics ranking, alone and blended with a trained model's, on the held-out families of corpus_eval.
+
+    python benchmarks/corpus_eval.py --seconds 120 --seeds 3 --collections layout:xla:random layout:nlp:random \\
+        --config benchmarks/variants/single.yaml --runs /tmp/ce/runs
+    python benchmarks/physics_prior.py --runs /tmp/ce/runs
+
+The physics ranking orders a file's configs by the elements all configurable outputs store in 8 x 128 tiles under
+each config's layouts (the real elements where a layout is left to the compiler): the memory traffic of the
+layouts, each tensor weighted by its size, with no constant of any runtime law and no training. For each
+replicate of the run (seed i, fold i held out), the model's ranking of every held-out file (the submission part
+corpus_eval wrote) and the physics ranking are blended as (1 - w) x model rank + w x physics rank and scored by
+Kendall tau against the measured runtimes, as `solution score` does; w = 0 is the model alone (it repeats
+corpus_eval's score), w = 1 the physics ranking alone. Deltas are paired by replicate against w = 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from solution.atomic import atomic_write  # noqa: E402
+from solution.constants import LANES, LAYOUT_GROUP, SHAPE_DIMS, SUBLANES  # noqa: E402
+from solution.submission.files import read_answers  # noqa: E402
+
+
+def tiled_elements(path: Path) -> np.ndarray:
+    """[C] per config of a layout file, the elements its configurable outputs store in 8 x 128 tiles."""
+    with np.load(path) as z:
+        dims = z["node_feat"][z["node_config_ids"]][:, SHAPE_DIMS].astype(np.float64)  # [NC, 6], 0 beyond the rank
+        order = z["node_config_feat"][:, :, :LAYOUT_GROUP].astype(np.int64)  # [C, NC, 6] minor-to-major, -1 unset
+    per_config = np.broadcast_to(np.maximum(dims, 1)[None], order.shape)  # [C, NC, 6]
+    sizes = np.where(order >= 0, np.take_along_axis(per_config, order.clip(min=0), 2), 1.0)  # minor first
+    minor, second = sizes[..., 0], sizes[..., 1]  # [C, NC]
+    elements = np.where(dims > 0, dims, 1.0).prod(-1)  # [NC]
+    padding = np.ceil(minor / LANES) * LANES * np.ceil(second / SUBLANES) * SUBLANES / (minor * second)
+    return (elements * np.where(order[..., 0] >= 0, padding, 1.0)).sum(1)  # [C]
+
+
+def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray], weights: list[float]) -> list[float]:
+    """Mean Kendall tau over the held-out files of one replicate, per blend weight."""
+    taus: list[list[float]] = [[] for _ in weights]
+    for line in part.read_text().splitlines()[1:]:
+        file_id, top = line.split(",")
+        path = held_out / f"{file_id.rsplit(':', 1)[1]}.npz"
+        with np.load(path) as z:
+            runtime = z["config_runtime"].astype(np.float64)
+        if not runtime.any():  # a corpus test file: its runtimes are in answers.csv, as in Kaggle
+            runtime = answers[file_id]
+        count = len(runtime)
+        model = np.empty(count)
+        model[np.array(top.split(";"), dtype=np.int64)] = np.arange(count)
+        physics = stats.rankdata(tiled_elements(path))
+        for i, w in enumerate(weights):
+            taus[i].append(stats.kendalltau((1 - w) * model + w * physics, runtime)[0])
+    return [float(np.mean(t)) for t in taus]
+
+
+def interval(values: np.ndarray) -> str:
+    """Mean [95 % t interval]."""
+    mean = values.mean()
+    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0
+    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, required=True, help="a corpus_eval --runs folder")
+    parser.add_argument("--setting", default="shipped", help="the corpus_eval setting whose rankings are blended")
+    parser.add_argument("--corpus", type=Path, default=REPO / "data" / "programs-small")
+    parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "physics_prior.md")
+    args = parser.parse_args(argv)
+    answers = read_answers(args.corpus / "answers.csv")
+    lines = [f"# An untrained physics ranking blended with the model's ({date.today()})", "",
+             f"Command: `python benchmarks/physics_prior.py {' '.join(argv if argv is not None else sys.argv[1:])}`."
+             " Blend: (1 - w) x model rank + w x physics rank; Kendall tau on every held-out file, mean per "
+             "replicate; Δ paired by replicate against the model alone (w = 0).", "",
+             "| collection | replicate | " + " | ".join(f"w = {w:g}" for w in args.weights) + " |",
+             "|---|---|" + "---|" * len(args.weights)]
+    summary = []
+    for folder in sorted((args.runs / args.setting).iterdir()):
+        collection = folder.name
+        rows = []
+        for replicate in sorted(folder.iterdir()):
+            fold = replicate.name.split("-fold")[1]
+            part = replicate / "ranked" / args.setting / "parts" / f"{collection}.csv"
+            held_out = next((args.runs / "folds" / collection / f"fold{fold}").glob("npz_all/npz/layout/*/*/test"))
+            rows.append(replicate_scores(part, held_out, answers, args.weights))
+            lines.append(f"| {collection} | {replicate.name} | " + " | ".join(f"{s:.4f}" for s in rows[-1]) + " |")
+        scores = np.array(rows)  # [replicates, weights]
+        cells = [f"{scores[:, 0].mean():.3f}"] + [f"{scores[:, i].mean():.3f} ({interval(scores[:, i] - scores[:, 0])})"
+                                                  for i in range(1, len(args.weights))]
+        summary.append(f"| {collection} | " + " | ".join(cells) + " |")
+    lines += ["", "Mean over replicates (Δ against the model alone):", "",
+              "| collection | " + " | ".join(f"w = {w:g}" for w in args.weights) + " |",
+              "|---|" + "---|" * len(args.weights), *summary]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(args.out) as handle:
+        handle.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
