@@ -21,27 +21,28 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
+import torch
+from intervals import t_interval
 from scipy import stats
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from solution.atomic import atomic_write
+from solution.constants import LAYOUT_GROUP, SHAPE_DIMS
+from solution.models.rankers import physical_layout_features
+from solution.submission.files import read_answers
 
-from solution.atomic import atomic_write  # noqa: E402
-from solution.constants import LANES, LAYOUT_GROUP, SHAPE_DIMS, SUBLANES  # noqa: E402
-from solution.submission.files import read_answers  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
+LOG_PADDING = 4  # physical_layout_features' column: log of the bytes stored in 8 x 128 tiles over the real ones
 
 
 def tiled_elements(path: Path) -> np.ndarray:
-    """[C] per config of a layout file, the elements its configurable outputs store in 8 x 128 tiles."""
+    """[C] per config of a layout file, the elements its configurable outputs store in 8 x 128 tiles: the real
+    elements times the padding the model's physical layout features see (1 where the compiler chooses)."""
     with np.load(path) as z:
-        dims = z["node_feat"][z["node_config_ids"]][:, SHAPE_DIMS].astype(np.float64)  # [NC, 6], 0 beyond the rank
-        order = z["node_config_feat"][:, :, :LAYOUT_GROUP].astype(np.int64)  # [C, NC, 6] minor-to-major, -1 unset
-    per_config = np.broadcast_to(np.maximum(dims, 1)[None], order.shape)  # [C, NC, 6]
-    sizes = np.where(order >= 0, np.take_along_axis(per_config, order.clip(min=0), 2), 1.0)  # minor first
-    minor, second = sizes[..., 0], sizes[..., 1]  # [C, NC]
-    elements = np.where(dims > 0, dims, 1.0).prod(-1)  # [NC]
-    padding = np.ceil(minor / LANES) * LANES * np.ceil(second / SUBLANES) * SUBLANES / (minor * second)
-    return (elements * np.where(order[..., 0] >= 0, padding, 1.0)).sum(1)  # [C]
+        dims = torch.from_numpy(z["node_feat"][z["node_config_ids"]][:, SHAPE_DIMS].astype(np.float64))  # [NC, 6]
+        order = torch.from_numpy(z["node_config_feat"][:, :, :LAYOUT_GROUP].astype(np.int64)).transpose(0, 1)
+    padding = physical_layout_features(order, dims)[..., LOG_PADDING].exp()  # [NC, C]
+    elements = torch.where(dims > 0, dims, torch.ones_like(dims)).prod(-1)  # [NC]
+    return (elements[:, None] * padding).sum(0).numpy()  # [C]
 
 
 def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray], weights: list[float]) -> list[float]:
@@ -61,13 +62,6 @@ def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray],
         for i, w in enumerate(weights):
             taus[i].append(stats.kendalltau((1 - w) * model + w * physics, runtime)[0])
     return [float(np.mean(t)) for t in taus]
-
-
-def interval(values: np.ndarray) -> str:
-    """Mean [95 % t interval]."""
-    mean = values.mean()
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0
-    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(replicate_scores(part, held_out, answers, args.weights))
             lines.append(f"| {collection} | {replicate.name} | " + " | ".join(f"{s:.4f}" for s in rows[-1]) + " |")
         scores = np.array(rows)  # [replicates, weights]
-        cells = [f"{scores[:, 0].mean():.3f}"] + [f"{scores[:, i].mean():.3f} ({interval(scores[:, i] - scores[:, 0])})"
-                                                  for i in range(1, len(args.weights))]
+        gains = [t_interval(scores[:, i] - scores[:, 0], sign="+") for i in range(1, len(args.weights))]
+        cells = [f"{scores[:, 0].mean():.3f}"] + [f"{scores[:, i + 1].mean():.3f} ({g})" for i, g in enumerate(gains)]
         summary.append(f"| {collection} | " + " | ".join(cells) + " |")
     lines += ["", "Mean over replicates (Δ against the model alone):", "",
               "| collection | " + " | ".join(f"w = {w:g}" for w in args.weights) + " |",
