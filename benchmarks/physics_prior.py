@@ -21,28 +21,21 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
-import torch
 from intervals import t_interval
 from scipy import stats
 
 from solution.atomic import atomic_write
-from solution.constants import LAYOUT_GROUP, SHAPE_DIMS
-from solution.models.rankers import physical_layout_features
+from solution.constants import SHAPE_DIMS
+from solution.models.prior import tiled_elements
 from solution.submission.files import read_answers
 
 REPO = Path(__file__).resolve().parent.parent
-LOG_PADDING = 4  # physical_layout_features' column: log of the bytes stored in 8 x 128 tiles over the real ones
 
 
-def tiled_elements(path: Path) -> np.ndarray:
-    """[C] per config of a layout file, the elements its configurable outputs store in 8 x 128 tiles: the real
-    elements times the padding the model's physical layout features see (1 where the compiler chooses)."""
+def file_prior(path: Path) -> np.ndarray:
+    """[C] the physics ranking's tiled elements of every config of a layout file, in its row order."""
     with np.load(path) as z:
-        dims = torch.from_numpy(z["node_feat"][z["node_config_ids"]][:, SHAPE_DIMS].astype(np.float64))  # [NC, 6]
-        order = torch.from_numpy(z["node_config_feat"][:, :, :LAYOUT_GROUP].astype(np.int64)).transpose(0, 1)
-    padding = physical_layout_features(order, dims)[..., LOG_PADDING].exp()  # [NC, C]
-    elements = torch.where(dims > 0, dims, torch.ones_like(dims)).prod(-1)  # [NC]
-    return (elements[:, None] * padding).sum(0).numpy()  # [C]
+        return tiled_elements(z["node_config_feat"], z["node_feat"][z["node_config_ids"]][:, SHAPE_DIMS])
 
 
 def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray], weights: list[float]) -> list[float]:
@@ -58,7 +51,7 @@ def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray],
         count = len(runtime)
         model = np.empty(count)
         model[np.array(top.split(";"), dtype=np.int64)] = np.arange(count)
-        physics = stats.rankdata(tiled_elements(path))
+        physics = stats.rankdata(file_prior(path))
         for i, w in enumerate(weights):
             taus[i].append(stats.kendalltau((1 - w) * model + w * physics, runtime)[0])
     return [float(np.mean(t)) for t in taus]

@@ -1,0 +1,116 @@
+"""The physics prior: its tiled-elements ranking on hand-made and real-format layouts, and the blend weight
+`solution run` picks for it on the valid files and applies to the test predictions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_members import COLLECTION, STEM, demo_settings
+
+from solution.data.preprocess import Preprocessing, load_graph
+from solution.data.reader import read_graph
+from solution.errors import SettingsError
+from solution.models.prior import graph_prior, tiled_elements
+from solution.submission.ensemble import combine, read_run
+from solution.tools import pipeline
+
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "npz"
+UNSET = [-1] * 6
+
+
+def config(*outputs: list[int]) -> np.ndarray:
+    """[nc, 18] one config: each node's output minor-to-major, its input and kernel groups unset."""
+    return np.array([layout + UNSET + UNSET for layout in outputs], dtype=np.int8)
+
+
+def test_tiled_elements_pad_the_two_minor_dimensions_to_8_x_128_tiles():
+    dims = np.array([[3, 200, 0, 0, 0, 0], [1000, 1, 0, 0, 0, 0]], dtype=np.float32)  # [2, 6]
+    configs = np.stack([
+        config([1, 0, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1]),  # 200 lanes x 3 -> 256 x 8; 1000 x 1 -> 1024 x 8
+        config([0, 1, -1, -1, -1, -1], [1, 0, -1, -1, -1, -1]),  # 3 lanes x 200 -> 128 x 200; 1 x 1000 -> 128 x 1000
+        config(UNSET, UNSET),  # left to the compiler: the real elements, 600 and 1000
+    ])
+    np.testing.assert_allclose(tiled_elements(configs, dims), [256 * 8 + 1024 * 8, 128 * 200 + 128 * 1000, 1600])
+
+
+def test_tiled_elements_follow_the_configs_and_ignore_their_order_and_the_chunking(monkeypatch):
+    rng = np.random.default_rng(0)
+    dims = rng.integers(1, 300, size=(5, 6)).astype(np.float32)
+    dims[:, 3:] = 0  # rank 3
+    configs = np.full((40, 5, 18), -1, dtype=np.int8)
+    for c in range(40):
+        for node in range(5):
+            configs[c, node, :3] = rng.permutation(3)
+    whole = tiled_elements(configs, dims)
+    permutation = rng.permutation(40)
+    np.testing.assert_allclose(tiled_elements(configs[permutation], dims), whole[permutation])
+    monkeypatch.setattr("solution.models.prior.CONFIG_CHUNK", 7)
+    np.testing.assert_allclose(tiled_elements(configs, dims), whole)
+    assert len(np.unique(whole)) > 1
+
+
+def test_graph_prior_of_a_real_format_file_is_its_raw_tiled_elements(tmp_path):
+    path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz"
+    raw = read_graph(path, "valid")
+    graph = load_graph(path, "valid", Preprocessing(), None)
+    with np.load(path) as z:
+        expected = tiled_elements(z["node_config_feat"], z["node_feat"][z["node_config_ids"]][:, 21:27])
+    np.testing.assert_allclose(graph_prior(graph), expected[graph.config_index])
+    assert raw.num_configs == len(expected)
+
+
+@pytest.mark.parametrize(("weights", "expected"), [([], [0.0]), ([0.5, 0.25, 0.5], [0.0, 0.25, 0.5]), ([0], [0.0])])
+def test_prior_weights_always_include_the_model_alone(weights, expected):
+    assert pipeline.prior_weights({"prior_weights": weights}, COLLECTION) == expected
+
+
+@pytest.mark.parametrize("weights", [[1.0], [-0.1], ["half"], 0.5, [True]])
+def test_prior_weights_must_be_blend_weights_below_one(weights):
+    with pytest.raises(SettingsError, match=r"prior_weights=.*expected a list of blend weights in \[0, 1\)"):
+        pipeline.prior_weights({"prior_weights": weights}, COLLECTION)
+
+
+def test_the_prior_ranks_layouts_only():
+    assert pipeline.prior_weights({"prior_weights": [0]}, "tile:xla") == [0.0]
+    with pytest.raises(SettingsError, match="tile:xla: prior_weights=.*ranks layouts only"):
+        pipeline.prior_weights({"prior_weights": [0.5]}, "tile:xla")
+
+
+@pytest.fixture(scope="module")
+def one_fit(tiny_root, tmp_path_factory) -> tuple[pipeline.Job, Path]:
+    job = pipeline.Job(tiny_root, tmp_path_factory.mktemp("prior"))
+    return job, pipeline.train(COLLECTION, demo_settings(), None, job)
+
+
+def test_a_prior_that_knows_the_runtimes_is_chosen_and_blended_into_the_test_ranks(one_fit, tmp_path, monkeypatch):
+    job, checkpoint = one_fit
+    job = pipeline.Job(job.root, tmp_path)
+    alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
+    oracle = lambda graphs, table: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
+    monkeypatch.setattr(pipeline, "scored_priors", oracle)
+    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.9]), job)
+    assert blended["prior_weight"] == 0.9 and blended["score"] > alone["score"]
+    model = read_run(job.parts / "members" / STEM / f"{STEM}.scores.npz").scores
+    prior = read_run(job.parts / "members" / f"{STEM}.prior" / f"{STEM}.scores.npz").scores
+    combined = read_run(job.parts / f"{STEM}.scores.npz").scores
+    graphs = pipeline.load(checkpoint, COLLECTION, demo_settings(), job)[1].graphs("test")
+    for index, stem in enumerate(graphs.stems):
+        np.testing.assert_allclose(prior[stem], graph_prior(graphs.load(index))[np.argsort(
+            graphs.load(index).config_index)])
+        np.testing.assert_allclose(combined[stem], combine([model[stem], prior[stem]], np.array([0.1, 0.9]), "rank"))
+
+
+def test_a_prior_no_better_than_the_model_leaves_it_alone(one_fit, tmp_path, monkeypatch):
+    job, checkpoint = one_fit
+    job = pipeline.Job(job.root, tmp_path)
+    alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
+    own = lambda graphs, table: {g: table.graph(g)[1] for g in table}  # noqa: E731 the model's own scores: a tie
+    monkeypatch.setattr(pipeline, "scored_priors", own)
+    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.25, 0.5]), job)
+    assert blended == {**alone, "prior_weight": 0.0}
+    assert not (job.parts / "members" / f"{STEM}.prior").exists()
+    model = read_run(job.parts / "members" / STEM / f"{STEM}.scores.npz").scores
+    for stem, values in read_run(job.parts / f"{STEM}.scores.npz").scores.items():
+        np.testing.assert_allclose(values, combine([model[stem]], np.ones(1), "rank"))
