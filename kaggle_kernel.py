@@ -163,7 +163,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'predict_repeats': 1,
                                 'skip_bad_files': True,
                                 'num_workers': 4,
-                                'collection': 'layout:xla:random'}},
+                                'collection': 'layout:xla:random'},
+                       'prior_weights': [0.25, 0.5, 0.75]},
  'layout:xla:default': {'seed_everything': 0,
                         'members': 3,
                         'trainer': {'accelerator': 'auto',
@@ -210,7 +211,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'predict_repeats': 1,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
-                                 'collection': 'layout:xla:default'}},
+                                 'collection': 'layout:xla:default'},
+                        'prior_weights': [0.25, 0.5, 0.75]},
  'layout:nlp:random': {'seed_everything': 0,
                        'members': 3,
                        'trainer': {'accelerator': 'auto',
@@ -257,7 +259,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'predict_repeats': 1,
                                 'skip_bad_files': True,
                                 'num_workers': 4,
-                                'collection': 'layout:nlp:random'}},
+                                'collection': 'layout:nlp:random'},
+                       'prior_weights': [0.25, 0.5, 0.75]},
  'layout:nlp:default': {'seed_everything': 0,
                         'members': 1,
                         'trainer': {'accelerator': 'auto',
@@ -304,7 +307,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'predict_repeats': 1,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
-                                 'collection': 'layout:nlp:default'}}}
+                                 'collection': 'layout:nlp:default'},
+                        'prior_weights': [0.25, 0.5, 0.75]}}
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
@@ -2869,6 +2873,44 @@ class MSE(RankingLoss):
         return mse(scores, target, mask)
 '''
 
+# ---------------------------------------- solution.models.prior
+SOURCES['solution.models.prior'] = '''\
+"""An untrained layout ranking from memory physics: the elements each config's output layouts store in 8 x 128 tiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..constants import LAYOUT_GROUP
+from ..data.packing import unpack
+from ..data.preprocess import Graph
+from .rankers import physical_layout_features
+
+LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
+CONFIG_CHUNK = 256  # configs a pass: bounded memory on graphs with hundreds of configurable nodes
+
+
+def tiled_elements(configs: np.ndarray, dims: np.ndarray) -> np.ndarray:
+    """[c] per config, the elements all configurable outputs store in 8 x 128 tiles under its output layouts, the
+    memory traffic its layouts cause with each tensor weighted by its size: configs [c, nc, >= 6] (minor-to-major
+    values -1..5, as node_config_feat), dims [nc, 6] the outputs' sizes (0 beyond the rank). An output whose
+    layout is left to the compiler (all -1) counts its real elements; no constant of a runtime law enters."""
+    sizes = torch.from_numpy(np.asarray(dims, dtype=np.float64))  # [nc, 6]
+    elements = sizes.clamp(min=1).prod(-1)  # [nc]
+    totals = []
+    for start in range(0, len(configs), CONFIG_CHUNK):
+        order = torch.from_numpy(np.asarray(configs[start:start + CONFIG_CHUNK, :, :LAYOUT_GROUP], dtype=np.int64))
+        padding = physical_layout_features(order.transpose(0, 1), sizes)[..., LOG_PADDING].exp()  # [nc, b]
+        totals.append((elements[:, None] * padding).sum(0))  # [b]
+    return torch.cat(totals).numpy() if totals else np.zeros(0)
+
+
+def graph_prior(graph: Graph) -> np.ndarray:
+    """[c] `tiled_elements` of a preprocessed layout graph's configs, in its row order (lower = predicted faster)."""
+    return tiled_elements(unpack(graph.configs), graph.config_dims)
+'''
+
 # ---------------------------------------- solution.models.rankers
 SOURCES['solution.models.rankers'] = '''\
 """Config rankers: encode the graph once, join each config to its configurable nodes, compare configs jointly.
@@ -4291,8 +4333,10 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
 SOURCES['solution.tools.pipeline'] = '''\
 """The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
 every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
-`members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble.
-`solution run`, the demo and the Kaggle kernel all run this; it needs neither the Lightning CLI nor W&B."""
+`members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble; one whose
+`prior_weights` name weights above 0 blends the untrained physics ranking of models/prior.py into the model's ranks
+with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel all run this;
+it needs neither the Lightning CLI nor W&B."""
 
 from __future__ import annotations
 
@@ -4313,10 +4357,12 @@ from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import find_collections
+from ..data.sets import GraphSet
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..submission.ensemble import combine, ensemble
+from ..models.prior import graph_prior
+from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import AtomicCheckpointIO
@@ -4376,6 +4422,19 @@ def members(settings: Mapping) -> int:
     if not isinstance(count, int) or count < 1:
         raise SettingsError(f"members={count!r}; expected a whole number of fits >= 1")
     return count
+
+
+def prior_weights(settings: Mapping, collection: str) -> list[float]:
+    """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
+    none), ascending and always with 0, the model alone; each in [0, 1), above 0 only for a layout collection."""
+    weights = settings.get("prior_weights", [])
+    if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < 1
+                                              for w in weights)):
+        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1)")
+    if any(weights) and task_of(collection).name != "layout":
+        raise SettingsError(f"{collection}: prior_weights={weights!r}; the physics prior ranks layouts only: "
+                            "expected [] for a tile collection")
+    return sorted({0.0, *map(float, weights)})
 
 
 def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
@@ -4467,10 +4526,14 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     <output>/parts/<collection>.csv (with `predict`); returns its validation metrics (`score`, ...) and the number
     of validation files, or nothing when it does not validate. An ensemble ranks by the mean of its members'
     normalised ranks per graph (as `solution ensemble`), each member's own predictions under
-    parts/members/<collection>.member<j>/."""
+    parts/members/<collection>.member<j>/. With `prior_weights` the valid files are always ranked: the weight w
+    that scores best there blends the physics prior's ranks in as w against 1 - w for the members together
+    (its ranking under parts/members/<collection>.prior/), in the validation metrics and the test predictions."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
-    alone = len(checkpoints) == 1
-    doing = " and ".join(word for word, wanted in (("validating", validate), ("predicting", predict)) if wanted)
+    weights = prior_weights(settings, collection)
+    ranks_valid = validate or len(weights) > 1
+    alone = len(checkpoints) == 1 and len(weights) == 1
+    doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
     tables, folders = [], []
     for member, checkpoint in enumerate(checkpoints):
@@ -4480,27 +4543,65 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
                              devices=settings["trainer"].get("devices", 1), **QUIET,
                              callbacks=[SubmissionWriter(str(folders[-1]))])
-        if validate:
+        if ranks_valid:
             trainer.validate(model, datamodule=datamodule, verbose=False)
             tables.append(model.last_table)
         if predict:
             trainer.predict(model, datamodule=datamodule, return_predictions=False)
+    priors, weight = {}, 0.0
+    if len(weights) > 1:  # the first of the best: ties go to the smaller weight
+        priors = scored_priors(datamodule.graphs("valid"), tables[0])
+        weight = max(weights, key=lambda w: ensemble_metrics(collection, tables, priors, w).get("score", -np.inf))
+        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
+            f"val/score {ensemble_metrics(collection, tables, priors, weight)['score']:.4f} against "
+            f"{ensemble_metrics(collection, tables)['score']:.4f} for the model alone")
     if predict and not alone:
-        ensemble(folders, job.parts)
+        shares = [(1 - weight) / len(folders)] * len(folders)
+        if weight > 0:
+            folders.append(write_prior(datamodule.graphs("test"), job.parts / "members" /
+                                       f"{collection_file_stem(collection)}.prior", collection))
+            shares.append(weight)
+        ensemble(folders, job.parts, weights=shares)
     if not validate:
         return {}
-    return {**ensemble_metrics(collection, tables), "files": len(datamodule.graphs("valid"))}
+    return {**ensemble_metrics(collection, tables, priors, weight), "files": len(datamodule.graphs("valid")),
+            **({"prior_weight": weight} if len(weights) > 1 else {})}
 
 
-def ensemble_metrics(collection: str, tables: list[ScoreTable]) -> dict[str, float]:
+def ensemble_metrics(collection: str, tables: list[ScoreTable], priors: Mapping[int, np.ndarray] | None = None,
+                     weight: float = 0.0) -> dict[str, float]:
     """The task's validation metrics (means over graphs) of the rank ensemble of the members' validation
-    scores; for one member, its own metrics (ranks keep the order of its scores)."""
+    scores, with the physics priors' ranks (graph -> the table's rows) at `weight` when it is above 0; for one
+    member alone, its own metrics (ranks keep the order of its scores)."""
     task, per_graph = task_of(collection), []
+    shares = np.array([(1 - weight) / len(tables)] * len(tables) + ([weight] if weight > 0 else []))
     for graph in tables[0]:
         _, _, target = tables[0].graph(graph)
-        ranked = combine([table.graph(graph)[1] for table in tables], np.ones(len(tables)), "rank")  # [c]
-        per_graph.append(task.graph_metrics(ranked, target))
+        scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
+        per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
+
+
+def prior_by_row(graphs: GraphSet, index: int) -> np.ndarray:
+    """[configs of the file] the physics prior of a split's graph by the file's config row (NaN for a row the
+    preprocessing dropped as a duplicate)."""
+    graph = graphs.load(index)
+    values = np.full(int(graph.meta["configs_raw"]), np.nan)
+    values[graph.config_index] = graph_prior(graph)
+    return values
+
+
+def scored_priors(graphs: GraphSet, table: ScoreTable) -> dict[int, np.ndarray]:
+    """Graph -> the physics prior of the config rows the table scored, in its row order."""
+    return {graph: prior_by_row(graphs, graph)[table.graph(graph)[0]] for graph in table}
+
+
+def write_prior(graphs: GraphSet, folder: Path, collection: str) -> Path:
+    """Write the physics prior of every test file as a run of `collection` under `folder` (as predictions are)."""
+    scores = {path.stem: prior_by_row(graphs, index) for index, path in enumerate(graphs.paths)}
+    write_run(folder, collection, "test", scores, {path.stem: file_record(path, len(scores[path.stem]), graphs.cache)
+                                                   for path in graphs.paths})
+    return folder
 
 
 # ---------------------------------------------------------------- the five collections

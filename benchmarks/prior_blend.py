@@ -1,14 +1,17 @@
-"""The physics-prior blend (`prior_weights`) on a dataset whose test runtimes are known, paired on one fit: per seed
+"""The physics-prior blend (`prior_weights`) on test files whose runtimes are known, paired on one fit: per seed
 and collection, one fit of the shipped settings, whose test files are ranked by the model alone and by the blend at
-the weight the valid files pick, both scored against answers.csv.
+the weight the valid files pick, both scored by `solution score`'s code.
 
-    python benchmarks/prior_blend.py --data /tmp/generator-small --seconds 120 --seeds 3 \\
-        --collections layout:xla:random layout:nlp:random
+    python benchmarks/prior_blend.py --data /tmp/generator-small --seconds 120 --seeds 3
+    python benchmarks/prior_blend.py --programs --seconds 480 --collections layout:xla:random layout:nlp:random
 
-The data root is built with `solution synth --size SIZE` (the random-graph generator, whose answers.csv holds the
-test runtimes) when it is missing. The fit is `solution run`'s `pipeline.train_members` within --seconds (its
-checkpoint selected on the valid files); `pipeline.evaluate` then ranks the test files twice from the same
-checkpoints, without and with `prior_weights` (--weights), so the Δ is the blend's alone, paired by seed.
+Without --programs the data root is built with `solution synth --size SIZE` (the random-graph generator, whose
+answers.csv holds the test runtimes) when it is missing, and every seed fits on its train files. With --programs
+it is the real-program corpus (default data/programs-small, built as corpus_eval builds it) and seed i holds out
+fold i of its families exactly as corpus_eval's replicate i: the held-out families' files are the test split. The
+fit is `solution run`'s `pipeline.train_members` within --seconds (its checkpoint selected on the valid files);
+`pipeline.evaluate` then ranks the test files twice from the same checkpoints, without and with `prior_weights`
+(--weights), so the Δ is the blend's alone, paired by seed.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
+from corpus_eval import build_corpus, replicates
 from intervals import t_interval
 
 from solution.atomic import atomic_write
@@ -64,8 +68,10 @@ def report(rows: list[tuple[str, int, float, float, float]], command: str, minut
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, required=True, help="a Kaggle-form root with answers.csv (built when "
-                                                                 "missing, by the random-graph generator)")
+    parser.add_argument("--data", type=Path, help="a Kaggle-form root with answers.csv (built when missing, by the "
+                                                  "random-graph generator), or with --programs the corpus root")
+    parser.add_argument("--programs", action="store_true", help="leave-family-out replicates of the corpus")
+    parser.add_argument("--folds", type=int, default=3, help="with --programs: folds of families")
     parser.add_argument("--size", default="small", choices=("tiny", "small", "realistic"))
     parser.add_argument("--collections", nargs="+", default=LAYOUTS, choices=LAYOUTS)
     parser.add_argument("--seeds", type=int, default=3)
@@ -76,17 +82,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/prior_blend"))
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "prior_blend.md")
     args = parser.parse_args(argv)
-    if not (args.data / "answers.csv").is_file():
+    if args.programs:
+        args.data = args.data or Path("data/programs-small")
+        if not (args.data / "programs.csv").is_file():
+            build_corpus(args.data, "small", 0, args.collections)
+    elif args.data is None:
+        parser.error("--data is needed without --programs")
+    elif not (args.data / "answers.csv").is_file():
         generate(args.data, args.size, 0, args.collections)
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    answers, settings = read_answers(args.data / "answers.csv"), read_settings(layers=args.config)
+    settings = read_settings(layers=args.config)
     command = shlex.join(["python", "benchmarks/prior_blend.py", *(argv if argv is not None else sys.argv[1:])])
     start, rows = time.monotonic(), []
     for seed in range(args.seeds):
         for collection in args.collections:
             work = args.runs / collection_file_stem(collection) / f"seed{seed}"
+            if args.programs:  # corpus_eval's replicate `seed`: its fold of families held out as the test split
+                held_out = replicates(args.data, collection, range(seed + 1), args.folds, args.runs)[seed]
+                root, answers = held_out.root, held_out.answers
+            else:
+                root, answers = args.data, read_answers(args.data / "answers.csv")
             seeded = {**settings[collection], "seed_everything": seed}
-            rows.append((collection, seed, *blend_pair(collection, seeded, args.weights, args.data, answers,
+            rows.append((collection, seed, *blend_pair(collection, seeded, args.weights, root, answers,
                                                        args.seconds, work)))
             print(f"{collection} seed {seed}: model {rows[-1][2]:.4f}, blend {rows[-1][3]:.4f} at w = {rows[-1][4]:g}",
                   flush=True)

@@ -120,3 +120,19 @@ def test_budget_marks_after_a_fit_ends_get_its_final_weights(tmp_path, monkeypat
     assert json.loads((tmp_path / "marks.json").read_text()) == {
         "2": {"epoch": 3, "steps": 12}, "4": {"epoch": 5, "steps": 20, "ended": True},
         "8": {"epoch": 5, "steps": 20, "ended": True}}
+
+
+def test_prior_blend_ranks_the_same_fit_with_and_without_the_blend(capsys, tmp_path):
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    args = ["--data", str(tmp_path / "data"), "--size", "tiny", "--seconds", "2", "--seeds", "1", "--collections",
+            "layout:xla:random", "--weights", "0.5", "--config", str(configs / "demo.yaml"), "--runs",
+            str(tmp_path / "runs"), "--out", str(tmp_path / "prior_blend.md")]
+    assert load("prior_blend").main(args) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| layout:xla:random | 0 |"))
+    alone, blend, weight = (cell.strip() for cell in row.strip("|").split("|")[2:5])
+    assert weight in ("0", "0.5") and (weight == "0.5" or alone == blend)
+    assert (tmp_path / "prior_blend.md").read_text() in out
+    fitted = (tmp_path / "runs").glob("layout_xla_random/seed0/fit/checkpoints/*.ckpt")  # the shipped members: 3
+    assert sorted(path.name for path in fitted) == ["layout_xla_random.ckpt", "layout_xla_random.member1.ckpt",
+                                                    "layout_xla_random.member2.ckpt"]
