@@ -4356,7 +4356,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
-from ..data.reader import find_collections
+from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
 from ..data.tasks import task_of
 from ..errors import SettingsError
@@ -4528,9 +4528,13 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     normalised ranks per graph (as `solution ensemble`), each member's own predictions under
     parts/members/<collection>.member<j>/. With `prior_weights` the valid files are always ranked: the weight w
     that scores best there blends the physics prior's ranks in as w against 1 - w for the members together
-    (its ranking under parts/members/<collection>.prior/), in the validation metrics and the test predictions."""
+    (its ranking under parts/members/<collection>.prior/), in the validation metrics and the test predictions; a
+    data root without valid files ranks by the model alone when not asked to validate."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
     weights = prior_weights(settings, collection)
+    if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
+        say(f"[{collection}] no valid files to pick the physics prior's weight by: ranking by the model alone")
+        weights = [0.0]
     ranks_valid = validate or len(weights) > 1
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)

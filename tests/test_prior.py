@@ -114,3 +114,15 @@ def test_a_prior_no_better_than_the_model_leaves_it_alone(one_fit, tmp_path, mon
     model = read_run(job.parts / "members" / STEM / f"{STEM}.scores.npz").scores
     for stem, values in read_run(job.parts / f"{STEM}.scores.npz").scores.items():
         np.testing.assert_allclose(values, combine([model[stem]], np.ones(1), "rank"))
+
+
+def test_without_valid_files_the_test_files_are_ranked_by_the_model_alone(one_fit, tmp_path, capsys):
+    job, checkpoint = one_fit
+    test_split = tmp_path / "data" / "npz_all" / "npz" / "layout" / "xla" / "random" / "test"
+    test_split.mkdir(parents=True)
+    for path in (job.root / "npz_all" / "npz" / "layout" / "xla" / "random" / "test").glob("*.npz"):
+        (test_split / path.name).symlink_to(path.resolve())
+    ranked = pipeline.Job(tmp_path / "data", tmp_path / "out")
+    assert pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.5]), ranked, validate=False) == {}
+    assert "no valid files to pick the physics prior's weight by" in capsys.readouterr().out
+    assert not (ranked.parts / "members").exists() and (ranked.parts / f"{STEM}.scores.npz").is_file()
