@@ -55,8 +55,9 @@ def blend_pair(collection: str, settings: dict, weights: list[float], root: Path
 
 def report(rows: list[tuple[str, int, float, float, float]], command: str, minutes: float) -> str:
     lines = [f"# The physics-prior blend on one fit's test files ({date.today()})", "", f"Command: `{command}` "
-             f"({minutes:.0f} min). Kendall tau on the test files against answers.csv; the blend weight is picked "
-             "on the valid files; Δ paired by seed.", "",
+             f"({minutes:.0f} min). Kendall tau on the test files against their measured runtimes (answers.csv, or "
+             "with --programs the held-out files' own); the blend weight is picked on the valid files; Δ paired by "
+             "seed.", "",
              "| collection | seed | model alone | blend | weight picked |", "|---|---|---|---|---|"]
     lines += [f"| {c} | {seed} | {alone:.4f} | {blend:.4f} | {w:g} |" for c, seed, alone, blend, w in rows]
     lines += ["", "| collection | model alone | blend | Δ (95 % t interval) |", "|---|---|---|---|"]
