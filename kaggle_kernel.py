@@ -4552,13 +4552,12 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
             tables.append(model.last_table)
         if predict:
             trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    priors, weight = {}, 0.0
-    if len(weights) > 1:  # the first of the best: ties go to the smaller weight
-        priors = scored_priors(datamodule.graphs("valid"), tables[0])
-        weight = max(weights, key=lambda w: ensemble_metrics(collection, tables, priors, w).get("score", -np.inf))
+    priors = scored_priors(datamodule.graphs("valid"), tables[0]) if len(weights) > 1 else {}
+    metrics = {w: ensemble_metrics(collection, tables, priors, w) for w in weights} if ranks_valid else {}
+    weight = max(weights, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0  # ties: the smaller
+    if len(weights) > 1:
         say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
-            f"val/score {ensemble_metrics(collection, tables, priors, weight)['score']:.4f} against "
-            f"{ensemble_metrics(collection, tables)['score']:.4f} for the model alone")
+            f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
     if predict and not alone:
         shares = [(1 - weight) / len(folders)] * len(folders)
         if weight > 0:
@@ -4568,7 +4567,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         ensemble(folders, job.parts, weights=shares)
     if not validate:
         return {}
-    return {**ensemble_metrics(collection, tables, priors, weight), "files": len(datamodule.graphs("valid")),
+    return {**metrics[weight], "files": len(datamodule.graphs("valid")),
             **({"prior_weight": weight} if len(weights) > 1 else {})}
 
 
