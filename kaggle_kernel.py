@@ -78,6 +78,7 @@ def alias_lightning(names: tuple[str, ...]) -> None:
 
 SETTINGS = {'tile:xla': {'seed_everything': 0,
               'members': 1,
+              'member_folds': False,
               'trainer': {'accelerator': 'auto',
                           'devices': 1,
                           'max_epochs': 60,
@@ -119,6 +120,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'collection': 'tile:xla'}},
  'layout:xla:random': {'seed_everything': 0,
                        'members': 3,
+                       'member_folds': False,
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 400,
@@ -167,6 +169,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'prior_weights': [0.25, 0.5, 0.75]},
  'layout:xla:default': {'seed_everything': 0,
                         'members': 3,
+                        'member_folds': False,
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 400,
@@ -215,6 +218,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                         'prior_weights': [0.25, 0.5, 0.75]},
  'layout:nlp:random': {'seed_everything': 0,
                        'members': 3,
+                       'member_folds': True,
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 200,
@@ -259,10 +263,12 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'predict_repeats': 1,
                                 'skip_bad_files': True,
                                 'num_workers': 4,
-                                'collection': 'layout:nlp:random'},
+                                'collection': 'layout:nlp:random',
+                                'fold_variant_parts': '[._].*$'},
                        'prior_weights': [0.25, 0.5, 0.75]},
  'layout:nlp:default': {'seed_everything': 0,
                         'members': 1,
+                        'member_folds': False,
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 200,
@@ -1917,12 +1923,22 @@ def split_files(data: Mapping, split: str) -> list[Path]:
     """The .npz files of a split under `data` settings (root, collection, folds, ...); with `folds` > 1, train and
     valid are drawn from train + valid pooled: valid is fold `fold` and train the others."""
     data = {**SPLIT_DEFAULTS, **data}
-    root, collection, limit = data["root"], data["collection"], data["limit_graphs"]
     if data["folds"] <= 1 or split not in ("train", "valid"):
-        return list_files(root, collection, split)[:limit]
-    pool = list_files(root, collection, "train") + list_files(root, collection, "valid")
+        return list_files(data["root"], data["collection"], split)[:data["limit_graphs"]]
+    pool = pooled_files(data)
     fold_of = assign_folds([p.stem for p in pool], data["folds"], data["fold_variant_parts"])
-    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:limit]
+    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:data["limit_graphs"]]
+
+
+def pooled_files(data: Mapping) -> list[Path]:
+    """The train files of `data` settings, then its valid files: the pool that folds split."""
+    return list_files(data["root"], data["collection"], "train") + list_files(data["root"], data["collection"], "valid")
+
+
+def pooled_models(data: Mapping) -> int:
+    """How many models (stems alike but for `fold_variant_parts`) the train and valid files hold together."""
+    data = {**SPLIT_DEFAULTS, **data}
+    return len({model_group(p.stem, data["fold_variant_parts"]) for p in pooled_files(data)})
 
 
 def split_graphs(data: Mapping, split: str) -> GraphSet:
@@ -4333,10 +4349,11 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
 SOURCES['solution.tools.pipeline'] = '''\
 """The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
 every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
-`members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble; one whose
-`prior_weights` name weights above 0 blends the untrained physics ranking of models/prior.py into the model's ranks
-with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel all run this;
-it needs neither the Lightning CLI nor W&B."""
+`members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
+`member_folds`, each member validates on models it never trains on); one whose `prior_weights` name weights above 0
+blends the untrained physics ranking of models/prior.py into the model's ranks with the weight that scores best on
+the valid files. `solution run`, the demo and the Kaggle kernel all run this; it needs neither the Lightning CLI nor
+W&B."""
 
 from __future__ import annotations
 
@@ -4358,6 +4375,7 @@ from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
+from ..data.splits import pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
@@ -4424,6 +4442,27 @@ def members(settings: Mapping) -> int:
     return count
 
 
+def member_folds(settings: Mapping) -> bool:
+    """Whether ensemble members hold out folds of whole models (`member_folds`, default false)."""
+    value = settings.get("member_folds", False)
+    if not isinstance(value, bool):
+        raise SettingsError(f"member_folds={value!r}; expected true or false")
+    return value
+
+
+def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
+    """The data settings of ensemble member `member` of `count`: with `member_folds`, train + valid pooled (under
+    `root`) and split into `count` folds of whole models (`data.fold_variant_parts` names a model's variants; fewer
+    folds where there are fewer models, members then sharing folds in turn), the member's fold its valid files and
+    the others its train files; otherwise, or with a single fold, the collection's own splits."""
+    data = dict(settings["data"])
+    if member_folds(settings) and count > 1:
+        folds = min(count, pooled_models({**data, "root": str(root)}))
+        if folds > 1:
+            data.update(folds=folds, fold=member % folds)
+    return data
+
+
 def prior_weights(settings: Mapping, collection: str) -> list[float]:
     """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
     none), ascending and always with 0, the model alone; each in [0, 1), above 0 only for a layout collection."""
@@ -4459,14 +4498,15 @@ class Progress(Callback):
 def train(collection: str, settings: Mapping, seconds: float | None, job: Job, member: int = 0) -> Path:
     """Fit one collection (for at most `seconds`, when given); its best checkpoint by val/score (the last
     weights when no validation ran) goes to <output>/checkpoints/<collection>.ckpt (ensemble member j > 0:
-    <collection>.member<j>.ckpt, trained with seed_everything + 1000 j)."""
+    <collection>.member<j>.ckpt, trained with seed_everything + 1000 j, and with `member_folds` on the data of
+    `member_data`)."""
     path = job.checkpoint_path(collection, member)
     seed = settings.get("seed_everything", 0) + MEMBER_SEED_STEP * member
     limit = f"up to {seconds:.0f} s" if seconds is not None else f"{settings['trainer'].get('max_epochs')} epochs"
     member_note = f" (ensemble member {member}, seed {seed})" if member else ""
     say(f"[{collection}] preprocessing and training for {limit}{member_note}")
     pl.seed_everything(seed, verbose=False)
-    datamodule = build_datamodule(settings["data"], job)
+    datamodule = build_datamodule(member_data(settings, member, members(settings), job.root), job)
     model = build_module(settings["model"], datamodule)
     best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
@@ -4526,10 +4566,12 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     <output>/parts/<collection>.csv (with `predict`); returns its validation metrics (`score`, ...) and the number
     of validation files, or nothing when it does not validate. An ensemble ranks by the mean of its members'
     normalised ranks per graph (as `solution ensemble`), each member's own predictions under
-    parts/members/<collection>.member<j>/. With `prior_weights` the valid files are always ranked: the weight w
-    that scores best there blends the physics prior's ranks in as w against 1 - w for the members together
-    (its ranking under parts/members/<collection>.prior/), in the validation metrics and the test predictions; a
-    data root without valid files ranks by the model alone when not asked to validate."""
+    parts/members/<collection>.member<j>/. With `member_folds`, member j validates on its own fold of models
+    (`member_data`), and the validation metrics are those of each file ranked by the one member that never trained
+    on it. With `prior_weights` the valid files are always ranked: the weight w that scores best there blends the
+    physics prior's ranks in as w against 1 - w for the members together (its ranking under
+    parts/members/<collection>.prior/), in the validation metrics and the test predictions; a data root without
+    valid files ranks by the model alone when not asked to validate."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
     weights = prior_weights(settings, collection)
     if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
@@ -4539,21 +4581,27 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
-    tables, folders = [], []
+    # fold -> (the tables of the members that validate on it, the physics priors of its files, its files)
+    groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray], int]] = {}
+    folders = []
     for member, checkpoint in enumerate(checkpoints):
         pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
-        model, datamodule = load(checkpoint, collection, settings, job)
+        data = member_data(settings, member, len(checkpoints), job.root) if ranks_valid else settings["data"]
+        model, datamodule = load(checkpoint, collection, {**settings, "data": data}, job)
         folders.append(job.parts if alone else job.parts / "members" / member_name(collection, member))
         trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
                              devices=settings["trainer"].get("devices", 1), **QUIET,
                              callbacks=[SubmissionWriter(str(folders[-1]))])
         if ranks_valid:
             trainer.validate(model, datamodule=datamodule, verbose=False)
-            tables.append(model.last_table)
+            fold = data.get("fold", 0)
+            if fold not in groups:
+                valid = datamodule.graphs("valid")
+                groups[fold] = ([], scored_priors(valid, model.last_table) if len(weights) > 1 else {}, len(valid))
+            groups[fold][0].append(model.last_table)
         if predict:
             trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    priors = scored_priors(datamodule.graphs("valid"), tables[0]) if len(weights) > 1 else {}
-    metrics = {w: ensemble_metrics(collection, tables, priors, w) for w in weights} if ranks_valid else {}
+    metrics = {w: ensemble_metrics(collection, list(groups.values()), w) for w in weights} if ranks_valid else {}
     weight = max(weights, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0  # ties: the smaller
     if len(weights) > 1:
         say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
@@ -4567,21 +4615,23 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         ensemble(folders, job.parts, weights=shares)
     if not validate:
         return {}
-    return {**metrics[weight], "files": len(datamodule.graphs("valid")),
+    return {**metrics[weight], "files": sum(files for _, _, files in groups.values()),
             **({"prior_weight": weight} if len(weights) > 1 else {})}
 
 
-def ensemble_metrics(collection: str, tables: list[ScoreTable], priors: Mapping[int, np.ndarray] | None = None,
+def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray], int]],
                      weight: float = 0.0) -> dict[str, float]:
-    """The task's validation metrics (means over graphs) of the rank ensemble of the members' validation
-    scores, with the physics priors' ranks (graph -> the table's rows) at `weight` when it is above 0; for one
-    member alone, its own metrics (ranks keep the order of its scores)."""
+    """The task's validation metrics, means over the graphs of every group (tables of members that scored the same
+    files, the physics priors of those files: graph -> the table's rows, the number of files): per graph, the rank
+    ensemble of the group's members, with the prior's ranks at `weight` when it is above 0; a member alone keeps
+    its own metrics (ranks keep the order of its scores)."""
     task, per_graph = task_of(collection), []
-    shares = np.array([(1 - weight) / len(tables)] * len(tables) + ([weight] if weight > 0 else []))
-    for graph in tables[0]:
-        _, _, target = tables[0].graph(graph)
-        scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
-        per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
+    for tables, priors, _ in groups:
+        shares = np.array([(1 - weight) / len(tables)] * len(tables) + ([weight] if weight > 0 else []))
+        for graph in tables[0]:
+            _, _, target = tables[0].graph(graph)
+            scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
+            per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
 
 

@@ -9,6 +9,8 @@ import lightning.pytorch as pl
 import numpy as np
 import pytest
 
+from solution.data.reader import collection_dir
+from solution.data.splits import model_group, pooled_models
 from solution.errors import SettingsError
 from solution.submission.ensemble import combine, read_run
 from solution.submission.files import collection_file_stem
@@ -90,3 +92,52 @@ def test_members_share_the_time_equally(monkeypatch, tmp_path):
 def test_members_must_be_a_whole_number_of_fits(value, tmp_path):
     with pytest.raises(SettingsError, match=f"members={value!r}; expected a whole number of fits >= 1"):
         pipeline.train_members(COLLECTION, {"members": value}, 10.0, pipeline.Job(tmp_path, tmp_path))
+
+
+def test_member_folds_hold_out_whole_models_and_validate_each_file_once(tiny_root, tmp_path):
+    """With `member_folds`, member j trains on train + valid less fold j of whole models and validates on fold j:
+    together the members validate every pooled file once, each file by the member that never trained on it, and
+    the validation metrics are the mean over those files."""
+    settings = demo_settings(members=2, member_folds=True)
+    job = pipeline.Job(tiny_root, tmp_path)
+    checkpoints = pipeline.train_members(COLLECTION, settings, None, job)
+    pooled = sorted(p.name for split in ("train", "valid") for p in (collection_dir(tiny_root, COLLECTION) / split)
+                    .glob("*.npz"))
+    held_out = []
+    for member, checkpoint in enumerate(checkpoints):
+        data = pipeline.member_data(settings, member, 2, tiny_root)
+        _, datamodule = pipeline.load(checkpoint, COLLECTION, {**settings, "data": data}, job)
+        valid, train = ({p.name for p in datamodule.graphs(split).paths} for split in ("valid", "train"))
+        groups = {model_group(Path(name).stem) for name in valid}
+        assert valid and not groups & {model_group(Path(name).stem) for name in train}, "a model on both sides"
+        assert sorted(valid | train) == pooled
+        held_out.append((valid, datamodule, checkpoint))
+    assert sorted(held_out[0][0] | held_out[1][0]) == pooled and not held_out[0][0] & held_out[1][0]
+    metrics = pipeline.evaluate(COLLECTION, checkpoints, settings, job, predict=False)
+    assert metrics["files"] == len(pooled)
+    one_by_one = []
+    for member, (valid, _, checkpoint) in enumerate(held_out):
+        alone = {**settings, "members": 1, "member_folds": False,
+                 "data": pipeline.member_data(settings, member, 2, tiny_root)}
+        one_by_one.append((pipeline.evaluate(COLLECTION, checkpoint, alone, job, predict=False), len(valid)))
+    expected = sum(m["score"] * n for m, n in one_by_one) / len(pooled)
+    assert metrics["score"] == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_member_folds_is_true_or_false(value):
+    with pytest.raises(SettingsError, match=f"member_folds={value!r}; expected true or false"):
+        pipeline.member_folds({"member_folds": value})
+
+
+def test_member_folds_are_fewer_where_the_models_are_fewer(tiny_root, monkeypatch):
+    """Members beyond the number of models share folds in turn; one model, or one member: the collection's splits."""
+    data = {**demo_settings()["data"], "collection": COLLECTION}
+    models = pooled_models({**data, "root": str(tiny_root)})
+    count = models + 1
+    folded = [pipeline.member_data({"data": data, "member_folds": True}, j, count, tiny_root) for j in range(count)]
+    assert [(d["folds"], d["fold"]) for d in folded] == [(models, j % models) for j in range(count)]
+    assert pipeline.member_data({"data": data, "member_folds": True}, 0, 1, tiny_root) == data
+    assert pipeline.member_data({"data": data, "member_folds": False}, 1, 3, tiny_root) == data
+    monkeypatch.setattr(pipeline, "pooled_models", lambda data: 1)
+    assert pipeline.member_data({"data": data, "member_folds": True}, 1, 3, tiny_root) == data

@@ -50,12 +50,22 @@ def split_files(data: Mapping, split: str) -> list[Path]:
     """The .npz files of a split under `data` settings (root, collection, folds, ...); with `folds` > 1, train and
     valid are drawn from train + valid pooled: valid is fold `fold` and train the others."""
     data = {**SPLIT_DEFAULTS, **data}
-    root, collection, limit = data["root"], data["collection"], data["limit_graphs"]
     if data["folds"] <= 1 or split not in ("train", "valid"):
-        return list_files(root, collection, split)[:limit]
-    pool = list_files(root, collection, "train") + list_files(root, collection, "valid")
+        return list_files(data["root"], data["collection"], split)[:data["limit_graphs"]]
+    pool = pooled_files(data)
     fold_of = assign_folds([p.stem for p in pool], data["folds"], data["fold_variant_parts"])
-    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:limit]
+    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:data["limit_graphs"]]
+
+
+def pooled_files(data: Mapping) -> list[Path]:
+    """The train files of `data` settings, then its valid files: the pool that folds split."""
+    return list_files(data["root"], data["collection"], "train") + list_files(data["root"], data["collection"], "valid")
+
+
+def pooled_models(data: Mapping) -> int:
+    """How many models (stems alike but for `fold_variant_parts`) the train and valid files hold together."""
+    data = {**SPLIT_DEFAULTS, **data}
+    return len({model_group(p.stem, data["fold_variant_parts"]) for p in pooled_files(data)})
 
 
 def split_graphs(data: Mapping, split: str) -> GraphSet:

@@ -39,6 +39,9 @@ class CLI(LightningCLI):
         parser.add_argument("--members", type=int, default=1,
                             help="seeds `solution run` fits per collection, each in an equal part of its time, and "
                                  "ranks by their rank ensemble; fit, validate, test and predict use one model")
+        parser.add_argument("--member_folds", type=bool, default=False,
+                            help="with members > 1, `solution run` fits member j on train + valid less fold j of "
+                                 "whole models and validates it on fold j; fit and the other commands ignore it")
         parser.add_argument("--prior_weights", type=list[float], default=[],
                             help="blend weights of the untrained physics ranking `solution run` tries on the valid "
                                  "files (the best is used; 0, the model alone, always competes); layout only")
