@@ -111,12 +111,12 @@ def test_member_folds_hold_out_whole_models_and_validate_each_file_once(tiny_roo
         groups = {model_group(Path(name).stem) for name in valid}
         assert valid and not groups & {model_group(Path(name).stem) for name in train}, "a model on both sides"
         assert sorted(valid | train) == pooled
-        held_out.append((valid, datamodule, checkpoint))
+        held_out.append((valid, checkpoint))
     assert sorted(held_out[0][0] | held_out[1][0]) == pooled and not held_out[0][0] & held_out[1][0]
     metrics = pipeline.evaluate(COLLECTION, checkpoints, settings, job, predict=False)
     assert metrics["files"] == len(pooled)
     one_by_one = []
-    for member, (valid, _, checkpoint) in enumerate(held_out):
+    for member, (valid, checkpoint) in enumerate(held_out):
         alone = {**settings, "members": 1, "member_folds": False,
                  "data": pipeline.member_data(settings, member, 2, tiny_root)}
         one_by_one.append((pipeline.evaluate(COLLECTION, checkpoint, alone, job, predict=False), len(valid)))

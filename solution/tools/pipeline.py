@@ -232,9 +232,9 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
-    # fold -> (the tables of the members that validate on it, the physics priors of its files, its files)
-    groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray], int]] = {}
-    folders = []
+    # fold -> (the tables of the members that validate on it, the physics priors of its files)
+    groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray]]] = {}
+    folders, files = [], 0
     for member, checkpoint in enumerate(checkpoints):
         pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
         data = member_data(settings, member, len(checkpoints), job.root) if ranks_valid else settings["data"]
@@ -248,7 +248,8 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
             fold = data.get("fold", 0)
             if fold not in groups:
                 valid = datamodule.graphs("valid")
-                groups[fold] = ([], scored_priors(valid, model.last_table) if len(weights) > 1 else {}, len(valid))
+                groups[fold] = ([], scored_priors(valid, model.last_table) if len(weights) > 1 else {})
+                files += len(valid)
             groups[fold][0].append(model.last_table)
         if predict:
             trainer.predict(model, datamodule=datamodule, return_predictions=False)
@@ -266,18 +267,18 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         ensemble(folders, job.parts, weights=shares)
     if not validate:
         return {}
-    return {**metrics[weight], "files": sum(files for _, _, files in groups.values()),
+    return {**metrics[weight], "files": files,
             **({"prior_weight": weight} if len(weights) > 1 else {})}
 
 
-def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray], int]],
+def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray]]],
                      weight: float = 0.0) -> dict[str, float]:
     """The task's validation metrics, means over the graphs of every group (tables of members that scored the same
-    files, the physics priors of those files: graph -> the table's rows, the number of files): per graph, the rank
+    files, and the physics priors of those files: graph -> the table's rows): per graph, the rank
     ensemble of the group's members, with the prior's ranks at `weight` when it is above 0; a member alone keeps
     its own metrics (ranks keep the order of its scores)."""
     task, per_graph = task_of(collection), []
-    for tables, priors, _ in groups:
+    for tables, priors in groups:
         shares = np.array([(1 - weight) / len(tables)] * len(tables) + ([weight] if weight > 0 else []))
         for graph in tables[0]:
             _, _, target = tables[0].graph(graph)
