@@ -112,10 +112,7 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, **settings
     torch.manual_seed(seed)
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
-    model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    if getattr(model, "rate", None) is not None:  # a new rate head gives every config the same total: give it rates
-        torch.nn.init.normal_(model.rate.weight)
-    return model
+    return ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
 
 
 def score(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
@@ -202,12 +199,12 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (LAYOUT, LayoutRanker, {"physical_layout": True}), (LAYOUT, LayoutRanker, {"tensor_costs": True}),
-    (TILE, TileRanker, {"cross_attention": True}), (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
+    (LAYOUT, LayoutRanker, {"physical_layout": True}), (TILE, TileRanker, {"cross_attention": True}),
+    (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
 ], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
-        "layout-costs", "tile-cross",
+        "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -218,9 +215,8 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"tensor_costs": True}],
-                         ids=["per_route", "shared_maps", "narrow", "physical", "costs"])
+@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True}],
+                         ids=["per_route", "shared_maps", "narrow", "physical"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
@@ -551,35 +547,6 @@ def test_a_new_model_with_physical_features_scores_as_one_without():
     with_physics.train()
     with_physics(batch).sum().backward()
     assert with_physics.physics.weight.grad.abs().sum() > 0
-
-
-def test_tensor_costs_start_level_and_weigh_each_output_by_its_elements():
-    """A new rate head gives every config the same total (the model scores as one without it, and training moves
-    the head); with rates, a graph's scores move by the log of its outputs' elements times exp(rate), summed: a
-    tensor of twice the elements weighs twice."""
-    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
-    without = make_model(LAYOUT)
-    torch.manual_seed(0)
-    with_costs = LayoutRanker(feature_width(LAYOUT), LAYOUT.config_width, **SMALL, tensor_costs=True).eval()
-    missing = with_costs.load_state_dict(without.state_dict(), strict=False).missing_keys
-    assert sorted(missing) == ["rate.bias", "rate.weight"]
-    level = score(with_costs, batch) - score(without, batch)  # [G, C]: one constant per graph
-    torch.testing.assert_close(level, level[:, :1].expand_as(level))
-    with_costs.train()
-    with_costs(batch).sum().backward()
-    assert with_costs.rate.weight.grad.abs().sum() > 0
-    with_costs.eval()
-    torch.nn.init.normal_(with_costs.rate.weight)
-    with torch.no_grad():
-        _, z, links = with_costs.embed(batch)
-        dims = batch.config_dims[links.graph, links.slot]  # [M, 6]
-        elements = dims.clamp(min=1).prod(-1)  # [M]
-        rates = with_costs.rate(z).squeeze(-1)  # [M, C]
-        expected = torch.stack([(elements[links.graph == g, None] * rates[links.graph == g].exp()).sum(0).log()
-                                for g in range(batch.config_mask.size(0))]) - math.log(2 ** 20)  # [G, C]
-    moved = score(with_costs, batch) - score(without, batch)
-    assert expected.std(1).min() > 1e-3
-    torch.testing.assert_close(moved, expected, atol=1e-4, rtol=1e-5)
 
 
 def test_the_batch_carries_each_configurable_nodes_output_dims():

@@ -253,11 +253,6 @@ def per_config(x: torch.Tensor) -> torch.Tensor:
     return x.unsqueeze(1) if x.dim() == 2 else x
 
 
-def total_cost(costs: torch.Tensor) -> torch.Tensor:
-    """The log of each graph's summed tensor costs [G, C] (a constant where a graph has no configurable node)."""
-    return costs.clamp(min=torch.finfo(costs.dtype).tiny).log()  # [G, C]
-
-
 def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor:
     """Per-graph mean and max of node-major x [N, ..., d] -> [G, ..., 2d]."""
     return torch.cat([scatter_mean(x, node_graph, 0, graphs), scatter_max(x, node_graph, 0, graphs)], -1)

@@ -23,10 +23,8 @@ from .layers import (
     mlp,
     per_config,
     pool,
-    total_cost,
     valid_configs,
 )
-from .scatter import scatter_sum
 from .segments import segmented_scores
 from .spec import Remembered
 
@@ -42,9 +40,7 @@ class LayoutRanker(Ranker):
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
     receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
-    `hidden`); with `tensor_costs`, each configurable node's output costs its elements times a learned rate per
-    config, and the log of their sum over the graph adds to its score (runtime as traffic: the largest tensors'
-    layouts weigh most). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
+    `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (see
@@ -68,7 +64,6 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        tensor_costs: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -85,10 +80,6 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
-        self.rate = nn.Linear(width, 1) if tensor_costs else None
-        if self.rate is not None:  # every rate 1: the same total for every config, as the model without it
-            nn.init.zeros_(self.rate.weight)
-            nn.init.zeros_(self.rate.bias)
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -127,22 +118,7 @@ class LayoutRanker(Ranker):
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
-        scores = self.readout(features, mask)  # [G, C]
-        if self.rate is None:
-            return scores
-        costs = self.tensor_cost(z, batch.config_dims[links.graph, links.slot])  # [M, C]
-        return scores + total_cost(scatter_sum(costs, links.graph, 0, graphs))  # [G, C]
-
-    def tensor_cost(self, z: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:
-        """[M, C] each configurable node's cost per config: its output's elements (dims [M, 6], in units of 2^20) times
-        exp of a rate from its state z [M, C, w], in float32 (the sum spans orders of magnitude)."""
-        with torch.autocast(z.device.type, enabled=False):
-            elements = dims.float().clamp(min=1).prod(-1) / 2 ** 20  # [M]
-            rate = self.rate(z.float()).squeeze(-1).clamp(max=MAX_RATE)  # [M, C]
-            return elements[:, None] * rate.exp()  # [M, C]
-
-
-MAX_RATE = 30.0  # exp(30) ~ 1e13 x a tensor's elements: far from float32's range, whatever the graph's size
+        return self.readout(features, mask)  # [G, C]
 
 
 def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:

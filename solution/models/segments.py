@@ -3,10 +3,10 @@
 After Cao et al., "Learning Large Graph Property Prediction via Graph Segment Training" (GST), combined with
 pruning and config broadcasting. The readout pools the configurable nodes' config-aware states and every node's
 encoding, by mean and max, and both decompose exactly over a partition of the nodes: a graph's pool is
-assembled from per-segment sums, maxima and counts, its total tensor cost (`tensor_costs`) from per-segment sums.
-Every segment is computed in turn; when gradients are taken each one is checkpointed (its forward keeps no
-activations and the backward recomputes it), which gives the gradient of the segmented graph for one segment's
-memory at the price of a second forward. Evaluation computes every segment once, without gradients.
+assembled from per-segment sums, maxima and counts. Every segment is computed in turn; when gradients are taken
+each one is checkpointed (its forward keeps no activations and the backward recomputes it), which gives the
+gradient of the segmented graph for one segment's memory at the price of a second forward. Evaluation computes
+every segment once, without gradients.
 
 GST itself trains a sample of the segments and takes the others from a table of stale embeddings; on this
 model that lost 0.076 [0.043, 0.109] of validation score at equal epochs (docs/results.md), so the package
@@ -23,7 +23,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..constants import PAD
 from ..data.batch import Batch
-from .layers import total_cost, valid_configs
+from .layers import valid_configs
 
 
 @dataclass
@@ -78,14 +78,12 @@ def split(batch: Batch, halo: int = 0) -> list[Segment]:
 @dataclass
 class Pool:
     """Sums, maxima and counts of one segment's pooled states: z of its configurable nodes (per config) and h of
-    all its nodes (the encoder's), and the summed tensor costs of its configurable nodes (per config; 0 for a ranker
-    without them). A config-free segment pools no z: sum 0, max -inf, count 0."""
+    all its nodes (the encoder's). A config-free segment pools no z: sum 0, max -inf, count 0."""
 
     z_sum: torch.Tensor  # [C, d], or [1, d] for a config-free segment
     z_max: torch.Tensor
     h_sum: torch.Tensor  # [d]
     h_max: torch.Tensor
-    cost: torch.Tensor  # [C], or [1] where there is none
     count: int  # nodes pooled into h
     z_count: int  # configurable nodes pooled into z
 
@@ -96,15 +94,12 @@ class Pool:
         owned_configurable = segment.owned[segment.config_node]  # [k] in slot order, as the ranker's links
 
         def pooled() -> tuple[torch.Tensor, ...]:
-            part = segment.batch(batch)
-            h, z, _ = model.embed(part)  # [n, d], [k, C, w]
+            h, z, _ = model.embed(segment.batch(batch))  # [n, d], [k, C, w]
             h, z = h[segment.owned], z[owned_configurable]
             if z.size(0) == 0:  # no configurable node of its own: nothing pooled into z
                 empty = z.new_zeros(1, z.size(-1))  # [1, w]
-                return empty, empty - float("inf"), h.sum(0), h.amax(0), z.new_zeros(1)
-            cost = z.new_zeros(1) if model.rate is None else \
-                model.tensor_cost(z, part.config_dims[0, owned_configurable]).sum(0)  # [C]
-            return z.sum(0), z.amax(0), h.sum(0), h.amax(0), cost
+                return empty, empty - float("inf"), h.sum(0), h.amax(0)
+            return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
 
         count, z_count = int(segment.owned.sum()), int(owned_configurable.sum())
         if grad and torch.is_grad_enabled():
@@ -136,8 +131,4 @@ def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> tor
     for segment in split(batch, halo):
         pools[segment.graph].append(Pool.of(model, batch, segment, grad=True))
     features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
-    scores = model.readout(features, valid_configs(batch))  # [G, C]
-    if model.rate is None:
-        return scores
-    costs = torch.stack([sum(p.cost for p in graph).expand(configs) for graph in pools])  # [G, C]
-    return scores + total_cost(costs)
+    return model.readout(features, valid_configs(batch))  # [G, C]
