@@ -322,8 +322,8 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
         f"Settings: configs/<collection>.yaml over configs/base.yaml, extra layers: {layers}. Each fit trains "
         f"{args.seconds:g} s (`pipeline.train`, as `solution run`), selecting its checkpoint on the valid files "
         f"of the families it trains on. Families in {args.folds} folds (data.folds={args.folds}, "
-        f'data.fold_variant_parts="_.*$"); replicate i (0..{args.seeds - 1}) is seed i holding out fold i mod '
-        f"{args.folds}: every file of those families (train, valid and "
+        f'data.fold_variant_parts="_.*$"); replicate i (0..{args.seeds - 1}) is seed {args.first_seed} + i holding '
+        f"out fold i mod {args.folds}: every file of those families (train, valid and "
         "test) is ranked and scored against its measured runtimes by `solution score`'s code (layout: Kendall "
         "tau; tile: top-5 score). The noise ceiling is the same score of the ranking by the noise-free runtimes "
         "on the same files. Cells: mean over replicates [95 % t interval]; % of ceiling = 100 x model / ceiling "
@@ -360,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="small", choices=("tiny", "small", "full"))
     parser.add_argument("--corpus_seed", type=int, default=0, help="solution synth --seed")
     parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=list(COLLECTIONS))
-    parser.add_argument("--seeds", type=int, default=3, help="replicates: seeds 0..N-1, each holding out one fold")
+    parser.add_argument("--seeds", type=int, default=3, help="replicates: seeds F..F+N-1 (F: --first_seed), "
+                        "replicate i holding out fold i mod --folds")
+    parser.add_argument("--first_seed", type=int, default=0, help="the first replicate's seed (fresh seeds re-test "
+                        "a comparison whose settings were chosen on seeds 0..N-1)")
     parser.add_argument("--folds", type=int, default=3, help="folds of families per collection")
     parser.add_argument("--seconds", type=float, default=480.0, help="training time per fit")
     parser.add_argument("--config", type=Path, action="append", default=[],
@@ -393,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
                 **{name: read_settings(layers=[*args.config, path]) for name, path in variants.items()}}
     start, fits = time.monotonic(), []
     command = shlex.join(["python", "benchmarks/corpus_eval.py", *given])
-    rounds = {c: replicates(args.data, c, range(args.seeds), args.folds, args.runs) for c in args.collections}
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    rounds = {c: replicates(args.data, c, seeds, args.folds, args.runs) for c in args.collections}
     for index in range(args.seeds):
         for collection in args.collections:
             for name, chosen in settings.items():
