@@ -167,10 +167,13 @@ def noise_ceiling(corpus: Path, files: list[CorpusFile], answers: dict[str, np.n
     return float(score(part, answers)[collection]["score"])
 
 
-def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, work: Path) -> list[Replicate]:
-    """Replicate i: seed seeds[i], fold i mod `folds` held out; its data root, answers and ceiling."""
-    files = read_manifest(corpus)
-    fold_of = family_folds(files, collection, folds)
+def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, work: Path,
+               always_train: Sequence[str] = (), excluded: Sequence[str] = ()) -> list[Replicate]:
+    """Replicate i: seed seeds[i], fold i mod `folds` held out; its data root, answers and ceiling. Families in
+    `always_train` are never held out (the folds are made of the others) and always train; families in `excluded`
+    take no part at all. Both leave the held-out files as they are: a paired test of what training families add."""
+    files = [f for f in read_manifest(corpus) if f.family not in excluded]
+    fold_of = family_folds([f for f in files if f.family not in always_train], collection, folds)
     made = []
     for i, seed in enumerate(seeds):
         fold = i % folds
@@ -327,7 +330,9 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
         "test) is ranked and scored against its measured runtimes by `solution score`'s code (layout: Kendall "
         "tau; tile: top-5 score). The noise ceiling is the same score of the ranking by the noise-free runtimes "
         "on the same files. Cells: mean over replicates [95 % t interval]; % of ceiling = 100 x model / ceiling "
-        "per replicate.", "",
+        "per replicate.", *([f"Families never held out, always training: {', '.join(args.always_train)}."]
+                            if args.always_train else []),
+        *([f"Families left out of everything: {', '.join(args.exclude)}."] if args.exclude else []), "",
         "## Shipped settings", "", *shipped_table(fits, collections), ""]
     for name, path in variants.items():
         lines += [f"## Variant `{name}`: {path} layered on top", "",
@@ -365,6 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first_seed", type=int, default=0, help="the first replicate's seed (fresh seeds re-test "
                         "a comparison whose settings were chosen on seeds 0..N-1)")
     parser.add_argument("--folds", type=int, default=3, help="folds of families per collection")
+    parser.add_argument("--always_train", nargs="*", default=[], metavar="FAMILY",
+                        help="families never held out: the folds are made of the others, these always train")
+    parser.add_argument("--exclude", nargs="*", default=[], metavar="FAMILY",
+                        help="families left out of training and of the held-out files")
     parser.add_argument("--seconds", type=float, default=480.0, help="training time per fit")
     parser.add_argument("--config", type=Path, action="append", default=[],
                         help="a YAML layered over every collection's shipped settings (repeatable)")
@@ -397,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     start, fits = time.monotonic(), []
     command = shlex.join(["python", "benchmarks/corpus_eval.py", *given])
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    rounds = {c: replicates(args.data, c, seeds, args.folds, args.runs) for c in args.collections}
+    rounds = {c: replicates(args.data, c, seeds, args.folds, args.runs, args.always_train, args.exclude)
+              for c in args.collections}
     for index in range(args.seeds):
         for collection in args.collections:
             for name, chosen in settings.items():

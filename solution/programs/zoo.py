@@ -417,6 +417,134 @@ def wavenet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
     return f"{label}-l{layers}-c{channels}-t{length}-b{batch}", built
 
 
+def mobilenet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    """Inverted residual blocks: a 1x1 expansion, a 3x3 depthwise convolution (one group per channel), a 1x1
+    projection; NHWC or NCHW."""
+    train, optimizer, dtype, label = _common(rng)
+    blocks, width = _pick(rng, [2, 3, 4, 6, 9, 12], scale), _pick(rng, [16, 24, 32, 48, 64], scale)
+    expand, batch = int(rng.choice([2, 4, 6])), int(rng.choice([1, 4, 16]))
+    image, nchw = int(rng.choice([32, 64, 96])), bool(rng.random() < 0.3)
+
+    def kernel(height: int, inputs: int, outputs: int):
+        return spec((outputs, inputs, height, height) if nchw else (height, height, inputs, outputs), dtype)
+
+    params: Params = {"stem": kernel(3, 3, width), "blocks": [], "head": None}
+    c = width
+    for b in range(blocks):
+        out = width * 2 ** (b // 3)
+        params["blocks"].append({"expand": kernel(1, c, c * expand), "depthwise": kernel(3, 1, c * expand),
+                                 "project": kernel(1, c * expand, out)})
+        c = out
+    params["head"] = dense_params([c, 10], dtype)[0]
+
+    def forward(p, x):
+        x = jax.nn.relu(conv(x, p["stem"], nchw=nchw))
+        for b, block in enumerate(p["blocks"]):
+            stride = 2 if b % 3 == 2 and x.shape[2] > 4 else 1
+            h = jax.nn.relu6(conv(x, block["expand"], nchw=nchw))
+            h = jax.nn.relu6(conv(h, block["depthwise"], stride, groups=h.shape[1 if nchw else 3], nchw=nchw))
+            h = conv(h, block["project"], nchw=nchw)
+            x = x + h if h.shape == x.shape else h
+        return dense(p["head"], x.mean((2, 3) if nchw else (1, 2)))
+
+    shape = (batch, 3, image, image) if nchw else (batch, image, image, 3)
+    batch_spec = (spec(shape, dtype), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-{'nchw' if nchw else 'nhwc'}-n{blocks}-w{width}-x{expand}-b{batch}", built
+
+
+def densenet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    """Dense blocks: each layer convolves the concatenation of every earlier feature map of its block;
+    transitions halve the channels (1x1) and the image (average pool)."""
+    train, optimizer, dtype, label = _common(rng)
+    stages, layers = _pick(rng, [2, 3, 4], scale), _pick(rng, [2, 3, 4, 6, 8], scale)
+    growth, batch, image = _pick(rng, [8, 12, 16, 32], scale), int(rng.choice([1, 4, 16])), int(rng.choice([32, 64]))
+    c = 2 * growth
+    params: Params = {"stem": spec((3, 3, 3, c), dtype), "stages": [], "head": None}
+    for stage in range(stages):
+        convs = []
+        for _ in range(layers):
+            convs.append(spec((3, 3, c, growth), dtype))
+            c += growth
+        transition = spec((1, 1, c, c // 2), dtype) if stage < stages - 1 else None
+        params["stages"].append({"convs": convs, "transition": transition})
+        c = c // 2 if transition is not None else c
+    params["head"] = dense_params([c, 10], dtype)[0]
+
+    def forward(p, x):
+        x = conv(x, p["stem"])
+        for stage in p["stages"]:
+            for w in stage["convs"]:
+                x = jnp.concatenate([x, conv(jax.nn.relu(x), w)], axis=-1)
+            if stage["transition"] is not None:
+                x = conv(jax.nn.relu(x), stage["transition"])
+                x = lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4
+        return dense(p["head"], x.mean((1, 2)))
+
+    batch_spec = (spec((batch, image, image, 3), dtype), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-s{stages}-n{layers}-g{growth}-i{image}-b{batch}", built
+
+
+def vit(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    """A vision transformer: the image cut into patches by a rank-6 reshape and transpose, a linear patch
+    embedding, bidirectional transformer blocks, a classifier on the mean token."""
+    train, optimizer, dtype, label = _common(rng)
+    layers, width = _pick(rng, [1, 2, 4, 6, 8], scale), _pick(rng, [64, 128, 192, 256, 384], scale)
+    heads = int(rng.choice([h for h in (2, 4, 8) if width % h == 0]))
+    patch, image, batch = int(rng.choice([4, 8])), int(rng.choice([32, 64])), int(rng.choice([2, 8, 32]))
+    tokens = (image // patch) ** 2
+    params = {"embed": dense_params([patch * patch * 3, width], dtype)[0], "positions": spec((tokens, width), dtype),
+              "blocks": [block_params(width, 4 * width, dtype) for _ in range(layers)],
+              "head": dense_params([width, 10], dtype)[0]}
+
+    def forward(p, x):  # x [B, H, W, 3]
+        side = image // patch
+        x = x.reshape(batch, side, patch, side, patch, 3).transpose(0, 1, 3, 2, 4, 5)
+        x = dense(p["embed"], x.reshape(batch, tokens, patch * patch * 3)) + p["positions"]
+        for block in p["blocks"]:
+            x = transformer_block(block, x, heads, causal=False)
+        return dense(p["head"], layer_norm(x).mean(1))
+
+    batch_spec = (spec((batch, image, image, 3), dtype), spec((batch,), jnp.int32))
+    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    return f"{label}-l{layers}-d{width}-h{heads}-p{patch}-i{image}-b{batch}", built
+
+
+def dlrm(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
+    """A recommender: embedding-table lookups (gathers), a bottom MLP for the dense inputs, the pairwise dot
+    products of all the feature vectors (a batched dot), a top MLP."""
+    train, optimizer, dtype, label = _common(rng)
+    tables, dim = int(rng.choice([4, 8, 16, 26])), _pick(rng, [16, 32, 64, 128], scale)
+    depth, batch = _pick(rng, [1, 2, 3, 4], scale), int(rng.choice([64, 256, 1024]))
+    rows, features = int(rng.choice([1000, 10000, 100000])), 13
+    pairs = (tables + 1) ** 2
+    params = {"tables": [spec((rows, dim), dtype) for _ in range(tables)],
+              "bottom": dense_params([features] + [4 * dim] * (depth - 1) + [dim], dtype),
+              "top": dense_params([dim + pairs] + [8 * dim] * depth + [2], dtype)}
+
+    def forward(p, dense_inputs, ids):  # dense_inputs [B, 13], ids [B, tables]
+        x = dense_inputs
+        for layer in p["bottom"]:
+            x = jax.nn.relu(dense(layer, x))
+        vectors = jnp.stack([x] + [table[ids[:, t]] for t, table in enumerate(p["tables"])], axis=1)  # [B, T+1, D]
+        interactions = jnp.einsum("bnd,bmd->bnm", vectors, vectors).reshape(batch, pairs)
+        h = jnp.concatenate([x, interactions], axis=-1)
+        for layer in p["top"][:-1]:
+            h = jax.nn.relu(dense(layer, h))
+        return dense(p["top"][-1], h)
+
+    inputs = (spec((batch, features), dtype), spec((batch, tables), jnp.int32))
+    labels = spec((batch,), jnp.int32)
+    if train:
+        loss = training_step(lambda p, x, i, y: cross_entropy(forward(p, x, i), y), optimizer)
+        state = params if optimizer == "sgd" else (params, params)
+        built = (loss, (params, state, *inputs, labels))
+    else:
+        built = (forward, (params, *inputs))
+    return f"{label}-t{tables}-d{dim}-l{depth}-r{rows}-b{batch}", built
+
+
 def _nlp_sizes(rng: np.random.Generator, scale: float) -> tuple[int, int, int, int, int]:
     """Layers, width, heads, sequence length, batch of a language model."""
     layers, width = _pick(rng, [1, 2, 4, 6, 8, 12, 16, 24], scale), _pick(rng, [64, 128, 256, 512, 768, 1024], scale)
@@ -532,7 +660,8 @@ def generate(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
 FAMILIES: dict[str, tuple[str, Callable[[np.random.Generator, float], tuple[str, Built]]]] = {
     "mlp": ("xla", mlp), "cnn": ("xla", cnn), "resnet": ("xla", resnet), "unet": ("xla", unet),
     "rnn": ("xla", rnn), "mixer": ("xla", mixer), "moe": ("xla", moe), "gnn": ("xla", gnn),
-    "wavenet": ("xla", wavenet),
+    "wavenet": ("xla", wavenet), "mobilenet": ("xla", mobilenet), "densenet": ("xla", densenet), "vit": ("xla", vit),
+    "dlrm": ("xla", dlrm),
     "encoder": ("nlp", encoder), "decoder": ("nlp", decoder), "seq2seq": ("nlp", seq2seq),
     "generate": ("nlp", generate),
 }
