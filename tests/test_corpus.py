@@ -14,7 +14,7 @@ jnp = pytest.importorskip("jax.numpy")
 from solution.constants import COLLECTIONS, LAYOUT_GROUP, SPLITS  # noqa: E402
 from solution.data.reader import list_files, read_graph  # noqa: E402
 from solution.data.splits import model_group  # noqa: E402
-from solution.programs import encode, hlo, law  # noqa: E402
+from solution.programs import encode, hlo, law, zoo  # noqa: E402
 from solution.tools.synth import main as synth_main  # noqa: E402
 
 LAYOUT_DTYPES = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64,
@@ -111,6 +111,27 @@ def test_full_size_needs_programs(capsys):
     with pytest.raises(SystemExit):
         synth_main(["--size", "full", "--out", "unused"])
     assert "--programs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family", sorted(zoo.FAMILIES))
+def test_every_family_lowers_to_a_graph_with_layouts_that_matter(family):
+    """Each zoo family, at its smallest scale: an encoded graph with configurable nodes (convolutions, dots and
+    reshapes only), and a runtime that changes when some configurable output is stored in another order."""
+    program = zoo.lower(family, np.random.default_rng(1), 0.05)
+    module = hlo.parse_module(program.hlo)
+    graph = encode.flatten(module)
+    arrays = encode.arrays(module, graph)
+    ids = arrays["node_config_ids"]
+    assert program.family == family and program.kind == zoo.FAMILIES[family][0] and len(ids)
+    assert set(arrays["node_opcode"][ids].tolist()) <= {26, 34, 75}
+    rule = law.LayoutLaw(module, graph, ids, program.hlo)
+    ranks = (arrays["node_feat"][ids, 21:27] > 0).sum(1)  # [NC]
+    blocks = np.full((len(ids) + 1, len(ids), 18), -1, np.float32)  # row 0: every layout the compiler's
+    for k, rank in enumerate(ranks):
+        blocks[k + 1, k, :rank] = np.arange(rank)  # row k + 1: node k's output minor-to-major in axis order
+    runtimes = rule.runtime(blocks)
+    assert np.isfinite(runtimes).all() and (runtimes > 0).all()
+    assert (runtimes[1:] != runtimes[0]).any()
 
 
 # ---------------------------------------------------------------- the law
