@@ -1,4 +1,4 @@
-"""features: -1 sentinel for absent layout dims, extra and physical columns, signed log, standardization."""
+"""features: -1 sentinel for absent layout dims, extra columns, signed log, standardization."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import torch
 from solution.data.features import (
     Standardizer,
     layout_with_sentinel,
-    node_feature_width,
     node_features,
-    physical_features,
     rank,
     signed_log,
     tile_config_features,
@@ -62,36 +60,10 @@ def test_node_features_sentinel_columns(sentinel):
     assert np.allclose(out[:, :134], signed_log(feat[:, :134]))
 
 
-@pytest.mark.parametrize("extra,physical,width", [(True, False, 152), (False, False, 140), (True, True, 163),
-                                                   (False, True, 151)])
-def test_node_features_width_and_dtype(extra, physical, width):
-    out = node_features(nodes_with_ranks(RANKS), extra=extra, physical=physical)
+@pytest.mark.parametrize("extra,width", [(True, 152), (False, 140)])
+def test_node_features_width_and_dtype(extra, width):
+    out = node_features(nodes_with_ranks(RANKS), extra=extra)
     assert out.shape == (len(RANKS), width) and out.dtype == np.float32
-    assert node_feature_width(extra=extra, physical=physical) == width
-    if physical:
-        assert np.array_equal(out[:, -11:], physical_features(nodes_with_ranks(RANKS)).astype(np.float32))
-
-
-def test_physical_features_by_hand():
-    """[100, 32] stored minor-first as 32 x 100: 128 lanes x 104 sublanes over 3,200 elements."""
-    feat = nodes_with_ranks([2, 2, 0])
-    feat[0, 21:23], feat[0, 134:136] = [100, 32], [1, 0]
-    feat[1, 21:23], feat[1, 134:136] = [100, 32], [0, 1]
-    out = physical_features(feat)
-    assert np.allclose(out[0, :5], [np.log2(32), np.log2(100), 0, 0, np.log(128 * 104 / 3200)])
-    assert np.allclose(out[1, :5], [np.log2(100), np.log2(32), 0, 1, np.log(128 * 32 / 3200)])
-    assert np.allclose(out[0, 5:], np.log1p([100, 32, 0, 0, 0, 0]))
-    assert not out[2].any()  # a scalar
-
-
-def test_physical_features_see_the_tensor_not_its_axis_order():
-    """NCHW and NHWC of one tensor, each stored with the channels minor: the same 11 features."""
-    feat = nodes_with_ranks([4, 4])
-    feat[0, 21:25], feat[0, 134:138] = [8, 64, 14, 14], [1, 3, 2, 0]  # NCHW, C minor
-    feat[1, 21:25], feat[1, 134:138] = [8, 14, 14, 64], [3, 2, 1, 0]  # NHWC, C minor
-    out = physical_features(feat)
-    assert np.array_equal(out[0], out[1])
-    assert np.allclose(out[0, :2], np.log2([64, 14]))
 
 
 def test_extra_columns_are_dims_mod_and_div_128():

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS, SUBLANES
+from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -27,31 +27,10 @@ def layout_with_sentinel(node_feat: np.ndarray) -> np.ndarray:
     return layout
 
 
-def physical_features(node_feat: np.ndarray) -> np.ndarray:
-    """[n, 11] each node's output as its own layout stores it, and its shape in an order-free form: log2 of the
-    minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a tile, the log of the
-    elements stored in 8 x 128 tiles over the real ones, and the log1p of its dims sorted largest first (the same
-    tensor in NCHW or NHWC gets the same six). Zeros for a scalar."""
-    ranks = rank(node_feat)  # [n]
-    dims = np.maximum(node_feat[:, SHAPE_DIMS].astype(np.float64), 1.0)  # [n, 6] 1 beyond the rank
-    order = np.clip(node_feat[:, LAYOUT_MINOR_TO_MAJOR], 0, np.maximum(ranks - 1, 0)[:, None]).astype(np.int64)
-    ranked = np.arange(order.shape[1])[None, :] < ranks[:, None]  # [n, 6]
-    sizes = np.where(ranked, np.take_along_axis(dims, order, axis=1), 1.0)  # [n, 6] minor first
-    minor, second = sizes[:, 0], sizes[:, 1]  # [n] each
-    padded = np.ceil(minor / LANES) * LANES * np.ceil(second / SUBLANES) * SUBLANES
-    stored = np.stack([np.log2(minor), np.log2(second), minor % LANES == 0, second % SUBLANES == 0,
-                       np.log(padded / (minor * second))], axis=1) * (ranks > 0)[:, None]  # [n, 5]
-    shape = np.log1p(-np.sort(-np.where(ranked, dims, 0.0), axis=1))  # [n, 6]
-    return np.concatenate([stored, shape], axis=1)
+def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = True) -> np.ndarray:
+    """Stateless transform of the 140 raw columns: optional -1 sentinel, optional dim mod/div 128, signed log.
 
-
-def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = True,
-                  physical: bool = False) -> np.ndarray:
-    """Stateless transform of the 140 raw columns: optional -1 sentinel, optional dim mod/div 128, signed log,
-    optional `physical_features`.
-
-    Output width is 140 (+ 12 with `extra`, + 11 with `physical`). Standardization fitted on train comes later
-    (`Standardizer`).
+    Output width is 140 (+ 12 with `extra`). Standardization fitted on train comes later (`Standardizer`).
     """
     out = node_feat.astype(np.float32, copy=True)
     if sentinel:
@@ -60,14 +39,12 @@ def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = Tr
     if extra:
         dims = node_feat[:, SHAPE_DIMS]
         columns += [signed_log(dims % LANES), signed_log(dims // LANES)]  # [n, 6] each
-    if physical:
-        columns.append(physical_features(node_feat))
     return np.concatenate(columns, axis=1).astype(np.float32)
 
 
-def node_feature_width(sentinel: bool = True, extra: bool = True, physical: bool = False) -> int:
+def node_feature_width(sentinel: bool = True, extra: bool = True) -> int:
     """Columns of `node_features`' output, read off the function itself (a new column needs no edit here)."""
-    return node_features(np.zeros((0, NODE_FEAT_DIM), np.float32), sentinel, extra, physical).shape[1]
+    return node_features(np.zeros((0, NODE_FEAT_DIM), np.float32), sentinel, extra).shape[1]
 
 
 def tile_config_features(config_feat: np.ndarray) -> np.ndarray:

@@ -26,7 +26,6 @@ class Preprocessing:
     dedup: str = "min"  # none | first | min | mean, applied to the train split only
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
-    physical_features: bool = False  # each node's output as its own layout stores it in 8 x 128 tiles; sorted dims
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -81,8 +80,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
     rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
     config_ids = configurable_nodes(raw)
     arrays = {
-        "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features,
-                                   settings.physical_features),
+        "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
         "edge_index": np.ascontiguousarray(edges[:, ::-1].T),  # [2, m'] producer -> consumer
         "config_node": pruned.new_id[config_ids],
