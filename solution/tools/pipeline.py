@@ -19,7 +19,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback
 
 from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
@@ -34,7 +34,7 @@ from ..models.prior import graph_prior
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
-from ..training.callbacks import AtomicCheckpointIO
+from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
@@ -159,7 +159,7 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     pl.seed_everything(seed, verbose=False)
     datamodule = build_datamodule(member_data(settings, member, members(settings), job.root), job)
     model = build_module(settings["model"], datamodule)
-    best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
+    best = LaterOnTies(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
     callbacks = [best, Progress(collection), *extras.pop("callbacks", [])]
