@@ -4368,7 +4368,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback
 
 from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
@@ -4383,7 +4383,7 @@ from ..models.prior import graph_prior
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
-from ..training.callbacks import AtomicCheckpointIO
+from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
@@ -4508,7 +4508,7 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     pl.seed_everything(seed, verbose=False)
     datamodule = build_datamodule(member_data(settings, member, members(settings), job.root), job)
     model = build_module(settings["model"], datamodule)
-    best = ModelCheckpoint(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
+    best = LaterOnTies(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
     callbacks = [best, Progress(collection), *extras.pop("callbacks", [])]
@@ -4871,13 +4871,14 @@ SOURCES['solution.training'] = '''\
 
 # ---------------------------------------- solution.training.callbacks
 SOURCES['solution.training.callbacks'] = '''\
-"""Trainer callbacks and plugins: a learning-rate monitor that tolerates no logger, and atomic checkpoint writes."""
+"""Trainer callbacks and plugins: a learning-rate monitor that tolerates no logger, a best checkpoint that ties go
+to the later epoch, and atomic checkpoint writes."""
 
 from __future__ import annotations
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..atomic import atomic_write
@@ -4898,6 +4899,19 @@ class LRMonitor(LearningRateMonitor):
     def on_train_epoch_start(self, trainer: pl.Trainer, *args, **kwargs) -> None:
         if trainer.loggers:
             super().on_train_epoch_start(trainer, *args, **kwargs)
+
+
+class LaterOnTies(ModelCheckpoint):
+    """The best checkpoint by its monitored metric, a tie going to the later epoch: a metric that saturates on the
+    valid files (tile's top-5 score reaches 1.0 within a few epochs) keeps the most trained of the equal models
+    rather than the first."""
+
+    def check_monitor_top_k(self, trainer: pl.Trainer, current: torch.Tensor | None = None) -> bool:
+        if current is None or self.save_top_k != 1 or not self.best_k_models:
+            return super().check_monitor_top_k(trainer, current)
+        best = self.best_k_models[self.kth_best_model_path]
+        tied_or_better = current >= best if self.mode == "max" else current <= best
+        return trainer.strategy.reduce_boolean_decision(bool(tied_or_better))
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

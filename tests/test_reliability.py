@@ -229,3 +229,26 @@ def test_a_crash_while_saving_a_checkpoint_keeps_the_previous_one(tmp_path, monk
         io.save_checkpoint({"epoch": 2}, path)
     monkeypatch.undo()
     assert torch.load(path) == {"epoch": 1} and os.listdir(tmp_path) == ["last.ckpt"]
+
+
+@pytest.mark.parametrize("mode,best,tied,better,worse", [("max", 1.0, 1.0, 1.2, 0.99), ("min", 0.5, 0.5, 0.4, 0.6)])
+def test_the_best_checkpoint_keeps_the_later_of_tied_scores(mode, best, tied, better, worse):
+    """A metric that saturates (tile's top-5 score at 1.0) keeps the most trained of the tied models; Lightning's
+    own rule keeps the first."""
+    from types import SimpleNamespace
+
+    import torch
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from solution.training.callbacks import LaterOnTies
+
+    trainer = SimpleNamespace(strategy=SimpleNamespace(reduce_boolean_decision=lambda decision: decision))
+    later, first = LaterOnTies(monitor="val/score", mode=mode), ModelCheckpoint(monitor="val/score", mode=mode)
+    assert later.check_monitor_top_k(trainer, torch.tensor(worse))  # nothing saved yet: any score is the best
+    for callback in (later, first):
+        callback.best_k_models, callback.kth_best_model_path = {"best.ckpt": torch.tensor(best)}, "best.ckpt"
+    assert later.check_monitor_top_k(trainer, torch.tensor(tied)) and not first.check_monitor_top_k(
+        trainer, torch.tensor(tied))
+    assert later.check_monitor_top_k(trainer, torch.tensor(better))
+    assert not later.check_monitor_top_k(trainer, torch.tensor(worse))
+    assert not later.check_monitor_top_k(trainer, None)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
 from ..allocator import keep_freed_buffers
 from ..data.datamodule import TpuGraphsDataModule
 from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
 from ..submission.writer import SubmissionWriter
-from ..training.callbacks import LRMonitor
+from ..training.callbacks import LaterOnTies, LRMonitor
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
 from ..training.module import RankingModule
 from .settings import DERIVED, configs_folder, read_settings, read_yaml, with_checkpoint
@@ -31,7 +30,7 @@ class CLI(LightningCLI):
         parser.link_arguments("data.task", "model.task", compute_fn=lambda task: task.name, apply_on="instantiate")
         for width in ("node_feat_dim", "config_width"):
             parser.link_arguments(f"data.{width}", f"model.ranker.init_args.{width}", apply_on="instantiate")
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(LaterOnTies, "checkpoint")
         parser.set_defaults({"checkpoint.monitor": "val/score", "checkpoint.mode": "max",
                              "checkpoint.save_last": True, "checkpoint.filename": "best"})
         parser.add_lightning_class_args(SubmissionWriter, "submission")
