@@ -148,6 +148,14 @@ def program(loss: Callable, forward: Callable, params: Params, batch: tuple, tra
     return training_step(loss, optimizer), (params, state, *batch)
 
 
+def image_classifier(forward: Callable, params: Params, batch: int, image: int, nchw: bool, dtype, train: bool,
+                     optimizer: str) -> Built:
+    """`program` of a classifier of square RGB images ([B, 3, H, W] with `nchw`, else [B, H, W, 3])."""
+    shape = (batch, 3, image, image) if nchw else (batch, image, image, 3)
+    batch_spec = (spec(shape, dtype), spec((batch,), jnp.int32))
+    return program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+
+
 # ---------------------------------------------------------------- families
 # Each family: (rng, scale) -> (variant label, function, abstract arguments). `scale` in (0, 1] sets the depth
 # and width ranges: 1 reaches the largest programs (~20k instructions), small values a few hundred.
@@ -200,9 +208,7 @@ def cnn(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
                 x = max_pool(x, nchw)
         return dense(p["head"], x.mean((2, 3) if nchw else (1, 2)))
 
-    shape = (batch, 3, image, image) if nchw else (batch, image, image, 3)
-    batch_spec = (spec(shape, dtype), spec((batch,), jnp.int32))
-    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    built = image_classifier(forward, params, batch, image, nchw, dtype, train, optimizer)
     return f"{label}-{'nchw' if nchw else 'nhwc'}-d{depth}-w{width}-k{kernel}-b{batch}", built
 
 
@@ -240,8 +246,7 @@ def resnet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
                 x = jax.nn.relu(h + shortcut)
         return dense(p["head"], x.mean((1, 2)))
 
-    batch_spec = (spec((batch, image, image, 3), dtype), spec((batch,), jnp.int32))
-    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    built = image_classifier(forward, params, batch, image, False, dtype, train, optimizer)
     kind = "bottleneck" if bottleneck else "basic"
     return f"{label}-{kind}-s{stages}-n{blocks}-w{width}-b{batch}", built
 
@@ -447,9 +452,7 @@ def mobilenet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
             x = x + h if h.shape == x.shape else h
         return dense(p["head"], x.mean((2, 3) if nchw else (1, 2)))
 
-    shape = (batch, 3, image, image) if nchw else (batch, image, image, 3)
-    batch_spec = (spec(shape, dtype), spec((batch,), jnp.int32))
-    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    built = image_classifier(forward, params, batch, image, nchw, dtype, train, optimizer)
     return f"{label}-{'nchw' if nchw else 'nhwc'}-n{blocks}-w{width}-x{expand}-b{batch}", built
 
 
@@ -481,8 +484,7 @@ def densenet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
                 x = lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4
         return dense(p["head"], x.mean((1, 2)))
 
-    batch_spec = (spec((batch, image, image, 3), dtype), spec((batch,), jnp.int32))
-    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    built = image_classifier(forward, params, batch, image, False, dtype, train, optimizer)
     return f"{label}-s{stages}-n{layers}-g{growth}-i{image}-b{batch}", built
 
 
@@ -506,8 +508,7 @@ def vit(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
             x = transformer_block(block, x, heads, causal=False)
         return dense(p["head"], layer_norm(x).mean(1))
 
-    batch_spec = (spec((batch, image, image, 3), dtype), spec((batch,), jnp.int32))
-    built = program(lambda p, x, y: cross_entropy(forward(p, x), y), forward, params, batch_spec, train, optimizer)
+    built = image_classifier(forward, params, batch, image, False, dtype, train, optimizer)
     return f"{label}-l{layers}-d{width}-h{heads}-p{patch}-i{image}-b{batch}", built
 
 
