@@ -141,9 +141,10 @@ def training_step(loss: Callable, optimizer: str, lr: float = 1e-3) -> Callable:
 
 
 def program(loss: Callable, forward: Callable, params: Params, batch: tuple, train: bool, optimizer: str) -> Built:
-    """A training step of `loss` (params, *batch), or an inference step of `forward` (params, inputs)."""
+    """A training step of `loss` (params, *batch), or an inference step of `forward` (params, *inputs): `batch`
+    is the inputs, then the labels."""
     if not train:
-        return forward, (params, batch[0])
+        return forward, (params, *batch[:-1])
     state = params if optimizer == "sgd" else (params, params)
     return training_step(loss, optimizer), (params, state, *batch)
 
@@ -389,13 +390,9 @@ def gnn(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
         return dense(p["head"], h)
 
     graph = (spec((nodes, features), dtype), spec((edges,), jnp.int32), spec((edges,), jnp.int32))
-    labels = spec((nodes,), jnp.int32)
-    if train:
-        loss = training_step(lambda p, x, s, r, y: cross_entropy(forward(p, x, s, r), y), optimizer)
-        state = params if optimizer == "sgd" else (params, params)
-        built = (loss, (params, state, *graph, labels))
-    else:
-        built = (forward, (params, *graph))
+    batch_spec = (*graph, spec((nodes,), jnp.int32))
+    built = program(lambda p, x, s, r, y: cross_entropy(forward(p, x, s, r), y), forward, params, batch_spec, train,
+                    optimizer)
     return f"{label}-l{layers}-w{width}-n{nodes}-e{edges}", built
 
 
@@ -433,14 +430,13 @@ def mobilenet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
     def kernel(height: int, inputs: int, outputs: int):
         return spec((outputs, inputs, height, height) if nchw else (height, height, inputs, outputs), dtype)
 
-    params: Params = {"stem": kernel(3, 3, width), "blocks": [], "head": None}
-    c = width
+    layers, c = [], width
     for b in range(blocks):
         out = width * 2 ** (b // 3)
-        params["blocks"].append({"expand": kernel(1, c, c * expand), "depthwise": kernel(3, 1, c * expand),
-                                 "project": kernel(1, c * expand, out)})
+        layers.append({"expand": kernel(1, c, c * expand), "depthwise": kernel(3, 1, c * expand),
+                       "project": kernel(1, c * expand, out)})
         c = out
-    params["head"] = dense_params([c, 10], dtype)[0]
+    params = {"stem": kernel(3, 3, width), "blocks": layers, "head": dense_params([c, 10], dtype)[0]}
 
     def forward(p, x):
         x = jax.nn.relu(conv(x, p["stem"], nchw=nchw))
@@ -462,17 +458,14 @@ def densenet(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
     train, optimizer, dtype, label = _common(rng)
     stages, layers = _pick(rng, [2, 3, 4], scale), _pick(rng, [2, 3, 4, 6, 8], scale)
     growth, batch, image = _pick(rng, [8, 12, 16, 32], scale), int(rng.choice([1, 4, 16])), int(rng.choice([32, 64]))
-    c = 2 * growth
-    params: Params = {"stem": spec((3, 3, 3, c), dtype), "stages": [], "head": None}
+    c, blocks = 2 * growth, []
     for stage in range(stages):
-        convs = []
-        for _ in range(layers):
-            convs.append(spec((3, 3, c, growth), dtype))
-            c += growth
+        convs = [spec((3, 3, c + growth * i, growth), dtype) for i in range(layers)]
+        c += growth * layers
         transition = spec((1, 1, c, c // 2), dtype) if stage < stages - 1 else None
-        params["stages"].append({"convs": convs, "transition": transition})
+        blocks.append({"convs": convs, "transition": transition})
         c = c // 2 if transition is not None else c
-    params["head"] = dense_params([c, 10], dtype)[0]
+    params = {"stem": spec((3, 3, 3, 2 * growth), dtype), "stages": blocks, "head": dense_params([c, 10], dtype)[0]}
 
     def forward(p, x):
         x = conv(x, p["stem"])
@@ -535,14 +528,9 @@ def dlrm(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
             h = jax.nn.relu(dense(layer, h))
         return dense(p["top"][-1], h)
 
-    inputs = (spec((batch, features), dtype), spec((batch, tables), jnp.int32))
-    labels = spec((batch,), jnp.int32)
-    if train:
-        loss = training_step(lambda p, x, i, y: cross_entropy(forward(p, x, i), y), optimizer)
-        state = params if optimizer == "sgd" else (params, params)
-        built = (loss, (params, state, *inputs, labels))
-    else:
-        built = (forward, (params, *inputs))
+    batch_spec = (spec((batch, features), dtype), spec((batch, tables), jnp.int32), spec((batch,), jnp.int32))
+    built = program(lambda p, x, i, y: cross_entropy(forward(p, x, i), y), forward, params, batch_spec, train,
+                    optimizer)
     return f"{label}-t{tables}-d{dim}-l{depth}-r{rows}-b{batch}", built
 
 
@@ -611,13 +599,10 @@ def seq2seq(rng: np.random.Generator, scale: float) -> tuple[str, Built]:
             x = transformer_block(block, x, heads, causal=True, memory=layer_norm(memory), activation=jax.nn.relu)
         return layer_norm(x) @ p["tokens"].T
 
-    ids = (spec((batch, seq), jnp.int32), spec((batch, seq // 2), jnp.int32))
-    if train:
-        loss = lambda p, s, t, y: cross_entropy(forward(p, s, t), y)  # noqa: E731
-        state = params if optimizer == "sgd" else (params, params)
-        built = (training_step(loss, optimizer), (params, state, *ids, spec((batch, seq // 2), jnp.int32)))
-    else:
-        built = (forward, (params, *ids))
+    targets = spec((batch, seq // 2), jnp.int32)
+    batch_spec = (spec((batch, seq), jnp.int32), targets, targets)  # source ids, target ids, labels
+    built = program(lambda p, s, t, y: cross_entropy(forward(p, s, t), y), forward, params, batch_spec, train,
+                    optimizer)
     return f"{label}-l{layers}-d{width}-h{heads}-t{seq}-b{batch}", built
 
 
