@@ -12,8 +12,6 @@ CONFIGURABLE_OPCODES = (CONVOLUTION, DOT, RESHAPE)
 LAYOUT_MINOR_TO_MAJOR = slice(134, 140)  # 0-padded in the files although 0 is a valid axis
 SHAPE_DIMS = slice(21, 27)  # output shape dims 0..5
 SHAPE_SUM, SHAPE_PRODUCT = 27, 28
-# a convolution's input feature, kernel input feature, kernel output feature, output batch and output feature dims
-CONV_ROLES = [94, 99, 100, 105, 106]
 
 # layout config: three 6-vectors (output, input, kernel) of values in -1..5
 LAYOUT_GROUP = 6

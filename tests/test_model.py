@@ -24,13 +24,13 @@ from solution.constants import PAD
 from solution.data.batch import Batch, Collate, Item
 from solution.data.datamodule import TpuGraphsDataModule
 from solution.data.features import Standardizer
-from solution.data.preprocess import Graph, Preprocessing, conv_roles, load_graph
+from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
 from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import LayoutRanker, TileRanker, layout_role_features, physical_layout_features
+from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features
 from solution.models.spec import build
 
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)
@@ -110,15 +110,14 @@ def batch_of(task: Task, graphs: list[Graph], rows: list[np.ndarray] | None = No
 
 def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool = False, **settings
                ) -> torch.nn.Module:
-    """A small ranker; `live` gives the zero-initialised feature projections (physical, role) random weights, so
+    """A small ranker; `live` gives the zero-initialised projection of the physical features random weights, so
     that a test of how the model slices its inputs covers their path too."""
     torch.manual_seed(seed)
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
     model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    for name in ("physics", "roles") if live else ():
-        if getattr(model, name, None) is not None:
-            torch.nn.init.normal_(getattr(model, name).weight)
+    if live and getattr(model, "physics", None) is not None:
+        torch.nn.init.normal_(model.physics.weight)
     return model
 
 
@@ -206,13 +205,12 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (LAYOUT, LayoutRanker, {"physical_layout": True}), (LAYOUT, LayoutRanker, {"layout_roles": True}),
-    (TILE, TileRanker, {"cross_attention": True}),
+    (LAYOUT, LayoutRanker, {"physical_layout": True}), (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
 ], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
-        "layout-roles", "tile-cross",
+        "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -223,8 +221,8 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"layout_roles": True}], ids=["per_route", "shared_maps", "narrow", "physical", "roles"])
+@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True}],
+                         ids=["per_route", "shared_maps", "narrow", "physical"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
@@ -356,7 +354,7 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts(grad: bool) -> None:
     onehot = torch.nn.functional.one_hot(values, 7).flatten(2).float()  # [M, C, 126]
     expected = h[links.nodes][:, None] + model.config_embed(onehot)
     with torch.set_grad_enabled(grad):
-        got = model.configure(h[links.nodes], values, None, None)
+        got = model.configure(h[links.nodes], values, None)
     assert got.requires_grad == grad
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
@@ -541,55 +539,6 @@ def test_physical_layout_features_are_the_tiles_a_layout_stores():
                              [math.log2(3), 8.0, 0, 1, math.log(128 * 256 / 768), 1],
                              [0, 0, 0, 0, 0, 0]])
     torch.testing.assert_close(features[0], expected)
-
-
-def _block(*dims: int) -> list[int]:
-    return [*dims, *[-1] * (6 - len(dims))]
-
-
-def test_layout_role_features_say_which_blocks_are_row_major_and_where_a_convolution_feeds():
-    """A convolution b01f_01io->b01f of output [1, 8, 8, 64]: NHWC everywhere puts every feature dim minor (the kernel
-    its output feature, its input feature second); an output order (0, 3, 2, 1) still has the feature dim minor once
-    the size-1 batch dim takes no room, and an input (1, 3, 2, 0) has it second-minor. A dot meets no role; its
-    blocks are row-major or not, and a block left to the compiler is neither."""
-    dims = torch.tensor([[1.0, 8, 8, 64, 0, 0], [16.0, 32, 0, 0, 0, 0]])  # [M=2, 6]
-    roles = torch.tensor([[3.0, 2, 3, 0, 3], [-1.0, -1, -1, -1, -1]])  # [M, 5]
-    order = torch.tensor([
-        [_block(3, 2, 1, 0) + _block(3, 2, 1, 0) + _block(2, 3, 1, 0),
-         _block(0, 3, 2, 1) + _block(1, 3, 2, 0) + _block(0, 1, 3, 2)],
-        [_block(1, 0) + _block() + _block(), _block(0, 1) + _block(1, 0) + _block()]])  # [M, C=2, 18]
-    expected = torch.tensor([[[1.0, 1, 0, 1, 0, 0, 1, 0, 1, 1], [0, 0, 0, 1, 0, 0, 0, 1, 0, 0]],
-                             [[1.0, 0, 0, 0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0, 0, 0, 0]]])
-    torch.testing.assert_close(layout_role_features(order, dims, roles), expected)
-
-
-def test_conv_roles_are_the_dim_labels_of_the_officially_encoded_convolutions():
-    """Each convolution of a fixture encoded by the official rules: its roles as the HLO text's dim_labels name
-    them (input feature, kernel input and output feature, output batch and feature); every other node PAD."""
-    fixture = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "hlo" / "fixture_conv_pool_pad"
-    arrays = np.load(fixture.with_suffix(".npz"))
-    roles = conv_roles(arrays["node_feat"], arrays["node_opcode"])  # [n, 5]
-    conv = arrays["node_opcode"] == 26
-    labels = [line.split("dim_labels=")[1].split(",")[0].split()[0]
-              for line in fixture.with_suffix(".hlo").read_text().splitlines() if " convolution(" in line]
-    named = sorted((lhs.index("f"), kernel.index("i"), kernel.index("o"), out.index("b"), out.index("f"))
-                   for lhs, kernel, out in (label.replace("->", "_").split("_") for label in labels))
-    assert conv.sum() == len(labels) >= 3
-    assert sorted(map(tuple, roles[conv].astype(int).tolist())) == named
-    assert (roles[~conv] == PAD).all()
-
-
-def test_a_new_model_with_role_features_scores_as_one_without():
-    """Like the physical features, the role features enter through a zero-initialised projection."""
-    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
-    without = make_model(LAYOUT)
-    with_roles = make_model(LAYOUT, layout_roles=True)
-    missing = with_roles.load_state_dict(without.state_dict(), strict=False).missing_keys
-    assert sorted(missing) == ["roles.bias", "roles.weight"]
-    torch.testing.assert_close(score(with_roles, batch), score(without, batch))
-    with_roles.train()
-    with_roles(batch).sum().backward()
-    assert with_roles.roles.weight.grad.abs().sum() > 0
 
 
 def test_a_new_model_with_physical_features_scores_as_one_without():

@@ -114,8 +114,7 @@ def test_batches_are_cut_along_the_records_computations():
 
 
 @pytest.mark.parametrize("settings", [{}, {"config_layers": 1}, {"edge_direction": "both"},
-                                      {"cross_attention": False}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"layout_roles": True}])
+                                      {"cross_attention": False}, {"config_hidden": 8}, {"physical_layout": True}])
 def test_a_halo_of_every_layer_reproduces_the_whole_graph_scores(settings):
     model, batch = make_model(LAYOUT, live=True, **settings), segmented(layout_graphs(), budget=9)
     assert len(split(batch)) > 4

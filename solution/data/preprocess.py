@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..constants import CONV_ROLES, CONVOLUTION, PAD, SHAPE_DIMS
+from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
@@ -51,7 +51,6 @@ class Graph:
     config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
-    config_roles: np.ndarray  # [nc, 5] float32 a convolution's dims by role (CONV_ROLES), -1 for other nodes
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
@@ -68,14 +67,6 @@ def pruned_bounds(bounds: np.ndarray, keep: np.ndarray) -> np.ndarray:
     the number of kept nodes before it; computations left without a kept node disappear."""
     kept_before = np.concatenate([[0], np.cumsum(keep)])  # [n + 1]
     return np.unique(kept_before[bounds]).astype(np.int64)
-
-
-def conv_roles(node_feat: np.ndarray, opcode: np.ndarray) -> np.ndarray:
-    """[n, 5] float32 the dims each convolution among the nodes gives a role (CONV_ROLES: input feature, kernel
-    input and output feature, output batch and feature), PAD for every other node."""
-    roles = node_feat[:, CONV_ROLES].astype(np.float32)
-    roles[opcode != CONVOLUTION] = PAD
-    return roles
 
 
 def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
@@ -95,7 +86,6 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "config_node": pruned.new_id[config_ids],
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
-        "config_roles": conv_roles(raw.node_feat[config_ids], raw.node_opcode[config_ids]),
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),

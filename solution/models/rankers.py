@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_GROUPS, LAYOUT_SYMBOLS, SUBLANES
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -64,7 +64,6 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        layout_roles: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -77,28 +76,20 @@ class LayoutRanker(Ranker):
         if self.physics is not None:  # starts as the model without them, and learns how much they matter
             nn.init.zeros_(self.physics.weight)
             nn.init.zeros_(self.physics.bias)
-        self.roles = nn.Linear(ROLE_FEATURES, width) if layout_roles else None
-        if self.roles is not None:  # likewise
-            nn.init.zeros_(self.roles.weight)
-            nn.init.zeros_(self.roles.bias)
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
-    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None,
-                  roles: torch.Tensor | None) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
-        in memory for its output dims [M, 6], and with `layout_roles` what each layout means for its work, given
-        its dims by role [M, 5]."""
+        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its output layout means
+        in memory for its output dims [M, 6]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
-        if self.roles is not None:
-            z = z + self.roles(layout_role_features(values - 1, dims, roles))
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -109,11 +100,8 @@ class LayoutRanker(Ranker):
         configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
-        physical = self.physics is not None or self.roles is not None
-        dims = batch.config_dims[links.graph, links.slot] if physical else None  # [M, 6]
-        roles = batch.config_roles[links.graph, links.slot] if self.roles is not None else None  # [M, 5]
-        z = in_chunks(lambda part: self.configure(h_nodes, part, dims, roles), configs_per_pass, 1,
-                      values)  # [M, C, w]
+        dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
+        z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -160,41 +148,6 @@ def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.T
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
                             (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
     return features * is_set[..., None]  # [M, C, 6]
-
-
-ROLE_FEATURES = 10
-
-
-def layout_role_features(order: torch.Tensor, dims: torch.Tensor, roles: torch.Tensor) -> torch.Tensor:
-    """[M, C, 10] what the layouts of a config mean for a node's work, from order [M, C, 18] (the output, input and
-    kernel minor-to-major dimensions, -1 beyond the rank; a block all -1 is left to the compiler, unknown here),
-    dims [M, 6] (the output's sizes) and roles [M, 5] (a convolution's dims by role as CONV_ROLES, -1 for other
-    nodes): per block whether it is row-major (minor-to-major r-1 .. 0, where a reshape is a bitcast); for a
-    convolution whether the output's feature dim is its minor or second-minor one and its batch dim the minor one,
-    whether the input's feature dim is its minor or second-minor one, and whether one of the kernel's feature dims
-    is (a matrix unit is fed best with the reduced dims minor). The output's order skips its size-1 dims, which
-    take no room in memory; the operands' sizes are not in the files."""
-    blocks = order.unflatten(-1, (LAYOUT_GROUPS, LAYOUT_GROUP))  # [M, C, 3, 6]
-    ranked = blocks >= 0
-    rank = ranked.sum(-1, keepdim=True)  # [M, C, 3, 1]
-    descending = rank - 1 - torch.arange(LAYOUT_GROUP, device=order.device)  # [M, C, 3, 6]
-    is_set = ranked[..., 0]  # [M, C, 3]
-    row_major = ((blocks == descending) | ~ranked).all(-1) & is_set  # [M, C, 3]
-    out = blocks[:, :, 0]  # [M, C, 6]
-    sizes = torch.gather(dims[:, None].expand(-1, out.size(1), -1), 2, out.clamp(min=0))  # [M, C, 6]
-    spread = ranked[:, :, 0] & (sizes > 1)  # the dims that take room, in minor-to-major order
-    first = torch.argsort((~spread).to(torch.int8), dim=-1, stable=True)  # [M, C, 6] those dims first
-    out_order = torch.gather(out, 2, first).masked_fill(~torch.gather(spread, 2, first), -1)  # [M, C, 6]
-    in_feature, kernel_in, kernel_out, out_batch, out_feature = (r[:, None] for r in roles.unbind(-1))  # [M, 1]
-    kernel = blocks[:, :, 2]  # [M, C, 6]
-    conv = (roles[:, :1] >= 0)[:, None]  # [M, 1, 1]
-    roles_met = torch.stack([
-        out_order[..., 0] == out_feature, out_order[..., 1] == out_feature, out_order[..., 0] == out_batch,
-        blocks[:, :, 1, 0] == in_feature, blocks[:, :, 1, 1] == in_feature,
-        (kernel[..., 0] == kernel_in) | (kernel[..., 0] == kernel_out),
-        (kernel[..., 1] == kernel_in) | (kernel[..., 1] == kernel_out)], -1)  # [M, C, 7]
-    block_set = is_set[..., [0, 0, 0, 1, 1, 2, 2]]  # [M, C, 7] each feature's block
-    return torch.cat([row_major, roles_met & block_set & conv], -1).to(dims.dtype)  # [M, C, 10]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
