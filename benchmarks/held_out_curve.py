@@ -66,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--watch", choices=("held-out", "training"), default="held-out",
                         help="validate on the held-out families' files, or on the training families' valid files")
     parser.add_argument("--config", type=Path, action="append", default=[], help="settings layers (repeatable)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/held_out_curve.md"))
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/held_out_curve[-training].md")
     args = parser.parse_args(argv)
+    suffix = "-training" if args.watch == "training" else ""
+    args.out = args.out or Path(f"benchmarks/results/held_out_curve{suffix}.md")
     files = read_manifest(args.data)
     fold_of = family_folds(files, args.collection, 3)
     held_out = sorted(f for f, k in fold_of.items() if k == args.fold)

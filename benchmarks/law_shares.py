@@ -46,7 +46,7 @@ def node_parts(operands: list[list[int]], configurable: np.ndarray) -> np.ndarra
 
 def file_shares(hlo_path: Path, config_feat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per part: its covariance with the total over the total's variance (the shares add up to 1), and the Kendall
-    tau of its own sum against the total (0 where the part does not vary)."""
+    tau of its own sum against the total (0 where the part does not vary, to rounding)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", encode.UnknownOpcodeWarning)
         module = hlo.read_module(hlo_path)
@@ -58,7 +58,7 @@ def file_shares(hlo_path: Path, config_feat: np.ndarray) -> tuple[np.ndarray, np
     total = costs.sum(axis=1)
     sums = [costs[:, part == k].sum(axis=1) for k in range(len(PARTS))]
     shares = np.array([np.cov(s, total)[0, 1] / total.var() for s in sums])
-    taus = np.array([kendalltau(s, total)[0] if s.std() > 0 else 0.0 for s in sums])
+    taus = np.array([kendalltau(s, total)[0] if s.std() > 1e-9 * total.std() else 0.0 for s in sums])
     return shares, taus
 
 
