@@ -7,7 +7,8 @@ programs, and when.
 Holds out corpus_eval's fold of families (the same fold assignment), fits on the train files of the other families
 (as corpus_eval's fits do) within --seconds with the shipped settings and any --config layers, and validates after
 every epoch on the held-out families' labelled files (their train and valid files; the corpus's test files carry no
-runtimes), where corpus_eval's fits validate on the training families' valid files.
+runtimes), where corpus_eval's fits validate on the training families' valid files (`--watch training` shows that
+curve instead).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from solution.tools.settings import read_settings
 
 
 class Curve(pl.Callback):
-    """Each epoch's val/score and the seconds since the fit began."""
+    """Each epoch's val/score."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, float]] = []

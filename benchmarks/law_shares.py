@@ -57,7 +57,7 @@ def file_shares(hlo_path: Path, config_feat: np.ndarray) -> tuple[np.ndarray, np
     part = node_parts(graph.operands, ids.astype(np.int64))
     total = costs.sum(axis=1)
     sums = [costs[:, part == k].sum(axis=1) for k in range(len(PARTS))]
-    shares = np.array([np.cov(s, total)[0, 1] / total.var() for s in sums])
+    shares = np.array([np.cov(s, total, bias=True)[0, 1] / total.var() for s in sums])
     taus = np.array([kendalltau(s, total)[0] if s.std() > 1e-9 * total.std() else 0.0 for s in sums])
     return shares, taus
 
