@@ -19,7 +19,7 @@ from datetime import date
 from pathlib import Path
 
 import lightning.pytorch as pl
-from corpus_eval import CorpusFile, family_folds, read_manifest
+from corpus_eval import CorpusFile, family_folds, link_fold_root, read_manifest
 
 from solution.atomic import atomic_write
 from solution.data.reader import collection_dir
@@ -38,20 +38,13 @@ class Curve(pl.Callback):
             self.rows.append((trainer.current_epoch, float(trainer.callback_metrics["val/score"])))
 
 
-def curve_root(corpus: Path, files: list[CorpusFile], collection: str, held_out: set[str], watch: str,
-               out: Path) -> Path:
-    """A data root of links: the other families' train files as train; as valid, the held-out families' train and
-    valid files (`watch` "held-out") or the other families' valid files ("training", as corpus_eval's fits); the
-    held-out families' test files as test."""
+def held_out_root(corpus: Path, files: list[CorpusFile], collection: str, held_out: set[str], out: Path) -> Path:
+    """A data root of links: the other families' train files as train, the held-out families' train and valid files
+    as valid, their test files as test."""
     source = collection_dir(corpus, collection).resolve()
     target = out.joinpath("npz_all", "npz", *collection.split(":"))
-    for f in (f for f in files if f.collection == collection):
-        if f.family in held_out:
-            split = "test" if f.split == "test" or watch == "training" else "valid"
-        else:
-            split = f.split if watch == "training" or f.split == "train" else None
-        if split is None:
-            continue
+    for f in (f for f in files if f.collection == collection and (f.family in held_out or f.split == "train")):
+        split = ("test" if f.split == "test" else "valid") if f.family in held_out else "train"
         (target / split).mkdir(parents=True, exist_ok=True)
         (target / split / f"{f.stem}.npz").symlink_to(source / f.split / f"{f.stem}.npz")
     return out
@@ -79,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 "trainer": {**settings["trainer"], "check_val_every_n_epoch": 1}}
     curve = Curve()
     with tempfile.TemporaryDirectory(prefix="held-out-curve-") as work:
-        root = curve_root(args.data, files, args.collection, set(held_out), args.watch, Path(work) / "root")
+        make_root = held_out_root if args.watch == "held-out" else link_fold_root  # training: as corpus_eval's fits
+        root = make_root(args.data, files, args.collection, set(held_out), Path(work) / "root")
         job = pipeline.Job(root, Path(work) / "run", trainer_extras=lambda c, s: {"callbacks": [curve]})
         pipeline.train(args.collection, settings, args.seconds, job)
     command = " ".join(["python benchmarks/held_out_curve.py", f"--collection {args.collection}", f"--fold {args.fold}",

@@ -22,26 +22,12 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from solution.atomic import atomic_write
+from solution.data.pruning import keep_nodes
 from solution.data.reader import collection_dir, read_graph
 from solution.programs import encode, hlo
 from solution.programs.law import LayoutLaw
 
 PARTS = ("configurable", "neighbours", "rest")
-
-
-def node_parts(operands: list[list[int]], configurable: np.ndarray) -> np.ndarray:
-    """[N] 0 for a configurable node, 1 for a producer or user of one (kept by 1-hop pruning), 2 for the rest."""
-    part = np.full(len(operands), 2)
-    is_config = np.zeros(len(operands), bool)
-    is_config[configurable] = True
-    for user, sources in enumerate(operands):
-        for source in sources:
-            if is_config[user]:
-                part[source] = 1
-            if is_config[source]:
-                part[user] = 1
-    part[configurable] = 0
-    return part
 
 
 def file_shares(hlo_path: Path, config_feat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -51,10 +37,13 @@ def file_shares(hlo_path: Path, config_feat: np.ndarray) -> tuple[np.ndarray, np
         warnings.simplefilter("ignore", encode.UnknownOpcodeWarning)
         module = hlo.read_module(hlo_path)
         graph = encode.flatten(module)
-        ids = encode.arrays(module, graph)["node_config_ids"]
+        arrays = encode.arrays(module, graph)
+    ids = arrays["node_config_ids"].astype(np.int64)
     law = LayoutLaw(module, graph, ids, hlo_path.read_text())
     costs = law.node_costs(config_feat.astype(np.int64))  # [C, N]
-    part = node_parts(graph.operands, ids.astype(np.int64))
+    kept = keep_nodes(arrays["edge_index"], len(graph.nodes), ids, 0, "k_hop", hops=1)  # what the ranker sees
+    part = np.where(kept, 1, 2)
+    part[ids] = 0
     total = costs.sum(axis=1)
     sums = [costs[:, part == k].sum(axis=1) for k in range(len(PARTS))]
     shares = np.array([np.cov(s, total, bias=True)[0, 1] / total.var() for s in sums])
