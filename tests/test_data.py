@@ -148,6 +148,39 @@ def test_predict_repeats_cover_each_graph_repeat_times(datamodule):
     assert all(np.array_equal(a.rows, b.rows) for a, b in zip(chunks.items, again.items))
 
 
+def test_valid_configs_cap_each_file_on_a_fixed_seeded_subset(datamodule):
+    graphs = datamodule.graphs("valid")
+    counts = [graphs.num_configs(index) for index in range(len(graphs))]
+    limit = max(min(counts) // 2, 1)
+    first, again = (ChunkSet(graphs, 7, seed=5, configs=limit) for _ in range(2))
+    other = ChunkSet(graphs, 7, seed=6, configs=limit)
+
+    def rows(chunks: ChunkSet, index: int) -> np.ndarray:
+        return np.concatenate([i.rows for i in chunks.items if i.graph_id == index])
+
+    for index, count in enumerate(counts):
+        mine = rows(first, index)
+        assert len(mine) == len(np.unique(mine)) == min(limit, count) and mine.max() < count
+        assert np.array_equal(mine, rows(again, index))
+        assert all(len(i.rows) <= 7 for i in first.items)
+    assert any(not np.array_equal(rows(first, i), rows(other, i)) for i in range(len(counts)) if counts[i] > limit)
+    assert np.array_equal(rows(ChunkSet(graphs, 7, configs=10**6), 0), np.arange(counts[0]))
+
+
+def test_valid_configs_reach_the_validation_loader_only(tiny_root, tmp_path):
+    kwargs = dict(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path), eval_chunk=4)
+    capped = TpuGraphsDataModule(**kwargs, valid_configs=3)
+    capped.setup("fit")
+    valid = capped.val_dataloader().dataset
+    assert all(sum(len(i.rows) for i in valid.items if i.graph_id == g) == min(3, capped.graphs("valid")
+               .num_configs(g)) for g in range(len(capped.graphs("valid"))))
+    train_chunks = capped.eval_set("train")
+    assert sum(len(i.rows) for i in train_chunks.items) == sum(
+        capped.graphs("train").num_configs(g) for g in range(len(capped.graphs("train"))))
+    with pytest.raises(ValueError, match=r"data.valid_configs=-1; expected configs per valid file at most"):
+        TpuGraphsDataModule(**kwargs, valid_configs=-1)
+
+
 @pytest.mark.parametrize("stem, group", [
     ("bert_pretraining.4x4.fp16", "bert_pretraining"), ("mlperf_bert_batch_24_2x2", "mlperf_bert"),
     ("resnet_v1_50_official_batch_128_bf16", "resnet_v1_50_official"),

@@ -44,6 +44,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sampling: str = "uniform",
         row_budget: int = 32768,
         eval_chunk: int = 256,
+        valid_configs: int = 0,
         eval_graphs_per_batch: int = 1,
         predict_repeats: int = 1,
         predict_split: str = SPLIT_DEFAULTS["predict_split"],
@@ -65,6 +66,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
+        if valid_configs < 0:
+            raise SettingsError(f"data.valid_configs={valid_configs}; expected configs per valid file at most, "
+                                "or 0 for all")
         if row_budget < 0:
             raise SettingsError(f"data.row_budget={row_budget}; expected (configurable node, config) rows per "
                                 "training graph, or 0 for no limit")
@@ -149,12 +153,13 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         train = TrainSet(self.graphs("train"), hp.configs_per_graph, hp.sampling, hp.row_budget)
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
-    def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:
+    def eval_set(self, split: str, repeats: int = 1, configs: int = 0) -> ChunkSet:
         seed = torch.initial_seed() % 2**62  # the run's seed (seed_everything)
-        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, seed)
+        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, seed, configs)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, train=False)
+        valid = self.eval_set("valid", configs=self.hparams.valid_configs)
+        return self._loader(valid, self.hparams.eval_graphs_per_batch, train=False)
 
     def test_dataloader(self) -> DataLoader:
         return self._loader(self.eval_set(self.hparams.test_split), self.hparams.eval_graphs_per_batch, train=False)

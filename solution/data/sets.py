@@ -127,16 +127,17 @@ class ShardSampler(DistributedSampler):
 
 class ChunkSet(Dataset):
     """Every config of every graph, in chunks of at most `chunk`; with `repeats` > 1 each graph is covered
-    that many times, each time under another seeded random permutation of chunk membership."""
+    that many times, each time under another seeded random permutation of chunk membership. With `configs` > 0,
+    a graph with more configs than that is covered on a seeded random subset of that many (the same for a seed)."""
 
-    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0) -> None:
+    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0, configs: int = 0) -> None:
         self.graphs = graphs
         self.items: list[Item] = []
         for index in range(len(graphs)):
-            c = graphs.num_configs(index)
+            rows = config_subset(graphs.num_configs(index), configs, np.random.default_rng((seed, index)))
             for repeat in range(repeats):
-                order = np.arange(c) if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(c)
-                self.items += [Item(index, order[s:s + chunk]) for s in range(0, c, chunk)]
+                order = rows if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(rows)
+                self.items += [Item(index, order[s:s + chunk]) for s in range(0, len(rows), chunk)]
 
     def __len__(self) -> int:
         return len(self.items)
@@ -144,3 +145,10 @@ class ChunkSet(Dataset):
     def __getitem__(self, index: int) -> tuple[Graph, Item]:
         item = self.items[index]
         return self.graphs.load(item.graph_id), item
+
+
+def config_subset(count: int, limit: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows 0..count-1, or with 0 < limit < count a random `limit` of them, in ascending order."""
+    if 0 < limit < count:
+        return np.sort(rng.choice(count, size=limit, replace=False))
+    return np.arange(count)
