@@ -113,6 +113,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'sampling': 'uniform',
                        'row_budget': 32768,
                        'eval_chunk': 256,
+                       'valid_configs': 0,
                        'eval_graphs_per_batch': 32,
                        'predict_repeats': 1,
                        'skip_bad_files': True,
@@ -120,13 +121,13 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'collection': 'tile:xla'}},
  'layout:xla:random': {'seed_everything': 0,
                        'members': 3,
-                       'member_folds': False,
+                       'member_folds': True,
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 400,
                                    'gradient_clip_val': 1.0,
                                    'log_every_n_steps': 10,
-                                   'check_val_every_n_epoch': 5},
+                                   'check_val_every_n_epoch': 1},
                        'model': {'ranker': {'class_path': 'solution.models.rankers.LayoutRanker',
                                             'init_args': {'hidden': 128,
                                                           'opcode_dim': 32,
@@ -161,11 +162,13 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sampling': 'uniform',
                                 'row_budget': 32768,
                                 'eval_chunk': 256,
+                                'valid_configs': 256,
                                 'eval_graphs_per_batch': 1,
                                 'predict_repeats': 1,
                                 'skip_bad_files': True,
                                 'num_workers': 4,
-                                'collection': 'layout:xla:random'},
+                                'collection': 'layout:xla:random',
+                                'fold_variant_parts': '[._].*$'},
                        'prior_weights': [0.25, 0.5, 0.75]},
  'layout:xla:default': {'seed_everything': 0,
                         'members': 3,
@@ -210,6 +213,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sampling': 'stratified',
                                  'row_budget': 32768,
                                  'eval_chunk': 256,
+                                 'valid_configs': 0,
                                  'eval_graphs_per_batch': 1,
                                  'predict_repeats': 1,
                                  'skip_bad_files': True,
@@ -259,6 +263,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sampling': 'uniform',
                                 'row_budget': 32768,
                                 'eval_chunk': 256,
+                                'valid_configs': 0,
                                 'eval_graphs_per_batch': 1,
                                 'predict_repeats': 1,
                                 'skip_bad_files': True,
@@ -309,6 +314,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sampling': 'stratified',
                                  'row_budget': 32768,
                                  'eval_chunk': 256,
+                                 'valid_configs': 0,
                                  'eval_graphs_per_batch': 1,
                                  'predict_repeats': 1,
                                  'skip_bad_files': True,
@@ -819,6 +825,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sampling: str = "uniform",
         row_budget: int = 32768,
         eval_chunk: int = 256,
+        valid_configs: int = 0,
         eval_graphs_per_batch: int = 1,
         predict_repeats: int = 1,
         predict_split: str = SPLIT_DEFAULTS["predict_split"],
@@ -840,6 +847,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
+        if valid_configs < 0:
+            raise SettingsError(f"data.valid_configs={valid_configs}; expected configs per valid file at most, "
+                                "or 0 for all")
         if row_budget < 0:
             raise SettingsError(f"data.row_budget={row_budget}; expected (configurable node, config) rows per "
                                 "training graph, or 0 for no limit")
@@ -924,12 +934,13 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         train = TrainSet(self.graphs("train"), hp.configs_per_graph, hp.sampling, hp.row_budget)
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
-    def eval_set(self, split: str, repeats: int = 1) -> ChunkSet:
+    def eval_set(self, split: str, repeats: int = 1, configs: int = 0) -> ChunkSet:
         seed = torch.initial_seed() % 2**62  # the run's seed (seed_everything)
-        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, seed)
+        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, seed, configs)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.eval_set("valid"), self.hparams.eval_graphs_per_batch, train=False)
+        valid = self.eval_set("valid", configs=self.hparams.valid_configs)
+        return self._loader(valid, self.hparams.eval_graphs_per_batch, train=False)
 
     def test_dataloader(self) -> DataLoader:
         return self._loader(self.eval_set(self.hparams.test_split), self.hparams.eval_graphs_per_batch, train=False)
@@ -1850,16 +1861,17 @@ class ShardSampler(DistributedSampler):
 
 class ChunkSet(Dataset):
     """Every config of every graph, in chunks of at most `chunk`; with `repeats` > 1 each graph is covered
-    that many times, each time under another seeded random permutation of chunk membership."""
+    that many times, each time under another seeded random permutation of chunk membership. With `configs` > 0,
+    a graph with more configs than that is covered on a seeded random subset of that many (the same for a seed)."""
 
-    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0) -> None:
+    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0, configs: int = 0) -> None:
         self.graphs = graphs
         self.items: list[Item] = []
         for index in range(len(graphs)):
-            c = graphs.num_configs(index)
+            rows = config_subset(graphs.num_configs(index), configs, np.random.default_rng((seed, index)))
             for repeat in range(repeats):
-                order = np.arange(c) if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(c)
-                self.items += [Item(index, order[s:s + chunk]) for s in range(0, c, chunk)]
+                order = rows if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(rows)
+                self.items += [Item(index, order[s:s + chunk]) for s in range(0, len(rows), chunk)]
 
     def __len__(self) -> int:
         return len(self.items)
@@ -1867,6 +1879,13 @@ class ChunkSet(Dataset):
     def __getitem__(self, index: int) -> tuple[Graph, Item]:
         item = self.items[index]
         return self.graphs.load(item.graph_id), item
+
+
+def config_subset(count: int, limit: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows 0..count-1, or with 0 < limit < count a random `limit` of them, in ascending order."""
+    if 0 < limit < count:
+        return np.sort(rng.choice(count, size=limit, replace=False))
+    return np.arange(count)
 '''
 
 # ---------------------------------------- solution.data.splits
