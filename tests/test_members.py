@@ -65,7 +65,7 @@ def test_the_submission_ranks_by_the_members_rank_ensemble(two_members, tmp_path
 
 def test_one_member_validates_as_lightning_does_and_a_repeated_member_changes_nothing(two_members, tmp_path):
     job, checkpoints = two_members
-    settings = demo_settings()
+    settings = demo_settings(member_folds=False)  # both members validate on the collection's own valid files
     pl.seed_everything(0, verbose=False)
     model, datamodule = pipeline.load(checkpoints[0], COLLECTION, settings, job)
     logged = pl.Trainer(logger=False, enable_progress_bar=False).validate(model, datamodule, verbose=False)[0]
