@@ -1868,7 +1868,7 @@ class ChunkSet(Dataset):
         self.graphs = graphs
         self.items: list[Item] = []
         for index in range(len(graphs)):
-            rows = config_subset(graphs.num_configs(index), configs, np.random.default_rng((seed, index)))
+            rows = config_subset(graphs.num_configs(index), configs, (seed, index))
             for repeat in range(repeats):
                 order = rows if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(rows)
                 self.items += [Item(index, order[s:s + chunk]) for s in range(0, len(rows), chunk)]
@@ -1881,10 +1881,10 @@ class ChunkSet(Dataset):
         return self.graphs.load(item.graph_id), item
 
 
-def config_subset(count: int, limit: int, rng: np.random.Generator) -> np.ndarray:
-    """Rows 0..count-1, or with 0 < limit < count a random `limit` of them, in ascending order."""
+def config_subset(count: int, limit: int, seed: tuple[int, ...]) -> np.ndarray:
+    """Rows 0..count-1, or with 0 < limit < count a random `limit` of them drawn from `seed`, in ascending order."""
     if 0 < limit < count:
-        return np.sort(rng.choice(count, size=limit, replace=False))
+        return np.sort(np.random.default_rng(seed).choice(count, size=limit, replace=False))
     return np.arange(count)
 '''
 
