@@ -540,7 +540,7 @@ class Batch:
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
-    target: Tensor | None = None  # [G, C] runtimes over the graph's fastest (0 for test files), -1 padded
+    target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
     graph_id: Tensor | None = None  # [G] each graph's index in its split
 
@@ -569,14 +569,6 @@ def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
     return out
 
 
-def target_of(graph: Graph, rows: np.ndarray) -> np.ndarray:
-    """Targets scaled by the graph's fastest runtime (ranking is unchanged; the scale is the same in every
-    chunk of a graph); 0 for test files."""
-    target = np.asarray(graph.target)
-    best = target[target > 0].min() if (target > 0).any() else 1.0
-    return (target[rows] / best).astype(np.float32)
-
-
 class Collate:
     """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
     `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training)."""
@@ -600,7 +592,7 @@ class Collate:
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
             "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
-            "target": pad([target_of(g, r) for g, r in zip(graphs, rows)], PAD),  # [G, C]
+            "target": pad([np.asarray(g.target, np.float32)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
@@ -2764,7 +2756,9 @@ faster) and mask [G, C] (False = padded config), and returns a scalar: the loss 
 valid pairs, or its list likelihood) averaged over the graphs that have something to rank. Padded configs
 never reach the value or the gradient, whatever their scores or targets hold (nan and inf included).
 Graphs with fewer than 2 valid configs (or only tied ones) contribute nothing; a batch with nothing to rank
-gives a zero that still has a grad_fn.
+gives a zero that still has a grad_fn. The pairwise losses can also draw a share of the loss (`across`) from the
+pairs of configs of different graphs, ordered by their runtimes: the scores then order programs, not only the
+configs of one.
 """
 
 from __future__ import annotations
@@ -2775,6 +2769,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from ..errors import SettingsError
 from .spec import Remembered
 
 
@@ -2801,27 +2796,39 @@ def _mean_over_graphs(total: Tensor, count: Tensor, scores: Tensor) -> Tensor:
 
 
 def _pairwise(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float,
-              pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
-    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs."""
+              pair_loss: Callable[[Tensor], Tensor], across: float = 0.0) -> Tensor:
+    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs; with
+    `across` > 0, (1 - across) x that + across x the same mean over the pairs of configs of different graphs."""
     scores, target, mask = _clean(scores, target, mask)
-    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C]
+    within = _pair_mean(scores, target, _faster_pairs(target, mask, tie_tol), pair_loss)
+    if across == 0.0 or scores.size(0) < 2:
+        return within
+    graph = torch.arange(scores.size(0), device=scores.device).repeat_interleave(scores.size(1))  # [G C]
+    flat = scores.reshape(1, -1), target.reshape(1, -1)  # [1, G C] each
+    faster = _faster_pairs(flat[1], mask.reshape(1, -1), tie_tol) & (graph[:, None] != graph[None, :])  # [1, GC, GC]
+    return (1.0 - across) * within + across * _pair_mean(*flat, faster, pair_loss)
+
+
+def _pair_mean(scores: Tensor, target: Tensor, faster: Tensor, pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
+    """Per list (row of scores), the mean of pair_loss(s_j - s_i) over its `faster` pairs; then over lists."""
     gap = scores[:, None, :] - scores[:, :, None]  # [G, C, C], s_j - s_i: positive when ordered right
     losses = torch.where(faster, pair_loss(gap), torch.zeros_like(gap))  # [G, C, C]
     return _mean_over_graphs(losses.sum((1, 2)), faster.sum((1, 2)), scores)
 
 
 def pairwise_hinge(scores: Tensor, target: Tensor, mask: Tensor, margin: float = 1.0,
-                   tie_tol: float = 0.0) -> Tensor:
+                   tie_tol: float = 0.0, across: float = 0.0) -> Tensor:
     """For every valid pair with target_i < target_j: max(0, margin - (s_j - s_i)).
 
     Exactly 0 when every faster config scores at least `margin` below every slower one.
     """
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap))
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap), across)
 
 
-def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
+def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0,
+                      across: float = 0.0) -> Tensor:
     """For every valid pair with target_i < target_j: softplus(-(s_j - s_i)) = log(1 + exp(s_i - s_j))."""
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.softplus(-gap))
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.softplus(-gap), across)
 
 
 def listmle(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
@@ -2868,26 +2875,32 @@ class RankingLoss(Remembered):
     """(scores [G, C], target [G, C], mask [G, C]) -> a scalar; chosen in the YAML as `model.loss`."""
 
 
+def _share(across: float) -> float:
+    if not 0.0 <= across <= 1.0:
+        raise SettingsError(f"model.loss.init_args.across={across}; expected a share of the loss in [0, 1]")
+    return across
+
+
 class PairwiseHinge(RankingLoss):
     """`pairwise_hinge`: every clearly faster config should score at least `margin` lower."""
 
-    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0) -> None:
+    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0, across: float = 0.0) -> None:
         super().__init__()
-        self.margin, self.tie_tol = margin, tie_tol
+        self.margin, self.tie_tol, self.across = margin, tie_tol, _share(across)
 
     def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol)
+        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol, self.across)
 
 
 class PairwiseLogistic(RankingLoss):
     """`pairwise_logistic`: the softplus of every misordered gap."""
 
-    def __init__(self, tie_tol: float = 0.0) -> None:
+    def __init__(self, tie_tol: float = 0.0, across: float = 0.0) -> None:
         super().__init__()
-        self.tie_tol = tie_tol
+        self.tie_tol, self.across = tie_tol, _share(across)
 
     def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-        return pairwise_logistic(scores, target, mask, self.tie_tol)
+        return pairwise_logistic(scores, target, mask, self.tie_tol, self.across)
 
 
 class ListMLE(RankingLoss):

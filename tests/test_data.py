@@ -43,7 +43,12 @@ def test_train_batch_shapes_padding_and_masks(datamodule):
     assert c <= 16 and batch.target.shape == (g, c) == batch.config_index.shape
     mask = batch.config_mask
     assert (batch.target[~mask] == PAD).all() and (batch.config_index[~mask] == PAD).all()
-    assert (batch.target[mask] >= 1.0).all()  # scaled by the graph's fastest runtime
+    graphs = datamodule.graphs("train")
+    for row, graph_id in enumerate(batch.graph_id.tolist()):  # the sampled configs' own runtimes
+        graph = graphs.load(graph_id)
+        runtime_of = dict(zip(np.asarray(graph.config_index).tolist(), np.asarray(graph.target).tolist()))
+        runtimes = [runtime_of[index] for index in batch.config_index[row][mask[row]].tolist()]
+        np.testing.assert_allclose(batch.target[row][mask[row]].numpy(), runtimes, rtol=1e-6)
     if datamodule.task is LAYOUT:
         k = batch.config_node.shape[1]
         assert batch.config_feat.shape == (g, c, k, LAYOUT_CONFIG_DIM)

@@ -28,7 +28,7 @@ class Batch:
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
-    target: Tensor | None = None  # [G, C] runtimes over the graph's fastest (0 for test files), -1 padded
+    target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
     graph_id: Tensor | None = None  # [G] each graph's index in its split
 
@@ -57,14 +57,6 @@ def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
     return out
 
 
-def target_of(graph: Graph, rows: np.ndarray) -> np.ndarray:
-    """Targets scaled by the graph's fastest runtime (ranking is unchanged; the scale is the same in every
-    chunk of a graph); 0 for test files."""
-    target = np.asarray(graph.target)
-    best = target[target > 0].min() if (target > 0).any() else 1.0
-    return (target[rows] / best).astype(np.float32)
-
-
 class Collate:
     """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
     `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training)."""
@@ -88,7 +80,7 @@ class Collate:
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
             "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
-            "target": pad([target_of(g, r) for g, r in zip(graphs, rows)], PAD),  # [G, C]
+            "target": pad([np.asarray(g.target, np.float32)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
