@@ -2756,9 +2756,7 @@ faster) and mask [G, C] (False = padded config), and returns a scalar: the loss 
 valid pairs, or its list likelihood) averaged over the graphs that have something to rank. Padded configs
 never reach the value or the gradient, whatever their scores or targets hold (nan and inf included).
 Graphs with fewer than 2 valid configs (or only tied ones) contribute nothing; a batch with nothing to rank
-gives a zero that still has a grad_fn. The pairwise losses can also draw a share of the loss (`across`) from the
-pairs of configs of different graphs, ordered by their runtimes: the scores then order programs, not only the
-configs of one.
+gives a zero that still has a grad_fn.
 """
 
 from __future__ import annotations
@@ -2769,7 +2767,6 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from ..errors import SettingsError
 from .spec import Remembered
 
 
@@ -2796,39 +2793,27 @@ def _mean_over_graphs(total: Tensor, count: Tensor, scores: Tensor) -> Tensor:
 
 
 def _pairwise(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float,
-              pair_loss: Callable[[Tensor], Tensor], across: float = 0.0) -> Tensor:
-    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs; with
-    `across` > 0, (1 - across) x that + across x the same mean over the pairs of configs of different graphs."""
+              pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
+    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs."""
     scores, target, mask = _clean(scores, target, mask)
-    within = _pair_mean(scores, target, _faster_pairs(target, mask, tie_tol), pair_loss)
-    if across == 0.0 or scores.size(0) < 2:
-        return within
-    graph = torch.arange(scores.size(0), device=scores.device).repeat_interleave(scores.size(1))  # [G C]
-    flat = scores.reshape(1, -1), target.reshape(1, -1)  # [1, G C] each
-    faster = _faster_pairs(flat[1], mask.reshape(1, -1), tie_tol) & (graph[:, None] != graph[None, :])  # [1, GC, GC]
-    return (1.0 - across) * within + across * _pair_mean(*flat, faster, pair_loss)
-
-
-def _pair_mean(scores: Tensor, target: Tensor, faster: Tensor, pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
-    """Per list (row of scores), the mean of pair_loss(s_j - s_i) over its `faster` pairs; then over lists."""
+    faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C]
     gap = scores[:, None, :] - scores[:, :, None]  # [G, C, C], s_j - s_i: positive when ordered right
     losses = torch.where(faster, pair_loss(gap), torch.zeros_like(gap))  # [G, C, C]
     return _mean_over_graphs(losses.sum((1, 2)), faster.sum((1, 2)), scores)
 
 
 def pairwise_hinge(scores: Tensor, target: Tensor, mask: Tensor, margin: float = 1.0,
-                   tie_tol: float = 0.0, across: float = 0.0) -> Tensor:
+                   tie_tol: float = 0.0) -> Tensor:
     """For every valid pair with target_i < target_j: max(0, margin - (s_j - s_i)).
 
     Exactly 0 when every faster config scores at least `margin` below every slower one.
     """
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap), across)
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap))
 
 
-def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0,
-                      across: float = 0.0) -> Tensor:
+def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
     """For every valid pair with target_i < target_j: softplus(-(s_j - s_i)) = log(1 + exp(s_i - s_j))."""
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.softplus(-gap), across)
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.softplus(-gap))
 
 
 def listmle(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
@@ -2875,32 +2860,26 @@ class RankingLoss(Remembered):
     """(scores [G, C], target [G, C], mask [G, C]) -> a scalar; chosen in the YAML as `model.loss`."""
 
 
-def _share(across: float) -> float:
-    if not 0.0 <= across <= 1.0:
-        raise SettingsError(f"model.loss.init_args.across={across}; expected a share of the loss in [0, 1]")
-    return across
-
-
 class PairwiseHinge(RankingLoss):
     """`pairwise_hinge`: every clearly faster config should score at least `margin` lower."""
 
-    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0, across: float = 0.0) -> None:
+    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0) -> None:
         super().__init__()
-        self.margin, self.tie_tol, self.across = margin, tie_tol, _share(across)
+        self.margin, self.tie_tol = margin, tie_tol
 
     def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol, self.across)
+        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol)
 
 
 class PairwiseLogistic(RankingLoss):
     """`pairwise_logistic`: the softplus of every misordered gap."""
 
-    def __init__(self, tie_tol: float = 0.0, across: float = 0.0) -> None:
+    def __init__(self, tie_tol: float = 0.0) -> None:
         super().__init__()
-        self.tie_tol, self.across = tie_tol, _share(across)
+        self.tie_tol = tie_tol
 
     def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-        return pairwise_logistic(scores, target, mask, self.tie_tol, self.across)
+        return pairwise_logistic(scores, target, mask, self.tie_tol)
 
 
 class ListMLE(RankingLoss):

@@ -65,7 +65,7 @@ def test_hinge_margin_is_an_argument() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_loss_spec_round_trips_through_build(name: str) -> None:
-    options = {"hinge": {"margin": 0.5, "tie_tol": 0.01, "across": 0.5}, "logistic": {"tie_tol": 0.02, "across": 0.25},
+    options = {"hinge": {"margin": 0.5, "tie_tol": 0.01}, "logistic": {"tie_tol": 0.02},
                "listmle": {"tie_tol": 0.03}, "mse": {}}[name]
     loss = LOSSES[name](**options)
     assert loss.spec == {"class_path": f"solution.models.losses.{LOSSES[name].__name__}", "init_args": options}
@@ -83,34 +83,6 @@ def test_hinge_and_logistic_hand_worked() -> None:
     assert pairwise_hinge(torch.tensor([[0.0, 0.5]]), target, mask, margin=0.25).item() == 0.0
     assert pairwise_logistic(torch.tensor([[0.0, 0.5]]), target, mask).item() == pytest.approx(
         math.log1p(math.exp(-0.5)))
-
-
-def test_pairs_across_graphs_hand_worked() -> None:
-    """Two graphs of one config each: no pair within a graph, one across (graph 0's config is faster)."""
-    scores, target = torch.tensor([[0.0], [0.5]]), torch.tensor([[1.0], [2.0]])
-    mask = torch.ones(2, 1, dtype=torch.bool)
-    assert pairwise_hinge(scores, target, mask).item() == 0.0
-    assert pairwise_hinge(scores, target, mask, across=0.5).item() == pytest.approx(0.25)
-    assert pairwise_hinge(scores, target, mask, across=1.0).item() == pytest.approx(0.5)
-    assert pairwise_logistic(scores, target, mask, across=1.0).item() == pytest.approx(math.log1p(math.exp(-0.5)))
-
-
-@pytest.mark.parametrize("name", ["hinge", "logistic"])
-def test_pairs_across_graphs_match_brute_force(name: str) -> None:
-    s, t, m = _batch(5, ties=True)
-    pair = {"hinge": lambda gap: max(0.0, 1.0 - gap), "logistic": lambda gap: math.log1p(math.exp(-gap))}[name]
-    valid = [(g, i) for g in range(4) for i in range(9) if m[g, i]]
-    across = [pair((s[h, j] - s[g, i]).item()) for (g, i), (h, j) in itertools.product(valid, valid)
-              if g != h and t[g, i] < t[h, j]]
-    within = FUNCTIONS[name](s, t, m).item()
-    expected = 0.7 * within + 0.3 * sum(across) / len(across)
-    assert FUNCTIONS[name](s, t, m, across=0.3).item() == pytest.approx(expected)
-    assert LOSSES[name](across=0.3)(s, t, m).item() == pytest.approx(expected)
-    order = torch.tensor([2, 0, 3, 1])  # the graphs of the batch in another order: the same loss
-    assert FUNCTIONS[name](s[order], t[order], m[order], across=0.3).item() == pytest.approx(expected)
-    assert FUNCTIONS[name](s[:1], t[:1], m[:1], across=0.3).item() == FUNCTIONS[name](s[:1], t[:1], m[:1]).item()
-    with pytest.raises(ValueError, match="across"):
-        LOSSES[name](across=1.5)
 
 
 def test_hinge_is_zero_exactly_when_ordered_with_margin() -> None:
