@@ -592,7 +592,7 @@ class Collate:
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
             "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
-            "target": pad([np.asarray(g.target, np.float32)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
+            "target": pad([np.asarray(g.target)[r].astype(np.float32) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
