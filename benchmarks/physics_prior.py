@@ -11,23 +11,31 @@ replicate of the run (seed i, fold i held out), the model's ranking of every hel
 corpus_eval wrote) and the physics ranking are blended as (1 - w) x model rank + w x physics rank and scored by
 Kendall tau against the measured runtimes, as `solution score` does; w = 0 is the model alone (it repeats
 corpus_eval's score), w = 1 the physics ranking alone. Deltas are paired by replicate against w = 0.
+
+    python benchmarks/physics_prior.py --out benchmarks/results/physics_prior-alone.md
+
+Without --runs, the physics ranking alone on every labelled file of each layout collection, fold by fold of
+corpus_eval's families (no training: every fold is held out), beside the noise ceiling of the same files.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from datetime import date
 from pathlib import Path
 
 import numpy as np
+from corpus_eval import CorpusFile, family_folds, measured, noise_ceiling, read_manifest
 from intervals import t_interval
 from scipy import stats
 
 from solution.atomic import atomic_write
-from solution.constants import SHAPE_DIMS
+from solution.constants import COLLECTIONS, SHAPE_DIMS
+from solution.data.reader import collection_dir
 from solution.models.prior import tiled_elements
-from solution.submission.files import read_answers
+from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,17 +65,54 @@ def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray],
     return [float(np.mean(t)) for t in taus]
 
 
+def fold_scores(corpus: Path, files: list[CorpusFile], collection: str, work: Path) -> tuple[float, float]:
+    """The physics ranking's collection score on `files` (one collection), and their noise ceiling."""
+    answers = measured(corpus, files)
+    priors = {f.stem: file_prior(collection_dir(corpus, collection) / f.split / f"{f.stem}.npz") for f in files}
+    part = write_collection(work / f"{collection_file_stem(collection)}.csv", collection, priors)
+    return float(score(part, answers)[collection]["score"]), noise_ceiling(corpus, files, answers, work)
+
+
+def prior_alone(corpus: Path, folds: int) -> list[str]:
+    """Report rows: per layout collection and fold of families, the physics ranking's score and the noise ceiling
+    of the fold's files, and their means over the folds."""
+    files = read_manifest(corpus)
+    rows = ["| collection | fold (families) | physics alone | noise ceiling | % of the ceiling |",
+            "|---|---|---|---|---|"]
+    layouts = [c for c in COLLECTIONS if c.startswith("layout:") and any(f.collection == c for f in files)]
+    with tempfile.TemporaryDirectory(prefix="physics-prior-") as work:
+        for collection in layouts:
+            fold_of = family_folds(files, collection, folds)
+            scores = []
+            for fold in range(folds):
+                held = [f for f in files if f.collection == collection and fold_of.get(f.family) == fold]
+                scores.append(fold_scores(corpus, held, collection, Path(work)))
+                families = ", ".join(sorted({f.family for f in held}))
+                rows.append(f"| {collection} | {fold} ({families}) | {scores[-1][0]:.3f} | {scores[-1][1]:.3f} | "
+                            f"{100 * scores[-1][0] / scores[-1][1]:.1f} |")
+            mean, ceiling = np.mean(scores, 0)
+            rows.append(f"| {collection} | mean | **{mean:.3f}** | {ceiling:.3f} | {100 * mean / ceiling:.1f} |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=Path, required=True, help="a corpus_eval --runs folder")
+    parser.add_argument("--runs", type=Path, help="a corpus_eval --runs folder (without it: the physics alone)")
+    parser.add_argument("--folds", type=int, default=3, help="folds of families (without --runs)")
     parser.add_argument("--setting", default="shipped", help="the corpus_eval setting whose rankings are blended")
     parser.add_argument("--corpus", type=Path, default=REPO / "data" / "programs-small")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "physics_prior.md")
     args = parser.parse_args(argv)
+    command = f"python benchmarks/physics_prior.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+    if args.runs is None:
+        lines = [f"# The untrained physics ranking on every fold of families ({date.today()})", "",
+                 f"Command: `{command}`. Mean Kendall tau over the files of each fold's families (train, valid and "
+                 "test), scored as `solution score` does.", "", *prior_alone(args.corpus, args.folds)]
+        return write_report(lines, args.out)
     answers = read_answers(args.corpus / "answers.csv")
     lines = [f"# An untrained physics ranking blended with the model's ({date.today()})", "",
-             f"Command: `python benchmarks/physics_prior.py {' '.join(argv if argv is not None else sys.argv[1:])}`."
+             f"Command: `{command}`."
              " Blend: (1 - w) x model rank + w x physics rank; Kendall tau on every held-out file, mean per "
              "replicate; Δ paired by replicate against the model alone (w = 0).", "",
              "| collection | replicate | " + " | ".join(f"w = {w:g}" for w in args.weights) + " |",
@@ -89,10 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "Mean over replicates (Δ against the model alone):", "",
               "| collection | " + " | ".join(f"w = {w:g}" for w in args.weights) + " |",
               "|---|" + "---|" * len(args.weights), *summary]
+    return write_report(lines, args.out)
+
+
+def write_report(lines: list[str], out: Path) -> int:
+    """Print the report and write it to `out`."""
     text = "\n".join(lines) + "\n"
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.out) as handle:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out) as handle:
         handle.write(text)
     return 0
 

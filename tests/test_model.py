@@ -544,6 +544,17 @@ def test_physical_layout_features_are_the_tiles_a_layout_stores():
     torch.testing.assert_close(features[0], expected)
 
 
+def test_physical_layout_features_skip_size_1_dims_wherever_the_layout_puts_them():
+    """A [3, 1, 256] output stores as the [3, 256] one above: the orders (2, 1, 0) and (1, 2, 0) are the same
+    physical layout, and (1, 0, 2) puts 3 in the lanes, 256 in the sublanes."""
+    order = torch.tensor([[[2, 1, 0, -1, -1, -1], [1, 2, 0, -1, -1, -1], [1, 0, 2, -1, -1, -1]]])  # [1, 3, 6]
+    dims = torch.tensor([[3.0, 1.0, 256.0, 0, 0, 0]])  # [M, 6]
+    features = physical_layout_features(order, dims)[0]  # [3, 6]
+    flat = physical_layout_features(torch.tensor([[[1, 0, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1]]]),
+                                    torch.tensor([[3.0, 256.0, 0, 0, 0, 0]]))[0]  # [2, 6]
+    torch.testing.assert_close(features, flat[[0, 0, 1]])
+
+
 def test_a_new_model_with_physical_features_scores_as_one_without():
     """The physical features enter through a zero-initialised projection: an untrained model with them gives the
     scores of the same model without them (they are learned in from there), and training moves the projection."""

@@ -25,14 +25,17 @@ def config(*outputs: list[int]) -> np.ndarray:
     return np.array([layout + UNSET + UNSET for layout in outputs], dtype=np.int8)
 
 
-def test_tiled_elements_pad_the_two_minor_dimensions_to_8_x_128_tiles():
-    dims = np.array([[3, 200, 0, 0, 0, 0], [1000, 1, 0, 0, 0, 0]], dtype=np.float32)  # [2, 6]
+def test_tiled_elements_pad_the_two_minor_dimensions_larger_than_1_to_8_x_128_tiles():
+    dims = np.array([[3, 200, 0, 0, 0, 0], [1000, 1, 0, 0, 0, 0], [5, 1, 300, 0, 0, 0]], dtype=np.float32)  # [3, 6]
     configs = np.stack([
-        config([1, 0, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1]),  # 200 lanes x 3 -> 256 x 8; 1000 x 1 -> 1024 x 8
-        config([0, 1, -1, -1, -1, -1], [1, 0, -1, -1, -1, -1]),  # 3 lanes x 200 -> 128 x 200; 1 x 1000 -> 128 x 1000
-        config(UNSET, UNSET),  # left to the compiler: the real elements, 600 and 1000
+        # 200 lanes x 3 -> 256 x 8; 1000 lanes x 1 -> 1024 x 8; 300 lanes x 5 (the 1 skipped) -> 384 x 8
+        config([1, 0, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1], [2, 1, 0, -1, -1, -1]),
+        # 3 lanes x 200 -> 128 x 200; the size-1 dim takes no room in the lanes either: 1024 x 8; 5 x 300 -> 128 x 304
+        config([0, 1, -1, -1, -1, -1], [1, 0, -1, -1, -1, -1], [1, 0, 2, -1, -1, -1]),
+        config(UNSET, UNSET, UNSET),  # left to the compiler: the real elements, 600, 1000 and 1500
     ])
-    np.testing.assert_allclose(tiled_elements(configs, dims), [256 * 8 + 1024 * 8, 128 * 200 + 128 * 1000, 1600])
+    np.testing.assert_allclose(tiled_elements(configs, dims), [256 * 8 + 1024 * 8 + 384 * 8,
+                                                               128 * 200 + 1024 * 8 + 128 * 304, 3100])
 
 
 def test_tiled_elements_follow_the_configs_and_ignore_their_order_and_the_chunking(monkeypatch):

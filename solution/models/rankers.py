@@ -138,11 +138,14 @@ def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.T
     """[M, C, 6] what an output layout means in memory, from order [M, C, 6] (its minor-to-major dimensions, -1
     beyond the rank; all -1: left to the compiler, unknown here) and dims [M, 6] (the output's sizes): log2 of the
     minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a tile, the log of the bytes
-    stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not."""
+    stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not. Size-1 dims
+    take no room wherever the order puts them (XLA's true rank counts the dims larger than 1), so the tiles lie
+    over the two most-minor dims larger than 1."""
     ranked = order >= 0  # [M, C, 6]
     per_node = dims.clamp(min=1)[:, None].expand(-1, order.size(1), -1)  # [M, C, 6]
     sizes = torch.gather(per_node, 2, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, 6] minor first
-    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C] each
+    true_order = torch.sort((sizes <= 1).to(torch.uint8), dim=-1, stable=True).indices  # dims > 1 first, in order
+    minor, second = torch.gather(sizes, 2, true_order[..., :2]).unbind(-1)  # [M, C] each
     padded = torch.ceil(minor / LANES) * LANES * torch.ceil(second / SUBLANES) * SUBLANES
     is_set = ranked[..., 0].to(sizes.dtype)
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
