@@ -69,9 +69,9 @@ def test_prior_weights_always_include_the_model_alone(weights, expected):
     assert pipeline.prior_weights({"prior_weights": weights}, COLLECTION) == expected
 
 
-@pytest.mark.parametrize("weights", [[1.0], [-0.1], ["half"], 0.5, [True]])
-def test_prior_weights_must_be_blend_weights_below_one(weights):
-    with pytest.raises(SettingsError, match=r"prior_weights=.*expected a list of blend weights in \[0, 1\)"):
+@pytest.mark.parametrize("weights", [[1.01], [-0.1], ["half"], 0.5, [True]])
+def test_prior_weights_must_be_blend_weights_from_zero_to_one(weights):
+    with pytest.raises(SettingsError, match=r"prior_weights=.*expected a list of blend weights in \[0, 1\]"):
         pipeline.prior_weights({"prior_weights": weights}, COLLECTION)
 
 
@@ -103,6 +103,20 @@ def test_a_prior_that_knows_the_runtimes_is_chosen_and_blended_into_the_test_ran
         np.testing.assert_allclose(prior[stem], graph_prior(graphs.load(index))[np.argsort(
             graphs.load(index).config_index)])
         np.testing.assert_allclose(combined[stem], combine([model[stem], prior[stem]], np.array([0.1, 0.9]), "rank"))
+
+
+def test_weight_1_ranks_the_test_files_by_the_prior_alone(one_fit, tmp_path, monkeypatch):
+    job, checkpoint = one_fit
+    job = pipeline.Job(job.root, tmp_path)
+    oracle = lambda graphs, table: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
+    monkeypatch.setattr(pipeline, "scored_priors", oracle)
+    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.5, 1.0]), job)
+    assert blended["prior_weight"] == 1.0 and blended["score"] == pytest.approx(1.0)
+    prior = read_run(job.parts / "members" / f"{STEM}.prior" / f"{STEM}.scores.npz").scores
+    combined = read_run(job.parts / f"{STEM}.scores.npz").scores
+    assert combined.keys() == prior.keys()
+    for stem, values in combined.items():
+        np.testing.assert_allclose(values, combine([prior[stem]], np.ones(1), "rank"))
 
 
 def test_a_prior_no_better_than_the_model_leaves_it_alone(one_fit, tmp_path, monkeypatch):

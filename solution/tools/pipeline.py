@@ -116,11 +116,12 @@ def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
 
 def prior_weights(settings: Mapping, collection: str) -> list[float]:
     """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
-    none), ascending and always with 0, the model alone; each in [0, 1), above 0 only for a layout collection."""
+    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics ranking alone), above 0
+    only for a layout collection."""
     weights = settings.get("prior_weights", [])
-    if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < 1
+    if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w <= 1
                                               for w in weights)):
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1)")
+        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1]")
     if any(weights) and task_of(collection).name != "layout":
         raise SettingsError(f"{collection}: prior_weights={weights!r}; the physics prior ranks layouts only: "
                             "expected [] for a tile collection")
@@ -264,7 +265,8 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
             folders.append(write_prior(datamodule.graphs("test"), job.parts / "members" /
                                        f"{collection_file_stem(collection)}.prior", collection))
             shares.append(weight)
-        ensemble(folders, job.parts, weights=shares)
+        blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
+        ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
     if not validate:
         return {}
     return {**metrics[weight], "files": files,
