@@ -191,17 +191,23 @@ def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, 
 
 
 def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path,
-        members: int | None = None) -> list[Fit]:
+        members: int | None = None, trained: Path | None = None) -> list[Fit]:
     """Train on the replicate's other families within `seconds` (the settings' ensemble members each an equal
     part), rank its held-out files and score that part: [the fit]. With `members` K, K members of `seconds` each
     (seeds as `solution run` gives them), each ranked once and scored alone (NAME, NAME #1, ...), then the rank
-    ensemble of each first k from those rankings (NAME x2, ..., NAME xK), as `solution ensemble` combines them."""
+    ensemble of each first k from those rankings (NAME x2, ..., NAME xK), as `solution ensemble` combines them.
+    With `trained` (an earlier run's --runs), no training: the shipped fit saved there for this replicate is ranked
+    under `settings` (a setting of ranking alone, such as `prior_weights`, is then the only difference)."""
     collection = replicate.collection
     seeded = {**settings, "seed_everything": replicate.seed, **({"members": members} if members else {})}
     job = pipeline.Job(replicate.root, work / variant / collection_file_stem(collection)
                        / f"seed{replicate.seed}-fold{replicate.fold}")
     start = time.monotonic()
-    checkpoints = pipeline.train_members(collection, seeded, seconds * (members or 1), job)
+    if trained is None:
+        checkpoints = pipeline.train_members(collection, seeded, seconds * (members or 1), job)
+    else:
+        fitted = trained / SHIPPED / collection_file_stem(collection) / f"seed{replicate.seed}-fold{replicate.fold}"
+        checkpoints = pipeline.given_checkpoints(fitted / "checkpoints")[collection]
     share = (time.monotonic() - start) / len(checkpoints)  # training time per member
     alone = [[c] for c in checkpoints] if members else [checkpoints]  # each member ranked once, or the settings'
     names = [variant, *(f"{variant} #{j}" for j in range(1, len(alone)))]
@@ -322,9 +328,11 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
         f"{os.cpu_count()} CPU cores; {minutes:.0f} min in all; replicates finished: "
         f"{len(of(fits, SHIPPED, collections[0]))} of {args.seeds}.", "",
         f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
-        f"Settings: configs/<collection>.yaml over configs/base.yaml, extra layers: {layers}. Each fit trains "
-        f"{args.seconds:g} s (`pipeline.train`, as `solution run`), selecting its checkpoint on the valid files "
-        f"of the families it trains on. Families in {args.folds} folds (data.folds={args.folds}, "
+        f"Settings: configs/<collection>.yaml over configs/base.yaml, extra layers: {layers}. "
+        + (f"No training: every setting ranks the shipped fits saved under {args.trained}. " if args.trained else
+           f"Each fit trains {args.seconds:g} s (`pipeline.train`, as `solution run`), selecting its checkpoint on "
+           "the valid files of the families it trains on. ")
+        + f"Families in {args.folds} folds (data.folds={args.folds}, "
         f'data.fold_variant_parts="_.*$"); replicate i (0..{args.seeds - 1}) is seed {args.first_seed} + i holding '
         f"out fold i mod {args.folds}: every file of those families (train, valid and "
         "test) is ranked and scored against its measured runtimes by `solution score`'s code (layout: Kendall "
@@ -383,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="fit N members of --seconds each per setting and replicate; score the ensembles of "
                              "the first 1..N")
     parser.add_argument("--runs", type=Path, default=Path("runs/corpus_eval"), help="fold roots, checkpoints, parts")
+    parser.add_argument("--trained", type=Path, help="an earlier run's --runs: rank its shipped fits under each "
+                        "setting instead of training (for settings of ranking alone, such as prior_weights)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "corpus_eval.md")
     parser.add_argument("--quick", action="store_true", help="60 s per fit")
     parser.add_argument("--smoke", action="store_true",
@@ -412,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         for collection in args.collections:
             for name, chosen in settings.items():
                 fits += fit(name, chosen[collection], rounds[collection][index], args.seconds, args.runs,
-                            args.members)
+                            args.members, args.trained)
         text = report(fits, args.collections, variants, args, command, (time.monotonic() - start) / 60)
         with atomic_write(args.out) as handle:
             handle.write(text)

@@ -8,17 +8,17 @@ import torch
 from ..constants import LAYOUT_GROUP
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from .rankers import physical_layout_features
+from .rankers import LOG_PADDING, physical_layout_features
 
-LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
 CONFIG_CHUNK = 256  # configs a pass: bounded memory on graphs with hundreds of configurable nodes
 
 
 def tiled_elements(configs: np.ndarray, dims: np.ndarray) -> np.ndarray:
-    """[c] per config, the elements all configurable outputs store in 8 x 128 tiles under its output layouts, the
-    memory traffic its layouts cause with each tensor weighted by its size: configs [c, nc, >= 6] (minor-to-major
-    values -1..5, as node_config_feat), dims [nc, 6] the outputs' sizes (0 beyond the rank). An output whose
-    layout is left to the compiler (all -1) counts its real elements; no constant of a runtime law enters."""
+    """[c] per config, the elements all configurable outputs store in 8 x 128 tiles (over their two most-minor dims
+    larger than 1) under its output layouts, the memory traffic its layouts cause with each tensor weighted by its
+    size: configs [c, nc, >= 6] (minor-to-major values -1..5, as node_config_feat), dims [nc, 6] the outputs' sizes
+    (0 beyond the rank). An output whose layout is left to the compiler (all -1) counts its real elements; no
+    constant of a runtime law enters."""
     sizes = torch.from_numpy(np.asarray(dims, dtype=np.float64))  # [nc, 6]
     elements = sizes.clamp(min=1).prod(-1)  # [nc]
     totals = []
