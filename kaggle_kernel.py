@@ -270,7 +270,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'num_workers': 4,
                                 'collection': 'layout:nlp:random',
                                 'fold_variant_parts': '[._].*$'},
-                       'prior_weights': [0.25, 0.5, 0.75]},
+                       'prior_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
  'layout:nlp:default': {'seed_everything': 0,
                         'members': 1,
                         'member_folds': False,
@@ -2912,17 +2912,17 @@ import torch
 from ..constants import LAYOUT_GROUP
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from .rankers import physical_layout_features
+from .rankers import LOG_PADDING, physical_layout_features
 
-LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
 CONFIG_CHUNK = 256  # configs a pass: bounded memory on graphs with hundreds of configurable nodes
 
 
 def tiled_elements(configs: np.ndarray, dims: np.ndarray) -> np.ndarray:
-    """[c] per config, the elements all configurable outputs store in 8 x 128 tiles under its output layouts, the
-    memory traffic its layouts cause with each tensor weighted by its size: configs [c, nc, >= 6] (minor-to-major
-    values -1..5, as node_config_feat), dims [nc, 6] the outputs' sizes (0 beyond the rank). An output whose
-    layout is left to the compiler (all -1) counts its real elements; no constant of a runtime law enters."""
+    """[c] per config, the elements all configurable outputs store in 8 x 128 tiles (over their two most-minor dims
+    larger than 1) under its output layouts, the memory traffic its layouts cause with each tensor weighted by its
+    size: configs [c, nc, >= 6] (minor-to-major values -1..5, as node_config_feat), dims [nc, 6] the outputs' sizes
+    (0 beyond the rank). An output whose layout is left to the compiler (all -1) counts its real elements; no
+    constant of a runtime law enters."""
     sizes = torch.from_numpy(np.asarray(dims, dtype=np.float64))  # [nc, 6]
     elements = sizes.clamp(min=1).prod(-1)  # [nc]
     totals = []
@@ -3074,17 +3074,21 @@ def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
 
 
 PHYSICAL_FEATURES = 6
+LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
 
 
 def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:
     """[M, C, 6] what an output layout means in memory, from order [M, C, 6] (its minor-to-major dimensions, -1
     beyond the rank; all -1: left to the compiler, unknown here) and dims [M, 6] (the output's sizes): log2 of the
     minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a tile, the log of the bytes
-    stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not."""
+    stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not. Size-1 dims
+    take no room wherever the order puts them (XLA's true rank counts the dims larger than 1), so the tiles lie
+    over the two most-minor dims larger than 1."""
     ranked = order >= 0  # [M, C, 6]
     per_node = dims.clamp(min=1)[:, None].expand(-1, order.size(1), -1)  # [M, C, 6]
     sizes = torch.gather(per_node, 2, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, 6] minor first
-    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C] each
+    true_order = torch.sort((sizes <= 1).to(torch.uint8), dim=-1, stable=True).indices  # dims > 1 first, in order
+    minor, second = torch.gather(sizes, 2, true_order[..., :2]).unbind(-1)  # [M, C] each
     padded = torch.ceil(minor / LANES) * LANES * torch.ceil(second / SUBLANES) * SUBLANES
     is_set = ranked[..., 0].to(sizes.dtype)
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
@@ -4476,11 +4480,12 @@ def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
 
 def prior_weights(settings: Mapping, collection: str) -> list[float]:
     """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
-    none), ascending and always with 0, the model alone; each in [0, 1), above 0 only for a layout collection."""
+    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics ranking alone), above 0
+    only for a layout collection."""
     weights = settings.get("prior_weights", [])
-    if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < 1
+    if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w <= 1
                                               for w in weights)):
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1)")
+        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1]")
     if any(weights) and task_of(collection).name != "layout":
         raise SettingsError(f"{collection}: prior_weights={weights!r}; the physics prior ranks layouts only: "
                             "expected [] for a tile collection")
@@ -4624,7 +4629,8 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
             folders.append(write_prior(datamodule.graphs("test"), job.parts / "members" /
                                        f"{collection_file_stem(collection)}.prior", collection))
             shares.append(weight)
-        ensemble(folders, job.parts, weights=shares)
+        blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
+        ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
     if not validate:
         return {}
     return {**metrics[weight], "files": files,

@@ -30,7 +30,6 @@ from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.prior import tiled_elements
 from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features
 from solution.models.spec import build
 
@@ -568,27 +567,6 @@ def test_a_new_model_with_physical_features_scores_as_one_without():
     with_physics.train()
     with_physics(batch).sum().backward()
     assert with_physics.physics.weight.grad.abs().sum() > 0
-
-
-def test_the_prior_residual_adds_the_physics_priors_standardised_log_to_the_scores():
-    """With `prior_residual` the score is the model's plus the gain times the physics prior of models/prior.py (on
-    the batch's configs, their unset outputs filled with the default layouts), standardised per graph; a new
-    model's gain is 1, training moves it, and the padded configs stay out."""
-    graphs = graphs_of(LAYOUT)
-    batch = batch_of(LAYOUT, graphs)
-    plain, residual = make_model(LAYOUT), make_model(LAYOUT, prior_residual=True)
-    assert residual.load_state_dict(plain.state_dict(), strict=False).missing_keys == ["prior_gain"]
-    added = score(residual, batch) - score(plain, batch)  # [G, C]
-    for g, graph in enumerate(graphs):
-        count = graph.num_configs
-        configs = batch.config_feat[g, :count, :len(graph.config_dims)].numpy()  # [c, nc, 18] as the model sees them
-        prior = np.log(tiled_elements(configs, graph.config_dims))
-        expected = (prior - prior.mean()) / prior.std()
-        np.testing.assert_allclose(added[g, :count].numpy(), expected, rtol=1e-4, atol=1e-5)
-        assert torch.all(added[g, count:] == 0)
-    residual.train()
-    residual(batch)[batch.config_mask].sum().backward()
-    assert residual.prior_gain.grad is not None and residual.prior_gain.grad.abs() > 0
 
 
 def test_the_batch_carries_each_configurable_nodes_output_dims():

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, PAD, SUBLANES
+from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
@@ -38,14 +38,12 @@ class LayoutRanker(Ranker):
     nodes only, [M, C, w]; link blocks pass config-aware messages through the nodes those touch, with
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
-    attending to each other (`readout_attention`); with `prior_residual` that score is a correction to the physics
-    prior's (the log of the elements the config's outputs store in 8 x 128 tiles, standardised per graph, times a
-    learned gain that starts at 1), so a new model ranks close to the prior; `shared_link_maps` gives the link
-    blocks one send and one receive map for their three routes; `config_hidden` sets the width w of the
-    config-aware states (default `hidden`). The config-dependent work scales with the configurable nodes, not the
-    graph, and with w^2. Without gradients (validation, ranking) the config-aware layers run `inference_rows`
-    (node, config) rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same
-    scores, in bounded memory. Batches over the data's segment budget train and predict segment by segment (see
+    attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
+    receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
+    `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
+    Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
+    rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
+    bounded memory. Batches over the data's segment budget train and predict segment by segment (see
     models/segments.py)."""
 
     def __init__(
@@ -66,7 +64,6 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        prior_residual: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -83,7 +80,6 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
-        self.prior_gain = nn.Parameter(torch.ones(())) if prior_residual else None
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -115,12 +111,8 @@ class LayoutRanker(Ranker):
         return h, z, links
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        scores = segmented_scores(self, batch) if batch.node_segment is not None else self.whole_graph_scores(batch)
-        if self.prior_gain is not None:
-            scores = scores + self.prior_gain * standardized(log_tiled_elements(batch), valid_configs(batch))
-        return scores  # [G, C]
-
-    def whole_graph_scores(self, batch: Batch) -> torch.Tensor:
+        if batch.node_segment is not None:
+            return segmented_scores(self, batch)
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
         h, z, links = self.embed(batch)
@@ -160,28 +152,6 @@ def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.T
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
                             (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
     return features * is_set[..., None]  # [M, C, 6]
-
-
-def log_tiled_elements(batch: Batch) -> torch.Tensor:
-    """[G, C] per config, the log of the elements all its configurable outputs store in 8 x 128 tiles under its
-    output layouts (the physics prior of models/prior.py; an output left to the compiler counts its real
-    elements)."""
-    order = batch.config_feat[..., :LAYOUT_GROUP].long()  # [G, C, K, 6] minor-to-major, -1 unset or padded
-    graphs, configs, slots, _ = order.shape
-    dims = batch.config_dims.reshape(graphs * slots, -1)  # [G*K, 6]
-    per_node = order.transpose(1, 2).reshape(graphs * slots, configs, -1)  # [G*K, C, 6]
-    padding = physical_layout_features(per_node, dims)[..., LOG_PADDING].exp()  # [G*K, C], 1 where unset
-    real = (batch.config_node != PAD).reshape(-1, 1)  # [G*K, 1] padded slots hold nothing
-    elements = dims.clamp(min=1).prod(-1, keepdim=True) * real  # [G*K, 1]
-    return (elements * padding).view(graphs, slots, configs).sum(1).clamp(min=1).log()  # [G, C]
-
-
-def standardized(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """values [G, C] centred and scaled per graph over its valid configs (mask [G, C]); 0 at the padded ones."""
-    count = mask.sum(1, keepdim=True).clamp(min=1)  # [G, 1]
-    mean = (values * mask).sum(1, keepdim=True) / count
-    spread = (((values - mean) * mask) ** 2).sum(1, keepdim=True) / count
-    return (values - mean) / spread.sqrt().clamp(min=1e-6) * mask  # [G, C]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
