@@ -2912,8 +2912,9 @@ import torch
 from ..constants import LAYOUT_GROUP
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from .rankers import LOG_PADDING, physical_layout_features
+from .rankers import physical_layout_features
 
+LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
 CONFIG_CHUNK = 256  # configs a pass: bounded memory on graphs with hundreds of configurable nodes
 
 
@@ -3074,7 +3075,6 @@ def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
 
 
 PHYSICAL_FEATURES = 6
-LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
 
 
 def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:

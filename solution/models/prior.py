@@ -8,8 +8,9 @@ import torch
 from ..constants import LAYOUT_GROUP
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from .rankers import LOG_PADDING, physical_layout_features
+from .rankers import physical_layout_features
 
+LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
 CONFIG_CHUNK = 256  # configs a pass: bounded memory on graphs with hundreds of configurable nodes
 
 

@@ -132,7 +132,6 @@ def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
 
 
 PHYSICAL_FEATURES = 6
-LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
 
 
 def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:
