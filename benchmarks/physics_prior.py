@@ -32,18 +32,17 @@ from intervals import t_interval
 from scipy import stats
 
 from solution.atomic import atomic_write
-from solution.constants import COLLECTIONS, SHAPE_DIMS
-from solution.data.reader import collection_dir
-from solution.models.prior import tiled_elements
+from solution.constants import COLLECTIONS
+from solution.data.reader import collection_dir, read_graph
+from solution.models.prior import layout_traffic
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def file_prior(path: Path) -> np.ndarray:
-    """[C] the physics ranking's tiled elements of every config of a layout file, in its row order."""
-    with np.load(path) as z:
-        return tiled_elements(z["node_config_feat"], z["node_feat"][z["node_config_ids"]][:, SHAPE_DIMS])
+    """[C] the physics ranking's traffic of every config of a layout file, in its row order."""
+    return layout_traffic(read_graph(path))
 
 
 def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray], weights: list[float]) -> list[float]:

@@ -1,5 +1,5 @@
-"""The physics prior: its tiled-elements ranking on hand-made and real-format layouts, and the blend weight
-`solution run` picks for it on the valid files and applies to the test predictions."""
+"""The physics prior: the traffic its propagated layouts cause on hand-made and real-format layout files, and the
+blend weight `solution run` picks for it on the valid files and applies to the test predictions."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 from test_members import COLLECTION, STEM, demo_settings
 
+from solution.constants import NODE_FEAT_DIM
 from solution.data.preprocess import Preprocessing, load_graph
-from solution.data.reader import read_graph
+from solution.data.reader import RawGraph, read_graph
+from solution.data.tasks import TASKS
 from solution.errors import SettingsError
-from solution.models.prior import graph_prior, tiled_elements
+from solution.models.prior import graph_prior, layout_traffic
+from solution.programs.encode import OPCODE_IDS
 from solution.submission.ensemble import combine, read_run
 from solution.tools import pipeline
 
@@ -20,48 +23,72 @@ FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
 UNSET = [-1] * 6
 
 
-def config(*outputs: list[int]) -> np.ndarray:
-    """[nc, 18] one config: each node's output minor-to-major, its input and kernel groups unset."""
-    return np.array([layout + UNSET + UNSET for layout in outputs], dtype=np.int8)
+def raw_graph(opcodes: list[str], dims: list[list[int]], operands: list[list[int]], configs: np.ndarray,
+              dimensions: dict[int, list[int]] | None = None) -> RawGraph:
+    """A hand-made layout file: node i runs opcodes[i] on its operands into a row-major tensor of dims[i] (with
+    its `dimensions` attribute); the reshapes and dots are configurable, with configs [c, nc, 18]; the last node is
+    the root."""
+    n = len(opcodes)
+    feat = np.zeros((n, NODE_FEAT_DIM), np.float32)
+    for i, shape in enumerate(dims):
+        feat[i, 21:21 + len(shape)] = shape
+        feat[i, 134:134 + len(shape)] = list(range(len(shape)))[::-1]
+        feat[i, 31:31 + len((dimensions or {}).get(i, []))] = (dimensions or {}).get(i, [])
+    feat[-1, 0] = 1
+    edges = np.array([[user, operand] for user, ops in enumerate(operands) for operand in ops], np.int64)
+    ids = np.array([i for i, name in enumerate(opcodes) if name in ("reshape", "dot")], np.int64)
+    return RawGraph(Path("hand.npz"), TASKS["layout"], feat, np.array([OPCODE_IDS[o] for o in opcodes]), edges,
+                    configs.astype(np.int8), np.ones(len(configs), np.int64), ids)
 
 
-def test_tiled_elements_pad_the_two_minor_dimensions_larger_than_1_to_8_x_128_tiles():
-    dims = np.array([[3, 200, 0, 0, 0, 0], [1000, 1, 0, 0, 0, 0], [5, 1, 300, 0, 0, 0]], dtype=np.float32)  # [3, 6]
-    configs = np.stack([
-        # 200 lanes x 3 -> 256 x 8; 1000 lanes x 1 -> 1024 x 8; 300 lanes x 5 (the 1 skipped) -> 384 x 8
-        config([1, 0, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1], [2, 1, 0, -1, -1, -1]),
-        # 3 lanes x 200 -> 128 x 200; the size-1 dim takes no room in the lanes either: 1024 x 8; 5 x 300 -> 128 x 304
-        config([0, 1, -1, -1, -1, -1], [1, 0, -1, -1, -1, -1], [1, 0, 2, -1, -1, -1]),
-        config(UNSET, UNSET, UNSET),  # left to the compiler: the real elements, 600, 1000 and 1500
-    ])
-    np.testing.assert_allclose(tiled_elements(configs, dims), [256 * 8 + 1024 * 8 + 384 * 8,
-                                                               128 * 200 + 1024 * 8 + 128 * 304, 3100])
+def blocks(output: list[int] | None = None, given: list[int] | None = None) -> list[int]:
+    """One configurable node's 18 config columns: output and input minor-to-major (None: left to the compiler)."""
+    return (output or [-1, -1]) + [-1] * 4 + (given or [-1, -1]) + [-1] * 4 + UNSET
 
 
-def test_tiled_elements_follow_the_configs_and_ignore_their_order_and_the_chunking(monkeypatch):
-    rng = np.random.default_rng(0)
-    dims = rng.integers(1, 300, size=(5, 6)).astype(np.float32)
-    dims[:, 3:] = 0  # rank 3
-    configs = np.full((40, 5, 18), -1, dtype=np.int8)
-    for c in range(40):
-        for node in range(5):
-            configs[c, node, :3] = rng.permutation(3)
-    whole = tiled_elements(configs, dims)
-    permutation = rng.permutation(40)
-    np.testing.assert_allclose(tiled_elements(configs[permutation], dims), whole[permutation])
+# [16, 256] stored in 8 x 128 tiles: the 256 minor (row-major) 16 x 256 = 4096; the 16 minor 128 x 256 = 32768
+ROW, COLUMN = 4096, 32768
+
+
+def test_layouts_carry_through_element_wise_ops_and_a_mismatch_costs_a_copy_of_both_orders():
+    configs = np.array([
+        [blocks(), blocks()],  # every layout the file's (row-major): 4 passes of 4096 (the first reads a parameter)
+        [blocks([0, 1]), blocks()],  # the first reshape writes column-major; the negate keeps it; the second reads it
+        [blocks([0, 1]), blocks(given=[1, 0])],  # ... and the second asks for row-major: a copy
+    ])  # [3 configs, 2 configurable nodes, 18]
+    raw = raw_graph(["parameter", "reshape", "negate", "reshape"], [[16, 256]] * 4, [[], [0], [1], [2]], configs)
+    np.testing.assert_allclose(layout_traffic(raw), [
+        ROW + ROW + (ROW + ROW),  # writes of the reshape and the negate, the second reshape's write and read
+        COLUMN + COLUMN + (ROW + COLUMN),
+        COLUMN + COLUMN + (COLUMN + ROW) + (ROW + ROW)])
+
+
+def test_a_transpose_maps_its_operands_layout_and_its_user_pays_for_another_order():
+    # [16, 256] row-major, transposed to [256, 16]: its 256 stays minor, which for [256, 16] is the order (0, 1)
+    configs = np.array([[blocks(given=[0, 1])], [blocks(given=[1, 0])]])  # [2, 1, 18]
+    raw = raw_graph(["parameter", "transpose", "reshape"], [[16, 256], [256, 16], [256, 16]], [[], [0], [1]], configs,
+                    dimensions={1: [1, 0]})
+    carried, copied = layout_traffic(raw)
+    assert carried == COLUMN + ROW  # the reshape writes its row-major [256, 16] (16 minor) and reads as it comes
+    assert copied - carried == (ROW + COLUMN) + (COLUMN - ROW)  # a copy of both orders, then a read of the padded one
+
+
+def test_a_real_format_files_prior_follows_its_configs_whatever_their_order_and_the_chunking(monkeypatch):
+    raw = read_graph(FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz")
+    whole = layout_traffic(raw)
+    assert whole.shape == (raw.num_configs,) and np.isfinite(whole).all() and len(np.unique(whole)) > 1
+    permutation = np.random.default_rng(0).permutation(raw.num_configs)
+    raw.config_feat = raw.config_feat[permutation]
+    np.testing.assert_allclose(layout_traffic(raw), whole[permutation])
     monkeypatch.setattr("solution.models.prior.CONFIG_CHUNK", 7)
-    np.testing.assert_allclose(tiled_elements(configs, dims), whole)
-    assert len(np.unique(whole)) > 1
+    np.testing.assert_allclose(layout_traffic(raw), whole[permutation])
 
 
-def test_graph_prior_of_a_real_format_file_is_its_raw_tiled_elements(tmp_path):
-    path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz"
-    raw = read_graph(path, "valid")
+def test_graph_prior_of_a_preprocessed_graph_is_its_whole_files_traffic():
+    path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_scan_rnn.npz"
     graph = load_graph(path, "valid", Preprocessing(), None)
-    with np.load(path) as z:
-        expected = tiled_elements(z["node_config_feat"], z["node_feat"][z["node_config_ids"]][:, 21:27])
-    np.testing.assert_allclose(graph_prior(graph), expected[graph.config_index])
-    assert raw.num_configs == len(expected)
+    assert graph.meta["nodes"] < graph.meta["nodes_raw"]  # pruned: the prior still sees every node
+    np.testing.assert_allclose(graph_prior(graph), layout_traffic(read_graph(path))[graph.config_index])
 
 
 @pytest.mark.parametrize(("weights", "expected"), [([], [0.0]), ([0.5, 0.25, 0.5], [0.0, 0.25, 0.5]), ([0], [0.0])])

@@ -23,6 +23,7 @@ from solution.constants import (
     TILE_CONFIG_DIM,
 )
 from solution.data.reader import list_files, read_graph
+from solution.programs.encode import OPCODE_NAMES
 from solution.synth import files, graphs, law, layouts, ops, tiles
 from solution.synth.ops import Op
 from solution.tools.synth import main as synth_main
@@ -92,6 +93,11 @@ def check_layout_configs(arrays: dict[str, np.ndarray], search: str) -> None:
         assert (out == 0).any(), "default configs keep most nodes at -1"
         moved = (used > 0).any(axis=2).sum(axis=1)  # [c] nodes away from default
         assert moved.max() <= 8 and np.median(moved) <= 3
+
+
+@pytest.mark.parametrize("op", list(Op), ids=lambda op: op.name)
+def test_generator_opcode_ids_are_the_official_encoders(op):
+    assert OPCODE_NAMES[op].replace("-", "_") == op.name.lower()
 
 
 def test_layout_files_have_the_real_keys_dtypes_and_shapes(tiny_root):

@@ -1,0 +1,65 @@
+"""Tensor layouts in memory: what each minor-to-major order of a shape stores in 8 x 128 tiles, and how XLA's ops
+pass their operands' layouts on."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .constants import LANES, LAYOUT_GROUP, SUBLANES
+from .synth.ops import PERMS, perm_rank
+
+# how an op's output takes its layout (HLO opcode names)
+ELEMENTWISE = frozenset({  # the first laid-out operand's of the same rank
+    "abs", "add", "and", "atan2", "bitcast-convert", "cbrt", "ceil", "clamp", "compare", "convert", "cosine", "divide",
+    "exponential", "exponential-minus-one", "floor", "is-finite", "log", "log-plus-one", "logistic", "maximum",
+    "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "reduce-precision", "remainder",
+    "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor"})
+MOVEMENT = frozenset({"pad", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "reverse", "copy",
+                      "reduce-window", "select-and-scatter", "sort", "cumsum"})  # same rank: operand 0's layout
+FLEXIBLE = frozenset({"broadcast", "constant", "iota", "rng", "rng-bit-generator"})  # made in any layout for free
+PINNED = frozenset({"tuple", "while", "conditional", "call", "custom-call", "outfeed", "after-all", "opt-barrier"})
+
+
+@dataclass(frozen=True)
+class ShapeTables:
+    """Per minor-to-major order (an index into PERMS[rank]) of one shape: what it costs to store."""
+
+    padded: np.ndarray  # [rank!] bytes stored in (8, 128) tiles
+    canonical: np.ndarray  # [rank!] one id per physically distinct order (size-1 dims do not count)
+    minor: np.ndarray  # [rank!] the effective minor dim (-1 for a scalar)
+    second: np.ndarray  # [rank!] the effective second-minor dim (-1 where there is none)
+
+
+@functools.lru_cache(maxsize=8192)
+def shape_tables(dims: tuple[int, ...], element_bytes: int) -> ShapeTables:
+    """Stored bytes and effective order of every minor-to-major order of a tensor of `dims`."""
+    if not dims:
+        return ShapeTables(np.array([float(element_bytes)]), np.zeros(1, np.int64), np.full(1, -1), np.full(1, -1))
+    perms = PERMS[len(dims)]  # [r!, r]
+    sizes = np.array(dims, dtype=np.float64)
+    big = sizes[perms] > 1  # [r!, r] dims that matter, in minor-to-major order
+    first = np.argsort(~big, axis=1, kind="stable")  # [r!, r] the big dims first, in their order
+    kept = np.where(np.take_along_axis(big, first, axis=1), np.take_along_axis(perms, first, axis=1), -1)
+    minor = kept[:, 0]
+    second = kept[:, 1] if len(dims) > 1 else np.full(len(perms), -1)
+    lane = np.where(minor >= 0, sizes[np.maximum(minor, 0)], 1.0)
+    sublane = np.where(second >= 0, sizes[np.maximum(second, 0)], 1.0)
+    padded = sizes.prod() / (lane * sublane) * np.ceil(lane / LANES) * LANES * np.ceil(sublane / SUBLANES) * SUBLANES
+    canonical = ((kept + 1) * (LAYOUT_GROUP + 2) ** np.arange(len(dims))).sum(axis=1)
+    return ShapeTables(padded * element_bytes, canonical.astype(np.int64), minor.astype(np.int64),
+                       second.astype(np.int64))
+
+
+def block_layout(block: np.ndarray, rank: int) -> np.ndarray:
+    """[C] index into PERMS[rank] of each config's block [C, 6] (minor-to-major, then -1s); -1 where the block is
+    all -1 (the compiler's default)."""
+    if rank == 0:
+        return np.where(block[:, 0] >= 0, 0, -1)
+    orders = block[:, :rank].astype(np.int64)
+    valid = (orders >= 0).all(axis=1)
+    ranks = perm_rank(np.where(valid[:, None], orders, np.arange(rank)[::-1]))
+    return np.where(valid, ranks, -1)
