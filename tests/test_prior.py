@@ -50,26 +50,28 @@ def blocks(output: list[int] | None = None, given: list[int] | None = None) -> l
 ROW, COLUMN = 4096, 32768
 
 
-def test_layouts_carry_through_element_wise_ops_and_a_mismatch_costs_a_copy_of_both_orders():
+def test_layouts_carry_through_element_wise_ops_and_reshapes_out_of_the_files_order_move_their_tensors():
     configs = np.array([
-        [blocks(), blocks()],  # every layout the file's (row-major): 4 passes of 4096 (the first reads a parameter)
-        [blocks([0, 1]), blocks()],  # the first reshape writes column-major; the negate keeps it; the second reads it
-        [blocks([0, 1]), blocks(given=[1, 0])],  # ... and the second asks for row-major: a copy
-    ])  # [3 configs, 2 configurable nodes, 18]
+        [blocks(), blocks()],  # every layout the file's (row-major): the reshapes are bitcasts, the negate a pass
+        [blocks([0, 1]), blocks()],  # the first writes column-major, the negate keeps it, the second reads it so
+        [blocks([0, 1]), blocks(given=[1, 0])],  # ... or has it copied back to row-major and is a bitcast again
+        [blocks([0, 1]), blocks([0, 1], [0, 1])],  # ... or reads and writes it column-major
+    ])  # [4 configs, 2 configurable nodes, 18]
     raw = raw_graph(["parameter", "reshape", "negate", "reshape"], [[16, 256]] * 4, [[], [0], [1], [2]], configs)
     np.testing.assert_allclose(layout_traffic(raw), [
-        ROW + ROW + (ROW + ROW),  # writes of the reshape and the negate, the second reshape's write and read
-        COLUMN + COLUMN + (ROW + COLUMN),
-        COLUMN + COLUMN + (COLUMN + ROW) + (ROW + ROW)])
+        ROW,
+        (COLUMN + ROW) + COLUMN + (ROW + COLUMN),
+        (COLUMN + ROW) + COLUMN + (COLUMN + ROW),  # the copy: read column-major, written row-major
+        (COLUMN + ROW) + COLUMN + (COLUMN + COLUMN) + (COLUMN + ROW)])  # the result leaves in the file's order
 
 
 def test_a_transpose_maps_its_operands_layout_and_its_user_pays_for_another_order():
     # [16, 256] row-major, transposed to [256, 16]: its 256 stays minor, which for [256, 16] is the order (0, 1)
     configs = np.array([[blocks(given=[0, 1])], [blocks(given=[1, 0])]])  # [2, 1, 18]
-    raw = raw_graph(["parameter", "transpose", "reshape"], [[16, 256], [256, 16], [256, 16]], [[], [0], [1]], configs,
+    raw = raw_graph(["parameter", "transpose", "dot"], [[16, 256], [256, 16], [256, 128]], [[], [0], [1]], configs,
                     dimensions={1: [1, 0]})
     carried, copied = layout_traffic(raw)
-    assert carried == COLUMN + ROW  # the reshape writes its row-major [256, 16] (16 minor) and reads as it comes
+    assert carried == COLUMN + ROW  # the dot writes [256, 128] (32768 elements) and reads the transpose as it comes
     assert copied - carried == (ROW + COLUMN) + (COLUMN - ROW)  # a copy of both orders, then a read of the padded one
 
 

@@ -99,19 +99,24 @@ def _traffic(tensors: list[_Tensor], slots: dict[int, tuple[int, np.ndarray]], c
 
 def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
     """A configurable node's output layout [C] and traffic: its output and its laid-out operands in the config's
-    layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those."""
+    layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those. A reshape
+    whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
     out = _chosen(block_layout(blocks[:, 0], tensor.rank), tensor.text)
-    moved = _stored(tensor, out)
+    own, copies, bitcast = _stored(tensor, out), 0.0, False
     for block in (INPUT, KERNEL):
-        candidates = [o for o in tensor.operands if tensors[o].rank == block_ranks[block] > 0]
+        rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
+        candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
         if not candidates or (block == KERNEL and tensor.name != "convolution"):
             continue
-        operand = candidates[min(block - INPUT, len(candidates) - 1)]
-        arriving = _seen(operand, tensors, layouts)
-        wanted = _chosen(block_layout(blocks[:, block], tensors[operand].rank), arriving)
-        moved = moved + _copy(tensors[operand], layouts[operand], wanted) + _stored(tensors[operand], wanted)
-    return out, moved
+        index = candidates[min(block - INPUT, len(candidates) - 1)]  # the kernel: the second of the input's rank
+        operand = tensors[index]
+        wanted = _chosen(block_layout(blocks[:, block], operand.rank), _seen(index, tensors, layouts))
+        copies = copies + _copy(operand, layouts[index], wanted)
+        own = own + _stored(operand, wanted)
+        if tensor.name == "reshape":
+            bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
+    return out, copies + np.where(bitcast, 0.0, own)
 
 
 def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
@@ -166,6 +171,11 @@ def _copy(tensor: _Tensor, source, target) -> np.ndarray | float:
     tables = tensor.tables
     differs = tables.canonical[source] != tables.canonical[target]
     return np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
+
+
+def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
+    """Whether `layout` ([C] or one order) stores the tensor as the file's layout does."""
+    return tensor.tables.canonical[layout] == tensor.tables.canonical[tensor.text]
 
 
 def _chosen(layout: np.ndarray, default) -> np.ndarray:
