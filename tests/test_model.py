@@ -26,6 +26,7 @@ from solution.data.datamodule import TpuGraphsDataModule
 from solution.data.features import Standardizer
 from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
+from solution.errors import SettingsError
 from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
@@ -116,9 +117,17 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
     model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    if live and getattr(model, "physics", None) is not None:
-        torch.nn.init.normal_(model.physics.weight)
+    for projection in ("physics", "traffic"):
+        if live and getattr(model, projection, None) is not None:
+            torch.nn.init.normal_(getattr(model, projection).weight)
     return model
+
+
+def with_traffic(batch: Batch, seed: int = 3) -> Batch:
+    """The batch with made-up traffic features [G, C, K, 2] (what data.traffic computes from the files)."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (*batch.config_mask.shape, batch.config_node.size(1), 2)
+    return batch.replace(config_traffic=torch.randn(shape, generator=g))
 
 
 def score(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
@@ -200,7 +209,8 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
                          for _ in range(batch.num_graphs)])  # [G, C]
     rows = torch.arange(batch.num_graphs)[:, None]
     shuffled = batch.replace(config_feat=batch.config_feat[rows, order], config_mask=batch.config_mask[rows, order],
-                             target=batch.target[rows, order], config_index=batch.config_index[rows, order])
+                             target=batch.target[rows, order], config_index=batch.config_index[rows, order],
+                             config_traffic=None if batch.config_traffic is None else batch.config_traffic[rows, order])
     return shuffled, order, rows
 
 
@@ -208,15 +218,17 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (LAYOUT, LayoutRanker, {"physical_layout": True}), (TILE, TileRanker, {"cross_attention": True}),
+    (LAYOUT, LayoutRanker, {"physical_layout": True}), (LAYOUT, LayoutRanker, {"propagated_traffic": True}),
+    (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
 ], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
-        "tile-cross",
+        "layout-traffic", "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
+    batch = with_traffic(batch) if settings.get("propagated_traffic") else batch
     model = make_model(task, ranker=ranker, live=True, **settings)
     shuffled, order, rows = _shuffled(batch)
     before, after = score(model, batch), score(model, shuffled)
@@ -224,13 +236,14 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True}],
-                         ids=["per_route", "shared_maps", "narrow", "physical"])
+@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True},
+                                      {"propagated_traffic": True}],
+                         ids=["per_route", "shared_maps", "narrow", "physical", "traffic"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
     batch of 10 configurable nodes and 8 config slots, uneven last slices): the scores of one whole pass."""
-    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    batch = with_traffic(batch_of(LAYOUT, graphs_of(LAYOUT)))
     assert ConfigLinks.of(batch).nodes.numel() == 10 and batch.config_mask.shape[1] == 8
     whole = make_model(LAYOUT, inference_rows=0, live=True, **settings)
     sliced = make_model(LAYOUT, inference_rows=rows, live=True, **settings)
@@ -357,7 +370,7 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts(grad: bool) -> None:
     onehot = torch.nn.functional.one_hot(values, 7).flatten(2).float()  # [M, C, 126]
     expected = h[links.nodes][:, None] + model.config_embed(onehot)
     with torch.set_grad_enabled(grad):
-        got = model.configure(h[links.nodes], values, None)
+        got = model.configure(h[links.nodes], None, values)
     assert got.requires_grad == grad
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
@@ -555,18 +568,24 @@ def test_physical_layout_features_skip_size_1_dims_wherever_the_layout_puts_them
     torch.testing.assert_close(features, flat[[0, 0, 1]])
 
 
-def test_a_new_model_with_physical_features_scores_as_one_without():
+@pytest.mark.parametrize("setting, projection", [("physical_layout", "physics"), ("propagated_traffic", "traffic")])
+def test_a_new_model_with_physical_features_scores_as_one_without(setting: str, projection: str):
     """The physical features enter through a zero-initialised projection: an untrained model with them gives the
     scores of the same model without them (they are learned in from there), and training moves the projection."""
-    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    batch = with_traffic(batch_of(LAYOUT, graphs_of(LAYOUT)))
     without = make_model(LAYOUT)
-    with_physics = make_model(LAYOUT, physical_layout=True)
+    with_physics = make_model(LAYOUT, **{setting: True})
     missing = with_physics.load_state_dict(without.state_dict(), strict=False).missing_keys
-    assert sorted(missing) == ["physics.bias", "physics.weight"]
+    assert sorted(missing) == [f"{projection}.bias", f"{projection}.weight"]
     torch.testing.assert_close(score(with_physics, batch), score(without, batch))
     with_physics.train()
     with_physics(batch).sum().backward()
-    assert with_physics.physics.weight.grad.abs().sum() > 0
+    assert getattr(with_physics, projection).weight.grad.abs().sum() > 0
+
+
+def test_a_model_of_propagated_traffic_asks_for_the_datas_traffic():
+    with pytest.raises(SettingsError, match="propagated_traffic=true needs .*expected data.traffic=true"):
+        score(make_model(LAYOUT, propagated_traffic=True), batch_of(LAYOUT, graphs_of(LAYOUT)))
 
 
 def test_the_batch_carries_each_configurable_nodes_output_dims():

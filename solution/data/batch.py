@@ -10,8 +10,10 @@ import torch
 from torch import Tensor
 
 from ..constants import PAD
+from .packing import unpack
 from .partition import partition
 from .preprocess import Graph
+from .propagation import file_propagation
 from .tasks import Task
 
 
@@ -27,6 +29,7 @@ class Batch:
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
+    config_traffic: Tensor | None = None  # [G, C, K, 2] the traffic each config's layouts cause per node, 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -59,10 +62,13 @@ def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
 
 class Collate:
     """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
-    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training)."""
+    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training);
+    with `traffic`, the memory traffic each config's layouts cause per configurable node (data/propagation.py)."""
 
-    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
+    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0,
+                 traffic: bool = False) -> None:
         self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
+        self.traffic = traffic
 
     def __call__(self, samples: list[tuple[Graph, Item]]) -> Batch:
         graphs, items = zip(*samples)
@@ -84,6 +90,9 @@ class Collate:
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
+        if self.traffic:  # from each graph's whole file: pruning keeps too little of the paths layouts take
+            batch["config_traffic"] = pad([file_propagation(g.meta["path"]).features(unpack(np.asarray(g.configs[r])))
+                                           for g, r in zip(graphs, rows)], 0)  # [G, C, K, 2]
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
         return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})

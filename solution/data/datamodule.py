@@ -39,6 +39,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         extra_features: bool = True,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
+        traffic: bool = False,
         graphs_per_batch: int = 1,
         configs_per_graph: int = 128,
         sampling: str = "uniform",
@@ -59,10 +60,11 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
-        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
+        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout or traffic):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
-                             f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
-                             "segment or fill; expected none, 0 and false")
+                             f"{fill_default_layout}, data.traffic={traffic} for {collection}: it has no configurable "
+                             "nodes to prune around, segment, fill or carry layouts from; expected none, 0, false and "
+                             "false")
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
@@ -145,7 +147,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         seed = torch.initial_seed() % 2**62  # set by seed_everything
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
                           num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout,
-                                                                  self.hparams.segment_nodes),
+                                                                  self.hparams.segment_nodes, self.hparams.traffic),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:

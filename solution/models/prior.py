@@ -1,35 +1,12 @@
-"""An untrained layout ranking from memory physics: each config's layouts carried through the whole graph as XLA's
-layout assignment carries them, and the tensor elements they make the program move in 8 x 128 tiles."""
+"""An untrained layout ranking from memory physics: the elements each config's layouts make the program move."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..constants import LAYOUT_GROUP, SHAPE_DIMS
 from ..data.preprocess import Graph
+from ..data.propagation import Propagation
 from ..data.reader import RawGraph, read_graph
-from ..layouts import ELEMENTWISE, FLEXIBLE, MOVEMENT, PINNED, ShapeTables, block_layout, shape_tables
-from ..programs.encode import OPCODE_NAMES
-from ..synth.ops import DIMENSIONS, IS_ROOT, TUPLE_COLUMN, perm_index, reduce_map, row_major, transpose_map
-
-LAYOUT_COLUMNS = slice(134, 134 + LAYOUT_GROUP)  # node_feat: the text's minor_to_major of the output
-CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
-INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
-
-
-@dataclass
-class _Tensor:
-    """What the traffic count needs of one node."""
-
-    name: str  # HLO opcode
-    rank: int  # -1: a tuple
-    tables: ShapeTables | None  # elements stored per order of its dims (None for a tuple)
-    text: int  # the file's layout of its output, an index into PERMS[rank]
-    operands: list[int]  # producers in node order (the files keep no operand order)
-    dimensions: tuple[int, ...]  # the `dimensions` attribute (a transpose's permutation, a reduce's dims)
-    is_root: bool
 
 
 def layout_traffic(raw: RawGraph) -> np.ndarray:
@@ -41,13 +18,7 @@ def layout_traffic(raw: RawGraph) -> np.ndarray:
     parameters, tuples, loop state and the results keep the file's. Where a user needs another layout than its
     producer gives, a copy moves the tensor twice (read in one order, written in the other). Each tensor counts once
     per pass over it; no constant of a runtime law enters."""
-    tensors = _tensors(raw)
-    configs = raw.config_feat.astype(np.int64)  # [c, nc, 18]
-    block_ranks = (configs.reshape(*configs.shape[:2], 3, LAYOUT_GROUP) >= 0).sum(-1).max(0)  # [nc, 3]
-    slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
-    totals = [_traffic(tensors, slots, configs[start:start + CONFIG_CHUNK])
-              for start in range(0, len(configs), CONFIG_CHUNK)]
-    return np.concatenate(totals) if totals else np.zeros(0)
+    return Propagation(raw).traffic(raw.config_feat).sum(1)
 
 
 def graph_prior(graph: Graph) -> np.ndarray:
@@ -55,129 +26,3 @@ def graph_prior(graph: Graph) -> np.ndarray:
     return layout_traffic(read_graph(graph.meta["path"], graph.meta["split"]))[graph.config_index]
 
 
-def _tensors(raw: RawGraph) -> list[_Tensor]:
-    """The traffic count's view of every node of a file."""
-    feat = raw.node_feat
-    dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
-    ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
-    operands: list[list[int]] = [[] for _ in range(len(feat))]
-    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T)]:  # by consumer, then producer
-        operands[consumer].append(int(producer))
-    tensors = []
-    for i, rank in enumerate(ranks.tolist()):
-        opcode = int(raw.node_opcode[i])
-        tables = shape_tables(tuple(dims[i, :rank].tolist()), 1) if rank >= 0 else None
-        text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
-        tensors.append(_Tensor(
-            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, tables,
-            perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
-            tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0)))
-    return tensors
-
-
-def _is_order(dims: tuple[int, ...], rank: int) -> bool:
-    """Whether `dims` orders all `rank` dims of a tensor once each."""
-    return sorted(dims) == list(range(rank))
-
-
-def _traffic(tensors: list[_Tensor], slots: dict[int, tuple[int, np.ndarray]], configs: np.ndarray) -> np.ndarray:
-    """[C] elements moved under configs [C, nc, 18], node by node in the files' (topological) order."""
-    layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to its users
-    total = np.zeros(len(configs))
-    for i, tensor in enumerate(tensors):
-        if i in slots:
-            slot, block_ranks = slots[i]
-            layout, moved = _configured(tensor, tensors, layouts, configs[:, slot], block_ranks)
-        else:
-            layout, moved = _propagated(tensor, tensors, layouts)
-        if tensor.is_root:  # a result leaves in the file's layout
-            moved = moved + _copy(tensor, layout, tensor.text)
-        layouts.append(layout)
-        total += moved
-    return total
-
-
-def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
-    """A configurable node's output layout [C] and traffic: its output and its laid-out operands in the config's
-    layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those. A reshape
-    whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
-    blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
-    out = _chosen(block_layout(blocks[:, 0], tensor.rank), tensor.text)
-    own, copies, bitcast = _stored(tensor, out), 0.0, False
-    for block in (INPUT, KERNEL):
-        rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
-        candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
-        if not candidates or (block == KERNEL and tensor.name != "convolution"):
-            continue
-        index = candidates[min(block - INPUT, len(candidates) - 1)]  # the kernel: the second of the input's rank
-        operand = tensors[index]
-        wanted = _chosen(block_layout(blocks[:, block], operand.rank), _seen(index, tensors, layouts))
-        copies = copies + _copy(operand, layouts[index], wanted)
-        own = own + _stored(operand, wanted)
-        if tensor.name == "reshape":
-            bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
-    return out, copies + np.where(bitcast, 0.0, own)
-
-
-def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
-    """Any other node's output layout and traffic, by how its op carries its operands' layouts."""
-    name, rank = tensor.name, tensor.rank
-    if rank < 0 or name in ("parameter", "get-tuple-element"):
-        pinned = name in PINNED or rank < 0  # operands leave in the file's layouts (loop state, tuples, calls)
-        moved = sum(_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands) if pinned else 0.0
-        return (tensor.text if rank >= 0 else None), moved
-    if name in FLEXIBLE:
-        return None, 0.0
-    if name == "transpose":
-        source = layouts[tensor.operands[0]] if tensor.operands else None
-        permutation = tensor.dimensions[:rank]
-        if source is None or not _is_order(permutation, rank):
-            return None, 0.0
-        return transpose_map(rank, permutation)[source], 0.0  # a bitcast: its users pay for another order
-    if name == "reduce":
-        laid_out = [o for o in tensor.operands if tensors[o].rank > rank]
-        if not laid_out:
-            return tensor.text, 0.0
-        operand = tensors[laid_out[0]]
-        source = _seen(laid_out[0], tensors, layouts)
-        reduced = tensor.dimensions[:operand.rank - rank]
-        if len(set(reduced)) != len(reduced) or not all(0 <= d < operand.rank for d in reduced):
-            return tensor.text, _stored(operand, source)
-        return reduce_map(operand.rank, reduced)[source], _stored(operand, source)
-    if name in ELEMENTWISE or name in MOVEMENT:
-        same = [o for o in tensor.operands if tensors[o].rank == rank and layouts[o] is not None]
-        layout = layouts[same[0]] if same else tensor.text
-        copies = sum(_copy(tensors[o], layouts[o], layout) for o in same[1:])
-        return layout, copies + _stored(tensor, layout)
-    read = sum(_stored(tensors[o], _seen(o, tensors, layouts)) for o in tensor.operands if tensors[o].rank >= 0)
-    return tensor.text, read + _stored(tensor, tensor.text)  # gather, custom calls, ...: the file's layout
-
-
-def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
-    """Elements a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
-    return tensor.tables.padded[layout]
-
-
-def _seen(operand: int, tensors: list[_Tensor], layouts: list):
-    """The layout an operand arrives in: its own, or the file's where it adapts to its users."""
-    layout = layouts[operand]
-    return tensors[operand].text if layout is None else layout
-
-
-def _copy(tensor: _Tensor, source, target) -> np.ndarray | float:
-    """Elements a copy of the tensor from layout `source` to `target` moves (0 where they store alike)."""
-    if source is None or tensor.rank <= 0:
-        return 0.0
-    tables = tensor.tables
-    differs = tables.canonical[source] != tables.canonical[target]
-    return np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
-
-
-def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
-    """Whether `layout` ([C] or one order) stores the tensor as the file's layout does."""
-    return tensor.tables.canonical[layout] == tensor.tables.canonical[tensor.text]
-
-
-def _chosen(layout: np.ndarray, default) -> np.ndarray:
-    """A config's layout [C], its -1s (left to the compiler) replaced by the default (a number or [C])."""
-    return np.where(layout >= 0, layout, default)

@@ -12,6 +12,8 @@ from torch.nn import functional as F
 
 from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
+from ..data.propagation import TRAFFIC_FEATURES
+from ..errors import SettingsError
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -64,6 +66,7 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
+        propagated_traffic: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -72,24 +75,26 @@ class LayoutRanker(Ranker):
         # the configurable nodes' encodings enter the config-aware width
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
-        self.physics = nn.Linear(PHYSICAL_FEATURES, width) if physical_layout else None
-        if self.physics is not None:  # starts as the model without them, and learns how much they matter
-            nn.init.zeros_(self.physics.weight)
-            nn.init.zeros_(self.physics.bias)
+        self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
+        self.traffic = zero_linear(TRAFFIC_FEATURES, width) if propagated_traffic else None
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
-    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor,
+                  traffic: torch.Tensor | None = None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its output layout means
-        in memory for its output dims [M, 6]."""
+        config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
+        in memory for its output dims [M, 6], and with `propagated_traffic` the traffic its layouts cause as XLA
+        carries them through the whole graph, traffic [M, C, 2]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
+        if self.traffic is not None:
+            z = z + self.traffic(traffic)
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -101,7 +106,14 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
-        z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
+        per_config_inputs = [values]
+        if self.traffic is not None:
+            if batch.config_traffic is None:
+                raise SettingsError("model.ranker.init_args.propagated_traffic=true needs the traffic features; "
+                                    "expected data.traffic=true")
+            per_config_inputs.append(batch.config_traffic[links.graph, :, links.slot])  # [M, C, 2]
+        z = in_chunks(lambda *part: self.configure(h_nodes, dims, *part), configs_per_pass, 1,
+                      *per_config_inputs)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -119,6 +131,15 @@ class LayoutRanker(Ranker):
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
         return self.readout(features, mask)  # [G, C]
+
+
+def zero_linear(features: int, width: int) -> nn.Linear:
+    """A linear map of extra features that starts at zero: the model starts as without them and learns how much
+    they matter."""
+    linear = nn.Linear(features, width)
+    nn.init.zeros_(linear.weight)
+    nn.init.zeros_(linear.bias)
+    return linear
 
 
 def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,108 @@
+"""Layouts carried through a whole layout file as XLA carries them: the traffic each config causes, per configurable
+node, on hand-made and real-format files, and the traffic features a batch carries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from test_prior import FIXTURES
+
+from solution.constants import NODE_FEAT_DIM
+from solution.data.batch import Collate, Item
+from solution.data.packing import unpack
+from solution.data.preprocess import Preprocessing, load_graph
+from solution.data.propagation import Propagation, file_propagation
+from solution.data.reader import RawGraph, read_graph
+from solution.data.tasks import LAYOUT, TASKS
+from solution.models.prior import layout_traffic
+from solution.programs.encode import OPCODE_IDS
+
+UNSET = [-1] * 6
+
+
+def raw_graph(opcodes: list[str], dims: list[list[int]], operands: list[list[int]], configs: np.ndarray,
+              dimensions: dict[int, list[int]] | None = None) -> RawGraph:
+    """A hand-made layout file: node i runs opcodes[i] on its operands into a row-major tensor of dims[i] (with
+    its `dimensions` attribute); the reshapes and dots are configurable, with configs [c, nc, 18]; the last node is
+    the root."""
+    n = len(opcodes)
+    feat = np.zeros((n, NODE_FEAT_DIM), np.float32)
+    for i, shape in enumerate(dims):
+        feat[i, 21:21 + len(shape)] = shape
+        feat[i, 134:134 + len(shape)] = list(range(len(shape)))[::-1]
+        feat[i, 31:31 + len((dimensions or {}).get(i, []))] = (dimensions or {}).get(i, [])
+    feat[-1, 0] = 1
+    edges = np.array([[user, operand] for user, ops in enumerate(operands) for operand in ops], np.int64)
+    ids = np.array([i for i, name in enumerate(opcodes) if name in ("reshape", "dot")], np.int64)
+    return RawGraph(Path("hand.npz"), TASKS["layout"], feat, np.array([OPCODE_IDS[o] for o in opcodes]), edges,
+                    configs.astype(np.int8), np.ones(len(configs), np.int64), ids)
+
+
+def blocks(output: list[int] | None = None, given: list[int] | None = None) -> list[int]:
+    """One configurable node's 18 config columns: output and input minor-to-major (None: left to the compiler)."""
+    return (output or [-1, -1]) + [-1] * 4 + (given or [-1, -1]) + [-1] * 4 + UNSET
+
+
+# [16, 256] stored in 8 x 128 tiles: the 256 minor (row-major) 16 x 256 = 4096; the 16 minor 128 x 256 = 32768
+ROW, COLUMN = 4096, 32768
+
+
+def test_layouts_carry_through_element_wise_ops_and_reshapes_out_of_the_files_order_move_their_tensors():
+    configs = np.array([
+        [blocks(), blocks()],  # every layout the file's (row-major): the reshapes are bitcasts, the negate a pass
+        [blocks([0, 1]), blocks()],  # the first writes column-major, the negate keeps it, the second reads it so
+        [blocks([0, 1]), blocks(given=[1, 0])],  # ... or has it copied back to row-major and is a bitcast again
+        [blocks([0, 1]), blocks([0, 1], [0, 1])],  # ... or reads and writes it column-major
+    ])  # [4 configs, 2 configurable nodes, 18]
+    raw = raw_graph(["parameter", "reshape", "negate", "reshape"], [[16, 256]] * 4, [[], [0], [1], [2]], configs)
+    np.testing.assert_allclose(layout_traffic(raw), [
+        ROW,
+        (COLUMN + ROW) + COLUMN + (ROW + COLUMN),
+        (COLUMN + ROW) + COLUMN + (COLUMN + ROW),  # the copy: read column-major, written row-major
+        (COLUMN + ROW) + COLUMN + (COLUMN + COLUMN) + (COLUMN + ROW)])  # the result leaves in the file's order
+
+
+def test_a_transpose_maps_its_operands_layout_and_its_user_pays_for_another_order():
+    # [16, 256] row-major, transposed to [256, 16]: its 256 stays minor, which for [256, 16] is the order (0, 1)
+    configs = np.array([[blocks(given=[0, 1])], [blocks(given=[1, 0])]])  # [2, 1, 18]
+    raw = raw_graph(["parameter", "transpose", "dot"], [[16, 256], [256, 16], [256, 128]], [[], [0], [1]], configs,
+                    dimensions={1: [1, 0]})
+    carried, copied = layout_traffic(raw)
+    assert carried == COLUMN + ROW  # the dot writes [256, 128] (32768 elements) and reads the transpose as it comes
+    assert copied - carried == (ROW + COLUMN) + (COLUMN - ROW)  # a copy of both orders, then a read of the padded one
+
+
+def test_a_real_format_files_prior_follows_its_configs_whatever_their_order_and_the_chunking(monkeypatch):
+    raw = read_graph(FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz")
+    whole = layout_traffic(raw)
+    assert whole.shape == (raw.num_configs,) and np.isfinite(whole).all() and len(np.unique(whole)) > 1
+    permutation = np.random.default_rng(0).permutation(raw.num_configs)
+    raw.config_feat = raw.config_feat[permutation]
+    np.testing.assert_allclose(layout_traffic(raw), whole[permutation])
+    monkeypatch.setattr("solution.data.propagation.CONFIG_CHUNK", 7)
+    np.testing.assert_allclose(layout_traffic(raw), whole[permutation])
+
+
+def test_traffic_is_told_per_configurable_node_whose_layout_the_moved_tensors_have():
+    configs = np.array([[blocks(), blocks()], [blocks([0, 1]), blocks()], [blocks([0, 1]), blocks(given=[1, 0])]])
+    raw = raw_graph(["parameter", "reshape", "negate", "reshape"], [[16, 256]] * 4, [[], [0], [1], [2]], configs)
+    moved = Propagation(raw).traffic(configs)  # [3, 2 + 1]
+    np.testing.assert_allclose(moved[:, 0], [ROW, (COLUMN + ROW) + COLUMN, (COLUMN + ROW) + COLUMN])  # with the negate
+    np.testing.assert_allclose(moved[:, 1], [0, ROW + COLUMN, COLUMN + ROW])  # a relayout, then a copy and a bitcast
+    np.testing.assert_allclose(moved[:, 2], 0)  # the parameter moves nothing
+    features = Propagation(raw).features(configs)  # [3, 2, 2]
+    np.testing.assert_allclose(features[0, :, 0], 0)  # the file's own layouts: no more traffic than the file's
+    assert (features[1:, :, 0] > 0).all()
+
+
+def test_a_batch_carries_each_configs_traffic_features_from_the_whole_file():
+    path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz"
+    graph = load_graph(path, "valid", Preprocessing(), None)
+    rows = np.array([3, 0, 5])
+    batch = Collate(LAYOUT, traffic=True)([(graph, Item(0, rows))])
+    expected = Propagation(read_graph(path)).features(unpack(graph.configs[rows]))  # [3, nc, 2]
+    assert batch.config_traffic.shape == (1, 3, len(graph.config_node), 2)
+    np.testing.assert_allclose(batch.config_traffic[0].numpy(), expected, rtol=1e-6)
+    assert file_propagation(str(path)) is file_propagation(str(path))  # read once per process
+    assert Collate(LAYOUT)([(graph, Item(0, rows))]).config_traffic is None
