@@ -107,6 +107,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'sentinel': True,
                        'extra_features': True,
                        'fill_default_layout': False,
+                       'traffic': False,
                        'segment_nodes': 0,
                        'graphs_per_batch': 16,
                        'configs_per_graph': 32,
@@ -142,6 +143,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
+                                                          'propagated_traffic': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -156,6 +158,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'fill_default_layout': True,
+                                'traffic': False,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
                                 'configs_per_graph': 128,
@@ -193,6 +196,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
+                                                           'propagated_traffic': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -207,6 +211,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'fill_default_layout': True,
+                                 'traffic': False,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
                                  'configs_per_graph': 64,
@@ -243,6 +248,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
+                                                          'propagated_traffic': False,
                                                           'inference_rows': 2048}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -257,6 +263,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'fill_default_layout': True,
+                                'traffic': False,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
                                 'configs_per_graph': 128,
@@ -294,6 +301,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
+                                                           'propagated_traffic': False,
                                                            'inference_rows': 2048}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -308,6 +316,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'fill_default_layout': True,
+                                 'traffic': False,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
                                  'configs_per_graph': 64,
@@ -324,7 +333,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
-PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.submission', 'solution.tools', 'solution.training')
+PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.programs', 'solution.submission', 'solution.synth', 'solution.tools', 'solution.training')
 
 SOURCES = {}
 
@@ -522,8 +531,10 @@ import torch
 from torch import Tensor
 
 from ..constants import PAD
+from .packing import unpack
 from .partition import partition
 from .preprocess import Graph
+from .propagation import file_propagation
 from .tasks import Task
 
 
@@ -539,6 +550,7 @@ class Batch:
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
+    config_traffic: Tensor | None = None  # [G, C, K, 2] the traffic each config's layouts cause per node, 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -571,10 +583,13 @@ def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
 
 class Collate:
     """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
-    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training)."""
+    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training);
+    with `traffic`, the memory traffic each config's layouts cause per configurable node (data/propagation.py)."""
 
-    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
+    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0,
+                 traffic: bool = False) -> None:
         self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
+        self.traffic = traffic
 
     def __call__(self, samples: list[tuple[Graph, Item]]) -> Batch:
         graphs, items = zip(*samples)
@@ -596,6 +611,9 @@ class Collate:
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
+        if self.traffic:  # from each graph's whole file: pruning keeps too little of the paths layouts take
+            batch["config_traffic"] = pad([file_propagation(g.meta["path"]).features(unpack(np.asarray(g.configs[r])))
+                                           for g, r in zip(graphs, rows)], 0)  # [G, C, K, 2]
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
         return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})
@@ -812,6 +830,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         extra_features: bool = True,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
+        traffic: bool = False,
         graphs_per_batch: int = 1,
         configs_per_graph: int = 128,
         sampling: str = "uniform",
@@ -832,10 +851,11 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
-        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
+        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout or traffic):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
-                             f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
-                             "segment or fill; expected none, 0 and false")
+                             f"{fill_default_layout}, data.traffic={traffic} for {collection}: it has no configurable "
+                             "nodes to prune around, segment, fill or carry layouts from; expected none, 0, false and "
+                             "false")
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
@@ -918,7 +938,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         seed = torch.initial_seed() % 2**62  # set by seed_everything
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
                           num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout,
-                                                                  self.hparams.segment_nodes),
+                                                                  self.hparams.segment_nodes, self.hparams.traffic),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
@@ -1238,6 +1258,213 @@ def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCach
     else:
         arrays, meta = cache.load(path, {**asdict(settings), "dedup_on": dedup_configs, "split": split}, build)
     return Graph(**arrays, meta={**meta, "path": str(path), "split": split, "stem": path.stem})
+'''
+
+# ---------------------------------------- solution.data.propagation
+SOURCES['solution.data.propagation'] = '''\
+"""Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
+the tensor elements they make the program move in 8 x 128 tiles, per configurable node."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..constants import LAYOUT_GROUP, SHAPE_DIMS
+from ..layouts import ELEMENTWISE, FLEXIBLE, MOVEMENT, PINNED, ShapeTables, block_layout, shape_tables
+from ..programs.encode import OPCODE_NAMES
+from ..synth.ops import DIMENSIONS, IS_ROOT, TUPLE_COLUMN, perm_index, reduce_map, row_major, transpose_map
+from .reader import RawGraph, read_graph
+
+LAYOUT_COLUMNS = slice(134, 134 + LAYOUT_GROUP)  # node_feat: the text's minor_to_major of the output
+CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
+INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
+TRAFFIC_FEATURES = 2
+TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
+
+
+@dataclass
+class _Tensor:
+    """What the traffic count needs of one node."""
+
+    name: str  # HLO opcode
+    rank: int  # -1: a tuple
+    tables: ShapeTables | None  # elements stored per order of its dims (None for a tuple)
+    text: int  # the file's layout of its output, an index into PERMS[rank]
+    operands: list[int]  # producers in node order (the files keep no operand order)
+    dimensions: tuple[int, ...]  # the `dimensions` attribute (a transpose's permutation, a reduce's dims)
+    is_root: bool
+
+
+class Propagation:
+    """A layout file's graph as the traffic count reads it: its nodes, and which configurable node each config
+    column sets."""
+
+    def __init__(self, raw: RawGraph) -> None:
+        self.tensors = _tensors(raw)
+        blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
+        block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
+        self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
+        self.default = self.traffic(np.full((1, len(self.slots), 3 * LAYOUT_GROUP), -1))[0]  # [nc + 1] file's layouts
+
+    def features(self, configs: np.ndarray) -> np.ndarray:
+        """[C, nc, 2] float32 per configurable node under configs [C, nc, 18]: the log of the traffic its layout
+        causes over that under the file's layouts, and the log of that traffic itself (each over TRAFFIC_SCALES)."""
+        moved = np.log1p(self.traffic(configs)[:, :-1])  # [C, nc]
+        features = np.stack([moved - np.log1p(self.default[:-1]), moved], -1)  # [C, nc, 2]
+        return (features / TRAFFIC_SCALES).astype(np.float32)
+
+    def traffic(self, configs: np.ndarray) -> np.ndarray:
+        """[C, nc + 1] the elements moved under configs [C, nc, 18] (values -1..5), per configurable node whose
+        layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
+        parts = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
+                 for start in range(0, len(configs), CONFIG_CHUNK)]
+        return np.concatenate(parts) if parts else np.zeros((0, len(self.slots) + 1))
+
+    def _pass(self, configs: np.ndarray) -> np.ndarray:
+        """`traffic` of one chunk of configs, node by node in the file's (topological) order."""
+        tensors = self.tensors
+        layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
+        owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
+        moved = np.zeros((len(configs), len(self.slots) + 1))
+        for i, tensor in enumerate(tensors):
+            if i in self.slots:
+                owner, block_ranks = self.slots[i]
+                layout, traffic = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
+            else:
+                source = _layout_source(tensor, tensors, layouts)
+                owner = owners[source] if source >= 0 else -1
+                layout, traffic = _propagated(tensor, tensors, layouts)
+            if tensor.is_root:  # a result leaves in the file's layout
+                traffic = traffic + _copy(tensor, layout, tensor.text)
+            layouts.append(layout)
+            owners.append(owner)
+            moved[:, owner] += traffic
+        return moved
+
+
+@functools.lru_cache(maxsize=16)
+def file_propagation(path: str) -> Propagation:
+    """The propagation of a layout file, read once per process for the few files in use."""
+    return Propagation(read_graph(path))
+
+
+def _tensors(raw: RawGraph) -> list[_Tensor]:
+    """The traffic count's view of every node of a file."""
+    feat = raw.node_feat
+    dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
+    ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
+    operands: list[list[int]] = [[] for _ in range(len(feat))]
+    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T)]:  # by consumer, then producer
+        operands[consumer].append(int(producer))
+    tensors = []
+    for i, rank in enumerate(ranks.tolist()):
+        opcode = int(raw.node_opcode[i])
+        tables = shape_tables(tuple(dims[i, :rank].tolist()), 1) if rank >= 0 else None
+        text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
+        tensors.append(_Tensor(
+            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, tables,
+            perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
+            tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0)))
+    return tensors
+
+
+def _is_order(dims: tuple[int, ...], rank: int) -> bool:
+    """Whether `dims` orders all `rank` dims of a tensor once each."""
+    return sorted(dims) == list(range(rank))
+
+
+def _layout_source(tensor: _Tensor, tensors: list[_Tensor], layouts: list) -> int:
+    """The operand whose layout a non-configurable node's traffic follows (-1: none): its first laid-out one."""
+    return next((o for o in tensor.operands if tensors[o].rank >= 0 and layouts[o] is not None), -1)
+
+
+def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
+    """A configurable node's output layout [C] and traffic: its output and its laid-out operands in the config's
+    layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those. A reshape
+    whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
+    blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
+    out = _chosen(block_layout(blocks[:, 0], tensor.rank), tensor.text)
+    own, copies, bitcast = _stored(tensor, out), 0.0, False
+    for block in (INPUT, KERNEL):
+        rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
+        candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
+        if not candidates or (block == KERNEL and tensor.name != "convolution"):
+            continue
+        index = candidates[min(block - INPUT, len(candidates) - 1)]  # the kernel: the second of the input's rank
+        operand = tensors[index]
+        wanted = _chosen(block_layout(blocks[:, block], operand.rank), _seen(index, tensors, layouts))
+        copies = copies + _copy(operand, layouts[index], wanted)
+        own = own + _stored(operand, wanted)
+        if tensor.name == "reshape":
+            bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
+    return out, copies + np.where(bitcast, 0.0, own)
+
+
+def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
+    """Any other node's output layout and traffic, by how its op carries its operands' layouts."""
+    name, rank = tensor.name, tensor.rank
+    if rank < 0 or name in ("parameter", "get-tuple-element"):
+        pinned = name in PINNED or rank < 0  # operands leave in the file's layouts (loop state, tuples, calls)
+        moved = sum(_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands) if pinned else 0.0
+        return (tensor.text if rank >= 0 else None), moved
+    if name in FLEXIBLE:
+        return None, 0.0
+    if name == "transpose":
+        source = layouts[tensor.operands[0]] if tensor.operands else None
+        permutation = tensor.dimensions[:rank]
+        if source is None or not _is_order(permutation, rank):
+            return None, 0.0
+        return transpose_map(rank, permutation)[source], 0.0  # a bitcast: its users pay for another order
+    if name == "reduce":
+        laid_out = [o for o in tensor.operands if tensors[o].rank > rank]
+        if not laid_out:
+            return tensor.text, 0.0
+        operand = tensors[laid_out[0]]
+        source = _seen(laid_out[0], tensors, layouts)
+        reduced = tensor.dimensions[:operand.rank - rank]
+        if len(set(reduced)) != len(reduced) or not all(0 <= d < operand.rank for d in reduced):
+            return tensor.text, _stored(operand, source)
+        return reduce_map(operand.rank, reduced)[source], _stored(operand, source)
+    if name in ELEMENTWISE or name in MOVEMENT:
+        same = [o for o in tensor.operands if tensors[o].rank == rank and layouts[o] is not None]
+        layout = layouts[same[0]] if same else tensor.text
+        copies = sum(_copy(tensors[o], layouts[o], layout) for o in same[1:])
+        return layout, copies + _stored(tensor, layout)
+    read = sum(_stored(tensors[o], _seen(o, tensors, layouts)) for o in tensor.operands if tensors[o].rank >= 0)
+    return tensor.text, read + _stored(tensor, tensor.text)  # gather, custom calls, ...: the file's layout
+
+
+def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
+    """Elements a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
+    return tensor.tables.padded[layout]
+
+
+def _seen(operand: int, tensors: list[_Tensor], layouts: list):
+    """The layout an operand arrives in: its own, or the file's where it adapts to its users."""
+    layout = layouts[operand]
+    return tensors[operand].text if layout is None else layout
+
+
+def _copy(tensor: _Tensor, source, target) -> np.ndarray | float:
+    """Elements a copy of the tensor from layout `source` to `target` moves (0 where they store alike)."""
+    if source is None or tensor.rank <= 0:
+        return 0.0
+    tables = tensor.tables
+    differs = tables.canonical[source] != tables.canonical[target]
+    return np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
+
+
+def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
+    """Whether `layout` ([C] or one order) stores the tensor as the file's layout does."""
+    return tensor.tables.canonical[layout] == tensor.tables.canonical[tensor.text]
+
+
+def _chosen(layout: np.ndarray, default) -> np.ndarray:
+    """A config's layout [C], its -1s (left to the compiler) replaced by the default (a number or [C])."""
+    return np.where(layout >= 0, layout, default)
 '''
 
 # ---------------------------------------- solution.data.pruning
@@ -2145,6 +2372,75 @@ def exit_status(stop: SystemExit) -> int:
     return fail(stop.code, USAGE)
 '''
 
+# ---------------------------------------- solution.layouts
+SOURCES['solution.layouts'] = '''\
+"""Tensor layouts in memory: what each minor-to-major order of a shape stores in 8 x 128 tiles, and how XLA's ops
+pass their operands' layouts on."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .constants import LANES, LAYOUT_GROUP, SUBLANES
+from .synth.ops import PERMS, perm_rank
+
+# how an op's output takes its layout (HLO opcode names)
+ELEMENTWISE = frozenset({  # the first laid-out operand's of the same rank
+    "abs", "add", "and", "atan2", "bitcast-convert", "cbrt", "ceil", "clamp", "compare", "convert", "cosine", "divide",
+    "exponential", "exponential-minus-one", "floor", "is-finite", "log", "log-plus-one", "logistic", "maximum",
+    "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "reduce-precision", "remainder",
+    "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor"})
+MOVEMENT = frozenset({"pad", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "reverse", "copy",
+                      "reduce-window", "select-and-scatter", "sort", "cumsum"})  # same rank: operand 0's layout
+FLEXIBLE = frozenset({"broadcast", "constant", "iota", "rng", "rng-bit-generator"})  # made in any layout for free
+PINNED = frozenset({"tuple", "while", "conditional", "call", "custom-call", "outfeed", "after-all", "opt-barrier"})
+
+
+@dataclass(frozen=True)
+class ShapeTables:
+    """Per minor-to-major order (an index into PERMS[rank]) of one shape: what it costs to store."""
+
+    padded: np.ndarray  # [rank!] bytes stored in (8, 128) tiles
+    canonical: np.ndarray  # [rank!] one id per physically distinct order (size-1 dims do not count)
+    minor: np.ndarray  # [rank!] the effective minor dim (-1 for a scalar)
+    second: np.ndarray  # [rank!] the effective second-minor dim (-1 where there is none)
+
+
+@functools.lru_cache(maxsize=8192)
+def shape_tables(dims: tuple[int, ...], element_bytes: int) -> ShapeTables:
+    """Stored bytes and effective order of every minor-to-major order of a tensor of `dims`."""
+    if not dims:
+        return ShapeTables(np.array([float(element_bytes)]), np.zeros(1, np.int64), np.full(1, -1), np.full(1, -1))
+    perms = PERMS[len(dims)]  # [r!, r]
+    sizes = np.array(dims, dtype=np.float64)
+    big = sizes[perms] > 1  # [r!, r] dims that matter, in minor-to-major order
+    first = np.argsort(~big, axis=1, kind="stable")  # [r!, r] the big dims first, in their order
+    kept = np.where(np.take_along_axis(big, first, axis=1), np.take_along_axis(perms, first, axis=1), -1)
+    minor = kept[:, 0]
+    second = kept[:, 1] if len(dims) > 1 else np.full(len(perms), -1)
+    lane = np.where(minor >= 0, sizes[np.maximum(minor, 0)], 1.0)
+    sublane = np.where(second >= 0, sizes[np.maximum(second, 0)], 1.0)
+    padded = sizes.prod() / (lane * sublane) * np.ceil(lane / LANES) * LANES * np.ceil(sublane / SUBLANES) * SUBLANES
+    canonical = ((kept + 1) * (LAYOUT_GROUP + 2) ** np.arange(len(dims))).sum(axis=1)
+    return ShapeTables(padded * element_bytes, canonical.astype(np.int64), minor.astype(np.int64),
+                       second.astype(np.int64))
+
+
+def block_layout(block: np.ndarray, rank: int) -> np.ndarray:
+    """[C] index into PERMS[rank] of each config's block [C, 6] (minor-to-major, then -1s); -1 where the block is
+    all -1 (the compiler's default)."""
+    if rank == 0:
+        return np.where(block[:, 0] >= 0, 0, -1)
+    orders = block[:, :rank].astype(np.int64)
+    valid = (orders >= 0).all(axis=1)
+    ranks = perm_rank(np.where(valid[:, None], orders, np.arange(rank)[::-1]))
+    return np.where(valid, ranks, -1)
+'''
+
 # ---------------------------------------- solution.metrics
 SOURCES['solution.metrics'] = '''\
 """Competition metrics in numpy: Kendall tau and pair accuracy in O(c log c), tile top-k scores, the final mean.
@@ -2902,41 +3198,34 @@ class MSE(RankingLoss):
 
 # ---------------------------------------- solution.models.prior
 SOURCES['solution.models.prior'] = '''\
-"""An untrained layout ranking from memory physics: the elements each config's output layouts store in 8 x 128 tiles."""
+"""An untrained layout ranking from memory physics: the elements each config's layouts make the program move."""
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from ..constants import LAYOUT_GROUP
-from ..data.packing import unpack
 from ..data.preprocess import Graph
-from .rankers import physical_layout_features
-
-LOG_PADDING = 4  # physical_layout_features' column: log of the elements stored in 8 x 128 tiles over the real ones
-CONFIG_CHUNK = 256  # configs a pass: bounded memory on graphs with hundreds of configurable nodes
+from ..data.propagation import Propagation
+from ..data.reader import RawGraph, read_graph
 
 
-def tiled_elements(configs: np.ndarray, dims: np.ndarray) -> np.ndarray:
-    """[c] per config, the elements all configurable outputs store in 8 x 128 tiles (over their two most-minor dims
-    larger than 1) under its output layouts, the memory traffic its layouts cause with each tensor weighted by its
-    size: configs [c, nc, >= 6] (minor-to-major values -1..5, as node_config_feat), dims [nc, 6] the outputs' sizes
-    (0 beyond the rank). An output whose layout is left to the compiler (all -1) counts its real elements; no
-    constant of a runtime law enters."""
-    sizes = torch.from_numpy(np.asarray(dims, dtype=np.float64))  # [nc, 6]
-    elements = sizes.clamp(min=1).prod(-1)  # [nc]
-    totals = []
-    for start in range(0, len(configs), CONFIG_CHUNK):
-        order = torch.from_numpy(np.asarray(configs[start:start + CONFIG_CHUNK, :, :LAYOUT_GROUP], dtype=np.int64))
-        padding = physical_layout_features(order.transpose(0, 1), sizes)[..., LOG_PADDING].exp()  # [nc, b]
-        totals.append((elements[:, None] * padding).sum(0))  # [b]
-    return torch.cat(totals).numpy() if totals else np.zeros(0)
+def layout_traffic(raw: RawGraph) -> np.ndarray:
+    """[c] per config of a layout file, the tensor elements its layouts make the program move, in 8 x 128 tiles
+    over each tensor's two most-minor dims larger than 1 (lower = predicted faster). A configurable node stores its
+    output in the config's layout and reads its input (and a convolution's kernel) in the config's; every other
+    node takes its layout as XLA propagates it: element-wise and data-movement ops keep their first laid-out
+    operand's of the same rank, transposes and reduces map it, broadcasts and constants adapt to their users,
+    parameters, tuples, loop state and the results keep the file's. Where a user needs another layout than its
+    producer gives, a copy moves the tensor twice (read in one order, written in the other). Each tensor counts once
+    per pass over it; no constant of a runtime law enters."""
+    return Propagation(raw).traffic(raw.config_feat).sum(1)
 
 
 def graph_prior(graph: Graph) -> np.ndarray:
-    """[c] `tiled_elements` of a preprocessed layout graph's configs, in its row order (lower = predicted faster)."""
-    return tiled_elements(unpack(graph.configs), graph.config_dims)
+    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, from its whole file."""
+    return layout_traffic(read_graph(graph.meta["path"], graph.meta["split"]))[graph.config_index]
+
+
 '''
 
 # ---------------------------------------- solution.models.rankers
@@ -2955,6 +3244,8 @@ from torch.nn import functional as F
 
 from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
+from ..data.propagation import TRAFFIC_FEATURES
+from ..errors import SettingsError
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -3007,6 +3298,7 @@ class LayoutRanker(Ranker):
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
+        propagated_traffic: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -3015,24 +3307,26 @@ class LayoutRanker(Ranker):
         # the configurable nodes' encodings enter the config-aware width
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
-        self.physics = nn.Linear(PHYSICAL_FEATURES, width) if physical_layout else None
-        if self.physics is not None:  # starts as the model without them, and learns how much they matter
-            nn.init.zeros_(self.physics.weight)
-            nn.init.zeros_(self.physics.bias)
+        self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
+        self.traffic = zero_linear(TRAFFIC_FEATURES, width) if propagated_traffic else None
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
-    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, dims: torch.Tensor | None) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor,
+                  traffic: torch.Tensor | None = None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6), and with `physical_layout` what its output layout means
-        in memory for its output dims [M, 6]."""
+        config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
+        in memory for its output dims [M, 6], and with `propagated_traffic` the traffic its layouts cause as XLA
+        carries them through the whole graph, traffic [M, C, 2]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
+        if self.traffic is not None:
+            z = z + self.traffic(traffic)
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -3044,7 +3338,14 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
-        z = in_chunks(lambda part: self.configure(h_nodes, part, dims), configs_per_pass, 1, values)  # [M, C, w]
+        per_config_inputs = [values]
+        if self.traffic is not None:
+            if batch.config_traffic is None:
+                raise SettingsError("model.ranker.init_args.propagated_traffic=true needs the traffic features; "
+                                    "expected data.traffic=true")
+            per_config_inputs.append(batch.config_traffic[links.graph, :, links.slot])  # [M, C, 2]
+        z = in_chunks(lambda *part: self.configure(h_nodes, dims, *part), configs_per_pass, 1,
+                      *per_config_inputs)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -3062,6 +3363,15 @@ class LayoutRanker(Ranker):
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
         return self.readout(features, mask)  # [G, C]
+
+
+def zero_linear(features: int, width: int) -> nn.Linear:
+    """A linear map of extra features that starts at zero: the model starts as without them and learns how much
+    they matter."""
+    linear = nn.Linear(features, width)
+    nn.init.zeros_(linear.weight)
+    nn.init.zeros_(linear.bias)
+    return linear
 
 
 def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
@@ -3295,6 +3605,7 @@ class Segment:
             config_node=self.config_node[None],  # [1, k]
             config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
+            config_traffic=None if batch.config_traffic is None else batch.config_traffic[g:g + 1][:, :, self.slots],
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )
 
@@ -3471,6 +3782,761 @@ def build(spec: Mapping[str, Any] | nn.Module) -> nn.Module:
     if not isinstance(spec, Mapping):
         raise UnknownClass(f"{spec!r}; expected a mapping of class_path and init_args, or a model module")
     return registered(spec.get("class_path"))(**spec.get("init_args", {}))
+'''
+
+# ---------------------------------------- solution.programs
+SOURCES['solution.programs'] = '''\
+"""Users' own programs: XLA HLO text in, TpuGraphs arrays out."""
+'''
+
+# ---------------------------------------- solution.programs.encode
+SOURCES['solution.programs.encode'] = '''\
+"""The TpuGraphs layout arrays of an HLO module by the official encoder's rules, and `solution encode`."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import atomic_write
+from ..constants import CONFIGURABLE_OPCODES, NODE_FEAT_DIM
+from . import hlo
+from .hlo import HloError, Instruction, Module, Shape
+
+# opcode name of each official id (hlo_opcode.h); "" where no opcode has the id; 97 and 101 are tombstones
+OPCODE_NAMES = (
+    "", "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2", "batch-norm-grad",
+    "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert", "broadcast", "call", "ceil",
+    "cholesky", "clamp", "collective-permute", "count-leading-zeros", "compare", "complex", "concatenate",
+    "conditional", "constant", "convert", "convolution", "copy", "copy-done", "copy-start", "cosine", "custom-call",
+    "divide", "domain", "dot", "dynamic-slice", "dynamic-update-slice", "exponential", "exponential-minus-one",
+    "fft", "floor", "fusion", "gather", "get-dimension-size", "set-dimension-size", "get-tuple-element", "imag",
+    "infeed", "iota", "is-finite", "log", "log-plus-one", "and", "not", "or", "xor", "map", "maximum", "minimum",
+    "multiply", "negate", "outfeed", "pad", "parameter", "partition-id", "popcnt", "power", "real", "recv",
+    "recv-done", "reduce", "reduce-precision", "reduce-window", "remainder", "replica-id", "reshape", "reverse",
+    "rng", "rng-get-and-update-state", "rng-bit-generator", "round-nearest-afz", "rsqrt", "scatter", "select",
+    "select-and-scatter", "send", "send-done", "shift-left", "shift-right-arithmetic", "shift-right-logical",
+    "sign", "sine", "slice", "sort", "sqrt", "subtract", "tanh", "trace", "transpose", "triangular-solve", "tuple",
+    "tuple-select", "while", "cbrt", "all-gather", "collective-permute-start", "collective-permute-done",
+    "logistic", "dynamic-reshape", "all-reduce-start", "all-reduce-done", "reduce-scatter", "all-gather-start",
+    "all-gather-done", "opt-barrier", "async-start", "async-update", "async-done", "round-nearest-even",
+    "stochastic-convert", "tan",
+)
+OPCODE_IDS = {name: i for i, name in enumerate(OPCODE_NAMES) if name}
+UNKNOWN_OPCODE = 0
+# one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
+ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
+                 "bf16", "c64", "c128", "tuple", "opaque", "token")
+SPLIT_ROLES = ("body", "condition", "branch_computations", "true_computation", "false_computation")
+GROUPED = ("convolution", "custom-call")  # the instructions whose protos carry feature/batch group counts
+LAYOUT_KEYS = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64, "node_splits": np.int64,
+               "node_config_ids": np.int64}  # format.md's keys and dtypes of a layout file, less its configurations
+FEATURE_KEYS = ("dimensions", "iota_dimension", "inferred_dimension", "window", "dim_labels", "slice",
+                "dynamic_slice_sizes", "padding", "is_stable", "feature_group_count", "batch_group_count")
+FEATURE_KEY_SET = frozenset(FEATURE_KEYS)  # the attributes that set feature columns
+
+# node_feat columns (format.md); a sequence block holds `lead` values, then their sum and product
+IS_ROOT, ELEMENT_TYPE, SHAPE, TUPLE_SIZE, PARAMETER = 0, 2, 21, 29, 30
+DIMENSIONS = 31
+WINDOW, REVERSAL = 37, 85  # six blocks of 8: size, stride, padding low/high, window/base dilation; reversal 6 + 2
+CONV = 93  # 14 dimension numbers, then feature and batch group counts at 107, 108
+SLICE, DYNAMIC_SLICE, PADDING = 109, 121, 125  # blocks of 4: slice start/stride/limit; sizes; padding low/high
+IS_STABLE, LAYOUT = 133, 134
+EMPTY_PRODUCT_COLUMNS = (*range(WINDOW + 7, REVERSAL, 8), *range(SLICE + 3, IS_STABLE, 4))  # product of nothing: 1
+
+
+class UnknownOpcodeWarning(UserWarning):
+    """An opcode missing from the official list: encoded as 0, as the official encoder does."""
+
+
+@dataclass
+class Program:
+    """One program's graph as the layout format holds it, with a name and tensor ranks per configurable node."""
+
+    name: str
+    arrays: dict[str, np.ndarray]  # LAYOUT_KEYS, plus node_config_feat when read from a layout file
+    names: list[str]  # [NC] the configurable nodes' names (`dot.12`, as in the HLO)
+    ranks: np.ndarray  # [NC, 3] rank of each one's output, input and kernel tensor; 0 where it has none
+
+
+@dataclass
+class Graph:
+    """A module's instructions after inlining its calls: one node each, in the encoder's order."""
+
+    nodes: list[Instruction] = field(default_factory=list)  # [N]
+    names: list[str] = field(default_factory=list)  # [N] unique: an inlined node is '<call>/<name>'
+    operands: list[list[int]] = field(default_factory=list)  # [N] operand node ids, in order
+    roots: dict[str, int] = field(default_factory=dict)  # root node of each computation kept
+    splits: list[int] = field(default_factory=lambda: [0])  # node counts after each major computation
+
+    def add(self, instruction: Instruction, name: str, operands: list[int]) -> int:
+        self.nodes.append(instruction)
+        self.names.append(name)
+        self.operands.append(operands)
+        return len(self.nodes) - 1
+
+
+def encode_file(path: str | Path) -> dict[str, np.ndarray]:
+    """The layout arrays (LAYOUT_KEYS) of the HLO module text at `path`."""
+    return encode_module(hlo.read_module(path))
+
+
+def encode_module(module: Module) -> dict[str, np.ndarray]:
+    """The layout arrays of a parsed module (see `arrays`)."""
+    return arrays(module, flatten(module))
+
+
+def flatten(module: Module) -> Graph:
+    """Inline every `call` (as XLA's CallInliner does before layout assignment), then lay out the computations
+    left in the text's order (callees first, the entry last), each one's instructions in order; split after each
+    while body, while condition, conditional branch and the entry (the roles of TensorFlow's names that the
+    official encoder splits after: 'while', 'cond', 'cluster'), and end at n."""
+    graph = Graph()
+    inlined = inlined_computations(module)
+    major = {callee for c in module.computations.values() for i in c.instructions
+             for key, callee in i.callees if key in SPLIT_ROLES} | {module.entry.name}
+    for computation in module.computations.values():
+        if computation.name in inlined:
+            continue
+        graph.roots[computation.name] = _expand(module, computation, graph, None, "", ())
+        if computation.name in major:
+            graph.splits.append(len(graph.nodes))
+    if graph.splits[-1] < len(graph.nodes):
+        graph.splits.append(len(graph.nodes))
+    return graph
+
+
+def inlined_computations(module: Module) -> set[str]:
+    """Computations that only `call`s call: their instructions are copied into the callers."""
+    called, other = set(), set()
+    for computation in module.computations.values():
+        for instruction in computation.instructions:
+            for key, callee in instruction.callees:
+                (called if instruction.opcode == "call" and key == "to_apply" else other).add(callee)
+    return called - other
+
+
+def _expand(module: Module, computation: hlo.Computation, graph: Graph, arguments: list[int] | None,
+            prefix: str, stack: tuple[str, ...]) -> int:
+    """Add the computation's nodes (its parameters bound to `arguments` when it is inlined) and return the node
+    its root stands for."""
+    local: dict[str, int] = {}
+    for instruction in computation.instructions:
+        operands = [local[name] for name in instruction.operands]
+        if arguments is not None and instruction.opcode == "parameter":
+            local[instruction.name] = _argument(module, instruction, arguments)
+        elif instruction.opcode == "call":
+            callee = _callee(module, instruction, stack)
+            local[instruction.name] = _expand(module, callee, graph, operands, f"{prefix}{instruction.name}/",
+                                              (*stack, computation.name))
+        else:
+            local[instruction.name] = graph.add(instruction, prefix + instruction.name, operands)
+    return local[computation.root.name]
+
+
+def _argument(module: Module, parameter: Instruction, arguments: list[int]) -> int:
+    if parameter.parameter_number >= len(arguments):
+        raise HloError(module.path, parameter.line, f"parameter({parameter.parameter_number}) of a computation "
+                       f"called with {len(arguments)} operands", "a parameter number below the call's operand count")
+    return arguments[parameter.parameter_number]
+
+
+def _callee(module: Module, call: Instruction, stack: tuple[str, ...]) -> hlo.Computation:
+    names = [callee for key, callee in call.callees if key == "to_apply"]
+    if len(names) != 1:
+        raise HloError(module.path, call.line, f"call '{call.name}' without one to_apply", "to_apply=<computation>")
+    if names[0] in stack:
+        raise HloError(module.path, call.line, f"call '{call.name}' calls '{names[0]}' recursively",
+                       "calls that end")
+    return module.computations[names[0]]
+
+
+def arrays(module: Module, graph: Graph) -> dict[str, np.ndarray]:
+    """node_feat [N, 140], node_opcode [N], edge_index [E, 2], node_splits [1, K], node_config_ids [NC]: the
+    arrays of tpu_graphs' hlo_encoder.cc and featurizers.h (the layout task's features)."""
+    opcodes = _opcodes(module, graph.nodes)  # [N]
+    return {
+        "node_feat": _node_features(module, graph),
+        "node_opcode": opcodes,
+        "edge_index": _edges(graph),
+        "node_splits": np.array([graph.splits], dtype=np.int64),
+        "node_config_ids": np.flatnonzero(np.isin(opcodes, CONFIGURABLE_OPCODES)).astype(np.int64),
+    }
+
+
+def _opcodes(module: Module, nodes: list[Instruction]) -> np.ndarray:
+    """[N] uint8 official ids; an opcode missing from the list is 0, with one warning per name."""
+    ids = [OPCODE_IDS.get(node.opcode, UNKNOWN_OPCODE) for node in nodes]
+    unknown = {}
+    for node, opcode in zip(nodes, ids):
+        if opcode == UNKNOWN_OPCODE:
+            unknown.setdefault(node.opcode, node.line)
+    for name, line in unknown.items():
+        warnings.warn(f"{module.path} line {line}: opcode '{name}' is not in the official opcode list; encoded as "
+                      f"{UNKNOWN_OPCODE} (unknown), as the official encoder does", UnknownOpcodeWarning, stacklevel=2)
+    return np.array(ids, dtype=np.uint8)
+
+
+def _edges(graph: Graph) -> np.ndarray:
+    """[E, 2] int64 rows [user, operand] and [caller, callee root], unique, sorted, without self-edges."""
+    users = [user for user, operands in enumerate(graph.operands) for _ in operands]
+    targets = [operand for operands in graph.operands for operand in operands]
+    for caller, node in enumerate(graph.nodes):
+        for _, callee in node.callees:
+            users.append(caller)
+            targets.append(graph.roots[callee])
+    n = max(len(graph.nodes), 1)
+    keys = np.unique(np.array(users, dtype=np.int64) * n + np.array(targets, dtype=np.int64))  # sorted [user, operand]
+    edges = np.stack([keys // n, keys % n], axis=1)  # [E', 2]
+    return edges[edges[:, 0] != edges[:, 1]]
+
+
+# ---------------------------------------------------------------- features
+
+
+def _node_features(module: Module, graph: Graph) -> np.ndarray:
+    """[N, 140] float32 (featurizers.h, the layout task's columns): each node's shape row, then the columns that
+    its parameter number and attributes set, then is_root."""
+    shapes: dict[Shape, int] = {}
+    index = [shapes.setdefault(node.shape, len(shapes)) for node in graph.nodes]  # [N]
+    table = np.array([_shape_row(shape) for shape in shapes], dtype=np.float32).reshape(-1, NODE_FEAT_DIM)  # [S, 140]
+    features = table[index]  # [N, 140]
+    rows, columns, values = [], [], []
+    known: dict[tuple, dict[int, float]] = {}  # the columns of each distinct opcode, parameter and attributes
+    for i, node in enumerate(graph.nodes):
+        if node.parameter_number or node.opcode in GROUPED or not FEATURE_KEY_SET.isdisjoint(node.attributes):
+            key = (node.opcode, node.parameter_number, *(node.attributes.get(k) for k in FEATURE_KEYS))
+            set_columns = known.get(key)
+            if set_columns is None:
+                set_columns = known[key] = _columns(module, node)
+            rows.extend([i] * len(set_columns))
+            columns.extend(set_columns)
+            values.extend(set_columns.values())
+    features[rows, columns] = values
+    features[list(graph.roots.values()), IS_ROOT] = 1.0
+    return features
+
+
+def _columns(module: Module, node: Instruction) -> dict[int, float]:
+    """{column: value} that the node's parameter number and attributes set."""
+    columns: dict[int, float] = {PARAMETER: node.parameter_number}
+    attributes = node.attributes
+    try:
+        for key in ("dimensions", "iota_dimension", "inferred_dimension"):
+            if key in attributes:
+                _leading(columns, DIMENSIONS, hlo.ints(attributes[key]), 6)
+        if "window" in attributes:
+            _window(columns, hlo.window(attributes["window"]))
+        if "dim_labels" in attributes:
+            _conv(columns, hlo.conv_dims(attributes["dim_labels"]))
+        if node.opcode in GROUPED:
+            columns[CONV + 14] = int(attributes.get("feature_group_count", 1))
+            columns[CONV + 15] = int(attributes.get("batch_group_count", 1))
+        if "slice" in attributes:
+            spans = hlo.slices(attributes["slice"])
+            for k, part in enumerate((0, 2, 1)):  # start, stride, limit
+                _sequence(columns, SLICE + 4 * k, [s[part] for s in spans], 2)
+        if "dynamic_slice_sizes" in attributes:
+            _sequence(columns, DYNAMIC_SLICE, hlo.ints(attributes["dynamic_slice_sizes"]), 2)
+        if "padding" in attributes:
+            pads = hlo.padding(attributes["padding"])
+            _sequence(columns, PADDING, [p[0] for p in pads], 2)
+            _sequence(columns, PADDING + 4, [p[1] for p in pads], 2)
+    except (ValueError, KeyError, IndexError):
+        raise HloError(module.path, node.line, f"attributes of {node.opcode} '{node.name}' that do not parse",
+                       "window={size=.. stride=.. pad=lo_hi..}, dim_labels=b01f_01io->b01f, slice={[a:b:s], ..}, "
+                       "padding=lo_hi_in x .., dimensions={..} as XLA prints them") from None
+    columns[IS_STABLE] = float(attributes.get("is_stable") == "true")
+    return columns
+
+
+_EMPTY_ROW = tuple(float(column in EMPTY_PRODUCT_COLUMNS) for column in range(NODE_FEAT_DIM))  # [140]
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_row(shape: Shape) -> tuple[float, ...]:
+    """[140] the columns a shape fixes (element type, dims, tuple size, layout), the rest at their empty values."""
+    row = list(_EMPTY_ROW)
+    if shape.element_type in ELEMENT_TYPES:
+        row[ELEMENT_TYPE + ELEMENT_TYPES.index(shape.element_type)] = 1.0
+    _sequence(row, SHAPE, shape.dims, 6)
+    row[TUPLE_SIZE] = shape.tuple_size
+    _leading(row, LAYOUT, shape.minor_to_major, 6)
+    return tuple(row)
+
+
+def _leading(columns: dict[int, float] | list[float], start: int, values: Sequence[int], lead: int) -> None:
+    """The first `lead` values from column `start` (the rest stay 0)."""
+    for k, value in enumerate(values[:lead]):
+        columns[start + k] = value
+
+
+def _sequence(columns: dict[int, float] | list[float], start: int, values: Sequence[int], lead: int) -> None:
+    """`lead` values, their sum and their product (1 for none), from column `start`."""
+    _leading(columns, start, values, lead)
+    columns[start + lead] = sum(values)
+    columns[start + lead + 1] = math.prod(values)
+
+
+def _window(columns: dict[int, float], window: hlo.Window) -> None:
+    """Six blocks of 8 (size, stride, padding low, high, window dilation, base dilation), then reversal."""
+    for k, values in enumerate(window[:6]):
+        _sequence(columns, WINDOW + 8 * k, values, 6)
+    _leading(columns, REVERSAL, [float(r) for r in window.reversal], 6)
+    columns[REVERSAL + 6] = sum(window.reversal)
+    columns[REVERSAL + 7] = len(window.reversal) - sum(window.reversal)
+
+
+def _conv(columns: dict[int, float], dims: hlo.ConvDims) -> None:
+    """14 columns: input batch, feature, spatial x4; kernel input, output feature, spatial x4; output batch,
+    feature."""
+    columns[CONV], columns[CONV + 1] = dims.input_batch, dims.input_feature
+    _leading(columns, CONV + 2, dims.input_spatial, 4)
+    columns[CONV + 6], columns[CONV + 7] = dims.kernel_input_feature, dims.kernel_output_feature
+    _leading(columns, CONV + 8, dims.kernel_spatial, 4)
+    columns[CONV + 12], columns[CONV + 13] = dims.output_batch, dims.output_feature
+
+
+# ---------------------------------------------------------------- files and the command
+
+
+def write_npz(arrays: dict[str, np.ndarray], out_path: str | Path) -> None:
+    """Write a layout file without configurations (LAYOUT_KEYS in their dtypes), whole or not at all."""
+    with atomic_write(out_path, "wb") as handle:
+        save_arrays(handle, arrays, LAYOUT_KEYS)
+
+
+def save_arrays(handle, arrays: dict[str, np.ndarray], keys: dict[str, type]) -> None:
+    """`arrays[key]` in `keys[key]`'s dtype, for each key, as one compressed npz into an open binary handle."""
+    np.savez_compressed(handle, **{key: np.asarray(arrays[key], dtype=dtype) for key, dtype in keys.items()})
+
+
+def encode_program(path: str | Path) -> Program:
+    """The program of `solution rank`: its arrays, configurable nodes' names and their tensors' ranks."""
+    module = hlo.read_module(path)
+    graph = flatten(module)
+    encoded = arrays(module, graph)
+    ids = encoded["node_config_ids"]
+    names = [graph.names[i] for i in ids]
+    ranks = np.array([tensor_ranks(graph, i) for i in ids], dtype=np.int64).reshape(-1, 3)
+    return Program(Path(path).stem, encoded, names, ranks)
+
+
+def tensor_ranks(graph: Graph, node: int) -> tuple[int, int, int]:
+    """The rank of the node's output, input (operand 0) and kernel (operand 1 of a convolution)."""
+    operands = [len(graph.nodes[o].shape.dims) for o in graph.operands[node][:2]]
+    kernel = operands[1] if graph.nodes[node].opcode == "convolution" and len(operands) > 1 else 0
+    return len(graph.nodes[node].shape.dims), operands[0] if operands else 0, kernel
+'''
+
+# ---------------------------------------- solution.programs.hlo
+SOURCES['solution.programs.hlo'] = '''\
+"""Parse XLA HLO module text (JAX's `as_text(dialect="hlo")`, XLA's dump files) into computations of instructions."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+# attributes whose values name computations (one name, or `{a, b}`)
+CALLEE_KEYS = ("to_apply", "body", "condition", "calls", "select", "scatter", "true_computation",
+               "false_computation", "branch_computations", "called_computations")
+_CALLEES = frozenset(CALLEE_KEYS)
+# tables that newer XLA prints before or after the computations (stack frames of the metadata): skipped
+TRAILERS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+MODULE_SYNTAX = "HLO text as XLA prints it: 'HloModule <name>', then computations '<name> {' ... '}'"
+INSTRUCTION_SYNTAX = "'[ROOT] <name> = <shape> <opcode>(<operands>), <key>=<value>, ...'"
+SHAPE_SYNTAX = "a shape such as f32[8,128]{1,0}, pred[], or a tuple (s32[], f32[4]{0})"
+
+_HEAD = re.compile(r"(ROOT\\s+)?%?([\\w.\\-]+)\\s*=\\s*")
+_ARRAY = re.compile(r"(pred|token|opaque|bf16|[suf]\\d+|c64|c128|f\\d+e\\d+m\\d+\\w*)\\[([^\\]]*)\\](\\{[^}]*\\})?")
+_OPCODE = re.compile(r"\\s*([a-z][a-z0-9\\-]*)\\(")
+_TOKENS = re.compile(r'"(?:[^"\\\\]|\\\\.)*"|[(){}\\[\\],]')  # strings whole, so that brackets in them are skipped
+_FLAT_OPERANDS = r'([^()\\[\\]{}"]*)\\)'  # operands without brackets or strings, and the closing ')'
+# `, key=value` where value is a string, a bare word, or braces nested up to twice (other values: _split); the
+# loops are unrolled (plain run, then special-and-plain runs) so that matching stays linear
+_STRING = r'"[^"\\\\]*(?:\\\\.[^"\\\\]*)*"'
+_PLAIN = r'[^{}"]*'
+_INNER_BRACES = rf'\\{{{_PLAIN}(?:{_STRING}{_PLAIN})*\\}}'
+_ATTRIBUTE = re.compile(rf'\\s*,\\s*([\\w.\\-]+)=({_STRING}|\\{{{_PLAIN}(?:(?:{_STRING}|{_INNER_BRACES}){_PLAIN})*\\}}'
+                        r'|[^\\s,{}"]*)')
+# the common line in one match: an array shape and operand names only (others: the steps of _instruction)
+_SIMPLE = re.compile(rf"{_HEAD.pattern}({_ARRAY.pattern})\\s*([a-z][a-z0-9\\-]*)\\({_FLAT_OPERANDS}")
+_COMMENT = re.compile(r"/\\*.*?\\*/")
+_SLICE = re.compile(r"\\[(-?\\d+):(-?\\d+)(?::(-?\\d+))?\\]")
+_OPENERS, _CLOSERS = "({[", ")}]"
+
+
+class HloError(ValueError):
+    """HLO text that cannot be read; the message names the file, the line and what was expected."""
+
+    def __init__(self, path: str | Path, line: int, found: str, expected: str) -> None:
+        self.path, self.line = str(path), line
+        super().__init__(f"{path} line {line}: {found}; expected {expected}")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """An instruction's output shape, as far as the encoder reads it."""
+
+    element_type: str  # 'f32', 'pred', ..., or 'tuple'
+    dims: tuple[int, ...]  # [rank]; () for scalars and tuples
+    tuple_size: int  # top-level elements of a tuple, 0 for an array
+    minor_to_major: tuple[int, ...]  # the layout; () for scalars and tuples
+
+
+@dataclass(slots=True)
+class Instruction:
+    """One instruction line."""
+
+    name: str
+    shape: Shape
+    opcode: str
+    operands: list[str]  # operand instruction names, in order
+    attributes: dict[str, str]  # the raw text of each `key=value` after the operands
+    callees: list[tuple[str, str]]  # (attribute, computation name) of every computation it calls
+    line: int  # 1-based line in the file
+    parameter_number: int = 0  # N of parameter(N); 0 for other opcodes
+
+
+@dataclass
+class Computation:
+    """A named list of instructions with one root."""
+
+    name: str
+    instructions: list[Instruction]  # in the text's order
+    root: Instruction  # the ROOT instruction (the last one where none is marked)
+    line: int
+    is_entry: bool
+
+
+@dataclass
+class Module:
+    """A parsed HLO module."""
+
+    name: str
+    path: str
+    computations: dict[str, Computation]  # in the text's order: callees first, the entry last
+    entry: Computation
+
+
+class Window(NamedTuple):
+    """An XLA window, one entry per window dimension, defaults filled in as XLA's parser does."""
+
+    size: list[int]
+    stride: list[int]
+    padding_low: list[int]
+    padding_high: list[int]
+    window_dilation: list[int]  # rhs_dilate
+    base_dilation: list[int]  # lhs_dilate
+    reversal: list[bool]  # rhs_reversal
+
+
+class ConvDims(NamedTuple):
+    """Convolution dimension numbers from `dim_labels=b01f_01io->b01f`: dimension indices by role."""
+
+    input_batch: int
+    input_feature: int
+    input_spatial: list[int]
+    kernel_input_feature: int
+    kernel_output_feature: int
+    kernel_spatial: list[int]
+    output_batch: int
+    output_feature: int
+
+
+def read_module(path: str | Path) -> Module:
+    """Parse the HLO text file at `path`."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise HloError(path, data[:error.start].count(b"\\n") + 1, "bytes that are not UTF-8 text",
+                       MODULE_SYNTAX) from None
+    return parse_module(text, path)
+
+
+def parse_module(text: str, path: str | Path = "<text>") -> Module:
+    """Parse one module's text; `path` only names it in errors."""
+    name, computations, current, defined = None, {}, None, set()
+    number = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = _COMMENT.sub("", raw).strip() if "/*" in raw else raw.strip()
+        if not line or line.startswith("//"):
+            continue
+        if current is not None:
+            if line == "}":
+                _close(current, path)
+                computations[current.name] = current
+                current = None
+            else:
+                _add(current, defined, *_instruction(line, number, path), path)
+        elif name is None:
+            name = _module_name(line, number, path)
+        elif line in TRAILERS or line[0].isdigit():  # the stack-frame tables (before or after computations)
+            continue
+        else:
+            current, defined = _open(line, number, path, computations), set()
+    if name is None:
+        raise HloError(path, max(number, 1), "no 'HloModule' line (an empty file)", MODULE_SYNTAX)
+    if current is not None:
+        raise HloError(path, number, f"the end of the file inside computation '{current.name}' (opened at line "
+                       f"{current.line}): a truncated module", "'}' closing it")
+    return Module(name, str(path), computations, _entry(computations, path, number))
+
+
+def _module_name(line: str, number: int, path: str | Path) -> str:
+    words = line.replace(",", " ").split()
+    if words[0] != "HloModule" or len(words) < 2:
+        raise HloError(path, number, f"'{line[:60]}' (not HLO text)", MODULE_SYNTAX)
+    return words[1]
+
+
+def _open(line: str, number: int, path: str | Path, seen: dict[str, Computation]) -> Computation:
+    """A computation header: `name {`, `ENTRY %name (p: f32[]) -> f32[] {`."""
+    is_entry = line.startswith("ENTRY ")
+    head = re.match(r"%?([\\w.\\-]+)", line[6:].lstrip() if is_entry else line)
+    if not line.endswith("{") or head is None:
+        raise HloError(path, number, f"'{line[:60]}'", "a computation header '[ENTRY] <name> {' or the end of the "
+                       "module")
+    if head.group(1) in seen:
+        raise HloError(path, number, f"a second computation named '{head.group(1)}'", "unique computation names")
+    return Computation(head.group(1), [], None, number, is_entry)  # type: ignore[arg-type]  # root set on '}'
+
+
+def _close(computation: Computation, path: str | Path) -> None:
+    if not computation.instructions:
+        raise HloError(path, computation.line, f"computation '{computation.name}' has no instructions",
+                       "at least one instruction")
+    if computation.root is None:
+        computation.root = computation.instructions[-1]
+
+
+def _add(computation: Computation, defined: set[str], instruction: Instruction, is_root: bool,
+         path: str | Path) -> None:
+    """Append an instruction whose operands are all defined above it in the same computation."""
+    for operand in instruction.operands:
+        if operand not in defined:
+            raise HloError(path, instruction.line, f"operand '{operand}' of '{instruction.name}' is not defined "
+                           f"above it in computation '{computation.name}'", "operands defined before their use")
+    if instruction.name in defined:
+        raise HloError(path, instruction.line, f"a second instruction named '{instruction.name}'",
+                       "unique instruction names")
+    defined.add(instruction.name)
+    computation.instructions.append(instruction)
+    if is_root:
+        computation.root = instruction
+
+
+def _entry(computations: dict[str, Computation], path: str | Path, last: int) -> Computation:
+    """The ENTRY computation, once every called computation is known to exist."""
+    for computation in computations.values():
+        for instruction in computation.instructions:
+            for _, callee in instruction.callees:
+                if callee not in computations:
+                    raise HloError(path, instruction.line, f"'{instruction.name}' calls computation '{callee}', "
+                                   "which the module does not define", "a computation defined in the module")
+    entries = [c for c in computations.values() if c.is_entry]
+    if len(entries) != 1:
+        raise HloError(path, last, f"{len(entries)} ENTRY computations", "exactly one 'ENTRY <name> {'")
+    return entries[0]
+
+
+def _instruction(line: str, number: int, path: str | Path) -> tuple[Instruction, bool]:
+    """One instruction line, `[ROOT] name = shape opcode(operands), key=value, ...`, and whether it is the ROOT."""
+    simple = _SIMPLE.match(line)
+    shape = _shape(simple.group(3)) if simple else None
+    if shape is not None:
+        is_root, name, kind, operands = simple.group(1, 2, 7, 8)
+        words, end = operands.replace(" ", "").replace("%", "").split(","), simple.end()
+    else:
+        is_root, name, shape, kind, words, end = _instruction_parts(line, number, path)
+    attributes = _attributes(line, end, number, path)
+    callees = [] if _CALLEES.isdisjoint(attributes) else [
+        (key, callee) for key in CALLEE_KEYS if key in attributes for callee in _names(attributes[key])]
+    instruction = Instruction(name, shape, kind, [], attributes, callees, number)
+    if kind == "parameter":
+        instruction.parameter_number = _int(words[0], number, path, "parameter(<number>)")
+    elif kind != "constant" and words != [""]:  # a constant's parentheses hold its literal, not operands
+        instruction.operands = words
+    return instruction, bool(is_root)
+
+
+def _instruction_parts(line: str, number: int, path: str | Path) -> tuple[str | None, str, Shape, str, list[str], int]:
+    """ROOT marker, name, shape, opcode, operand words and the index after the operands of any instruction line."""
+    head = _HEAD.match(line)
+    if head is None:
+        raise HloError(path, number, f"'{line[:60]}'", f"an instruction {INSTRUCTION_SYNTAX} or '}}'")
+    shape, pos = _shape_at(line, head.end(), number, path)
+    opcode = _OPCODE.match(line, pos)
+    if opcode is None:
+        raise HloError(path, number, f"'{line[pos:pos + 30].strip()}' after the shape", "an opcode and '('")
+    pieces, end = _split(line, opcode.end())
+    if end < 0:
+        raise HloError(path, number, "no ')' closing the operands (a truncated line)", INSTRUCTION_SYNTAX)
+    words = [p.split()[-1].lstrip("%") if p.strip() else "" for p in pieces]  # `f32[2]{0} %a` in older dumps
+    return head.group(1), head.group(2), shape, opcode.group(1), words, end
+
+
+def _shape_at(line: str, pos: int, number: int, path: str | Path) -> tuple[Shape, int]:
+    """The shape that starts at `pos` and the index after it."""
+    if line.startswith("(", pos):
+        _, end = _split(line, pos + 1)
+        shape = _shape(line[pos:end]) if end > 0 else None
+    else:
+        match = _ARRAY.match(line, pos)
+        end = match.end() if match else -1
+        shape = _shape(match.group()) if match else None
+    if shape is None:
+        raise HloError(path, number, f"shape '{line[pos:].split(' ', 1)[0][:60]}' does not parse", SHAPE_SYNTAX)
+    return shape, end
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape(text: str) -> Shape | None:
+    """The Shape of `f32[2,3]{1,0}` or of a tuple `(s32[], f32[2]{0})`; None where it does not parse."""
+    if text.startswith("("):
+        pieces, end = _split(text, 1)
+        elements = [p.strip() for p in pieces]
+        if end != len(text) or (elements != [""] and any(_shape(e) is None for e in elements)):
+            return None
+        return Shape("tuple", (), 0 if elements == [""] else len(elements), ())
+    match = _ARRAY.fullmatch(text)
+    if match is None:
+        return None
+    element_type, dims, layout = match.groups()
+    try:
+        sizes = tuple(_dimension(d) for d in dims.split(",")) if dims.strip() else ()
+        order = layout[1:-1].split(":")[0] if layout else None
+        minor_to_major = tuple(int(d) for d in order.split(",") if d.strip()) if order is not None else None
+    except ValueError:
+        return None
+    if minor_to_major is None:  # no layout printed: XLA's parser gives the default, major-to-minor
+        minor_to_major = tuple(range(len(sizes) - 1, -1, -1))
+    return Shape(element_type, sizes, 0, minor_to_major)
+
+
+def _dimension(text: str) -> int:
+    """A dimension size: `8`, a bounded dynamic `<=8` (its bound), an unbounded `?` (-1)."""
+    text = text.strip()
+    return -1 if text == "?" else int(text.removeprefix("<="))
+
+
+def _split(text: str, pos: int) -> tuple[list[str], int]:
+    """Split `text[pos:]` at its top-level commas up to the bracket that closes the one opened before `pos`;
+    return the pieces and the index after that bracket (-1 where none closes it)."""
+    depth, start, pieces = 0, pos, []
+    for token in _TOKENS.finditer(text, pos):
+        char = text[token.start()]
+        if char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            if depth == 0:
+                pieces.append(text[start:token.start()])
+                return pieces, token.end()
+            depth -= 1
+        elif char == "," and depth == 0:
+            pieces.append(text[start:token.start()])
+            start = token.end()
+    pieces.append(text[start:])
+    return pieces, -1
+
+
+def _attributes(line: str, pos: int, number: int, path: str | Path) -> dict[str, str]:
+    """`, key=value, key={...}` after the operands, as raw value text by key."""
+    attributes, end = {}, pos
+    match = _ATTRIBUTE.match(line, end)
+    while match:
+        attributes[match.group(1)] = match.group(2)
+        end = match.end()
+        match = _ATTRIBUTE.match(line, end)
+    return attributes if end == len(line) else _split_attributes(line, pos, number, path)
+
+
+def _split_attributes(line: str, pos: int, number: int, path: str | Path) -> dict[str, str]:
+    """`_attributes` where the values hold deeper brackets or commas outside braces: split at top-level commas."""
+    rest = line[pos:].strip()
+    if not rest:
+        return {}
+    pieces, end = _split(rest + ")", 1) if rest.startswith(",") else ([], -1)
+    if end != len(rest) + 1:
+        raise HloError(path, number, f"'{rest[:40]}' after the operands (unbalanced brackets or a truncated line)",
+                       "', <key>=<value>' attributes")
+    attributes = {}
+    for piece in pieces:
+        key, equals, value = piece.partition("=")
+        if not equals:
+            raise HloError(path, number, f"attribute '{piece.strip()[:40]}'", "<key>=<value>")
+        attributes[key.strip()] = value.strip()
+    return attributes
+
+
+def _names(value: str) -> list[str]:
+    """Computation names of `name`, `%name` or `{a, %b}`."""
+    return [n.strip().lstrip("%") for n in value.strip("{}").split(",") if n.strip()]
+
+
+def _int(text: str, number: int, path: str | Path, expected: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise HloError(path, number, f"'{text.strip()[:30]}' is not a number", expected) from None
+
+
+# ---------------------------------------------------------------- attribute values
+
+
+def ints(value: str) -> list[int]:
+    """`{0,1}`, `{}` or `3` as integers."""
+    return [int(v) for v in value.strip("{}").split(",") if v.strip()]
+
+
+def window(value: str) -> Window:
+    """`{size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=2x2 rhs_dilate=1x1 rhs_reversal=0x1}`."""
+    fields = dict(item.split("=", 1) for item in value.strip("{}").split())
+    sizes = [int(v) for v in fields["size"].split("x")] if "size" in fields else []
+
+    def each(key: str, default: int) -> list[int]:
+        return [int(v) for v in fields[key].split("x")] if key in fields else [default] * len(sizes)
+
+    pads = [p.split("_") for p in fields["pad"].split("x")] if "pad" in fields else [["0", "0"]] * len(sizes)
+    return Window(sizes, each("stride", 1), [int(p[0]) for p in pads], [int(p[1]) for p in pads],
+                  each("rhs_dilate", 1), each("lhs_dilate", 1), [bool(r) for r in each("rhs_reversal", 0)])
+
+
+def conv_dims(value: str) -> ConvDims:
+    """`b01f_01io->b01f`: the position of each role letter; spatial dimensions by their digit."""
+    lhs, rest = value.split("_", 1)
+    kernel, out = rest.split("->")
+
+    def spatial(labels: str) -> list[int]:
+        return [labels.index(str(i)) for i in range(sum(c.isdigit() for c in labels))]
+
+    return ConvDims(lhs.index("b"), lhs.index("f"), spatial(lhs), kernel.index("i"), kernel.index("o"),
+                    spatial(kernel), out.index("b"), out.index("f"))
+
+
+def slices(value: str) -> list[tuple[int, int, int]]:
+    """`{[0:2], [1:6:2]}` as (start, limit, stride) per dimension."""
+    found = [(int(a), int(b), int(c or 1)) for a, b, c in _SLICE.findall(value)]
+    if len(found) != value.count("["):
+        raise ValueError(f"slice {value}")
+    return found
+
+
+def padding(value: str) -> list[tuple[int, int, int]]:
+    """`0_0x1_2_1` as (low, high, interior) per dimension."""
+    dims = [[int(v) for v in d.split("_")] for d in value.split("x")]
+    return [(d[0], d[1], d[2] if len(d) > 2 else 0) for d in dims]
 '''
 
 # ---------------------------------------- solution.submission
@@ -4226,6 +5292,129 @@ class SubmissionWriter(pl.Callback):
         table = pl_module.take_predictions()
         if trainer.is_global_zero:
             write_predictions(table, datamodule.graphs(split), self.out_dir, datamodule.hparams.collection, split)
+'''
+
+# ---------------------------------------- solution.synth
+SOURCES['solution.synth'] = '''\
+"""Synthetic TpuGraphs data in the exact Kaggle format: graphs (graphs.py, ops.py), the layout cost law (law.py),
+layout configs (layouts.py), tile kernels and their law (tiles.py), and writing the five collections (files.py)."""
+'''
+
+# ---------------------------------------- solution.synth.ops
+SOURCES['solution.synth.ops'] = '''\
+"""The vocabulary of synthetic graphs: opcodes, node-feature columns and minor-to-major permutations."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from enum import IntEnum
+from functools import lru_cache
+
+import numpy as np
+
+from ..constants import (
+    CONVOLUTION,
+    DOT,
+    LAYOUT_GROUP,
+    RESHAPE,
+)
+
+
+class Op(IntEnum):
+    """HLO opcode ids of the TpuGraphs files (the ones the generator uses)."""
+
+    ADD = 2
+    BROADCAST = 13
+    COMPARE = 20
+    CONCATENATE = 22
+    CONSTANT = 24
+    CONVERT = 25
+    CONVOLUTION = CONVOLUTION
+    DIVIDE = 32
+    DOT = DOT
+    EXPONENTIAL = 37
+    GATHER = 42
+    IOTA = 48
+    LOG = 50
+    MAXIMUM = 57
+    MULTIPLY = 59
+    NEGATE = 60
+    PARAMETER = 63
+    REDUCE = 70
+    REDUCE_WINDOW = 72
+    RESHAPE = RESHAPE
+    RNG = 77
+    RSQRT = 81
+    SELECT = 83
+    SLICE = 92
+    SUBTRACT = 95
+    TANH = 96
+    TRANSPOSE = 98
+    TUPLE = 100
+
+
+ELEMENTWISE = {Op.ADD, Op.COMPARE, Op.CONVERT, Op.DIVIDE, Op.EXPONENTIAL, Op.LOG, Op.MAXIMUM, Op.MULTIPLY,
+               Op.NEGATE, Op.RSQRT, Op.SELECT, Op.SUBTRACT, Op.TANH}
+TRANSCENDENTAL = {Op.EXPONENTIAL, Op.LOG, Op.RSQRT, Op.TANH}
+SOURCES = {Op.PARAMETER, Op.CONSTANT, Op.IOTA, Op.RNG}
+FIXED_LAYOUT = SOURCES | {Op.BROADCAST, Op.GATHER, Op.TUPLE, Op.CONVOLUTION, Op.DOT, Op.RESHAPE}  # unless configurable
+SAME_LAYOUT = ELEMENTWISE | {Op.CONCATENATE, Op.SLICE, Op.REDUCE_WINDOW}  # output layout = operand 0's
+
+DTYPE_BYTES = {"pred": 1, "s32": 4, "f32": 4, "bf16": 2}
+DTYPE_COLUMN = {"pred": 3, "s32": 6, "f32": 13, "bf16": 15}  # node_feat one-hot element type (cols 2-20)
+TUPLE_COLUMN = 18
+
+# node_feat columns beyond constants.py (format.md)
+IS_ROOT, TUPLE_SIZE, PARAMETER_NUMBER = 0, 29, 30
+DIMENSIONS = 31  # 31-36
+WINDOW = 37  # 6 fields (size, stride, pad low, pad high, window dilation, base dilation) x (dims 0..5, sum, product)
+WINDOW_REVERSAL = 85  # dims 0..5, true count, false count
+CONV_DIMS = 93  # 93-108
+SLICE = 109  # start, stride, limit: each dims 0..1, sum, product
+
+
+# ---------------------------------------------------------------- permutations
+
+
+PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
+              for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic
+
+
+def perm_rank(perms: np.ndarray) -> np.ndarray:
+    """Index of each row of `perms` [k, r] in PERMS[r] (lexicographic rank)."""
+    k, r = perms.shape
+    rank = np.zeros(k, np.int64)
+    for i in range(r):
+        rank += (perms[:, i + 1:] < perms[:, i:i + 1]).sum(axis=1) * math.factorial(r - 1 - i)
+    return rank
+
+
+def row_major(rank: int) -> tuple[int, ...]:
+    """XLA's default minor-to-major layout: the last dim minor."""
+    return tuple(range(rank - 1, -1, -1))
+
+
+@lru_cache(maxsize=None)
+def perm_index(perm: tuple[int, ...]) -> int:
+    """Index of one layout in PERMS[len(perm)]."""
+    return int(perm_rank(np.array([perm], np.int64).reshape(1, len(perm)))[0])
+
+
+@lru_cache(maxsize=None)
+def transpose_map(rank: int, permutation: tuple[int, ...]) -> np.ndarray:
+    """Operand layout index -> output layout index of a transpose (output dim j = operand dim permutation[j])."""
+    inverse = np.argsort(permutation)
+    return perm_rank(inverse[PERMS[rank]])
+
+
+@lru_cache(maxsize=None)
+def reduce_map(rank: int, dims: tuple[int, ...]) -> np.ndarray:
+    """Operand layout index -> output layout index of a reduce over `dims` (the kept dims keep their order)."""
+    perms = PERMS[rank]
+    kept = perms[~np.isin(perms, dims)].reshape(len(perms), rank - len(dims))  # [r!, r - |dims|]
+    renumber = np.arange(rank) - np.searchsorted(np.sort(dims), np.arange(rank))
+    return perm_rank(renumber[kept])
 '''
 
 # ---------------------------------------- solution.tools
