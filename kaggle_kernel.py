@@ -1273,9 +1273,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..constants import LAYOUT_GROUP, SHAPE_DIMS
-from ..layouts import ELEMENTWISE, FLEXIBLE, MOVEMENT, PINNED, ShapeTables, block_layout, shape_tables
+from ..layouts import (
+    ELEMENTWISE,
+    FLEXIBLE,
+    MOVEMENT,
+    PINNED,
+    ShapeTables,
+    block_layout,
+    perm_index,
+    reduce_map,
+    row_major,
+    shape_tables,
+    transpose_map,
+)
 from ..programs.encode import OPCODE_NAMES
-from ..synth.ops import DIMENSIONS, IS_ROOT, TUPLE_COLUMN, perm_index, reduce_map, row_major, transpose_map
+from ..synth.ops import DIMENSIONS, IS_ROOT, TUPLE_COLUMN
 from .reader import RawGraph, read_graph
 
 LAYOUT_COLUMNS = slice(134, 134 + LAYOUT_GROUP)  # node_feat: the text's minor_to_major of the output
@@ -2374,18 +2386,59 @@ def exit_status(stop: SystemExit) -> int:
 
 # ---------------------------------------- solution.layouts
 SOURCES['solution.layouts'] = '''\
-"""Tensor layouts in memory: what each minor-to-major order of a shape stores in 8 x 128 tiles, and how XLA's ops
-pass their operands' layouts on."""
+"""Tensor layouts: minor-to-major orders as permutations, what each order of a shape stores in 8 x 128 tiles, and
+how XLA's ops pass their operands' layouts on."""
 
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .constants import LANES, LAYOUT_GROUP, SUBLANES
-from .synth.ops import PERMS, perm_rank
+
+PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
+              for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic
+
+
+def perm_rank(perms: np.ndarray) -> np.ndarray:
+    """Index of each row of `perms` [k, r] in PERMS[r] (lexicographic rank)."""
+    k, r = perms.shape
+    rank = np.zeros(k, np.int64)
+    for i in range(r):
+        rank += (perms[:, i + 1:] < perms[:, i:i + 1]).sum(axis=1) * math.factorial(r - 1 - i)
+    return rank
+
+
+def row_major(rank: int) -> tuple[int, ...]:
+    """XLA's default minor-to-major layout: the last dim minor."""
+    return tuple(range(rank - 1, -1, -1))
+
+
+@functools.lru_cache(maxsize=None)
+def perm_index(perm: tuple[int, ...]) -> int:
+    """Index of one layout in PERMS[len(perm)]."""
+    return int(perm_rank(np.array([perm], np.int64).reshape(1, len(perm)))[0])
+
+
+@functools.lru_cache(maxsize=None)
+def transpose_map(rank: int, permutation: tuple[int, ...]) -> np.ndarray:
+    """Operand layout index -> output layout index of a transpose (output dim j = operand dim permutation[j])."""
+    inverse = np.argsort(permutation)
+    return perm_rank(inverse[PERMS[rank]])
+
+
+@functools.lru_cache(maxsize=None)
+def reduce_map(rank: int, dims: tuple[int, ...]) -> np.ndarray:
+    """Operand layout index -> output layout index of a reduce over `dims` (the kept dims keep their order)."""
+    perms = PERMS[rank]
+    kept = perms[~np.isin(perms, dims)].reshape(len(perms), rank - len(dims))  # [r!, r - |dims|]
+    renumber = np.arange(rank) - np.searchsorted(np.sort(dims), np.arange(rank))
+    return perm_rank(renumber[kept])
+
 
 # how an op's output takes its layout (HLO opcode names)
 ELEMENTWISE = frozenset({  # the first laid-out operand's of the same rank
@@ -5306,17 +5359,11 @@ SOURCES['solution.synth.ops'] = '''\
 
 from __future__ import annotations
 
-import itertools
-import math
 from enum import IntEnum
-from functools import lru_cache
-
-import numpy as np
 
 from ..constants import (
     CONVOLUTION,
     DOT,
-    LAYOUT_GROUP,
     RESHAPE,
 )
 
@@ -5372,49 +5419,6 @@ WINDOW = 37  # 6 fields (size, stride, pad low, pad high, window dilation, base 
 WINDOW_REVERSAL = 85  # dims 0..5, true count, false count
 CONV_DIMS = 93  # 93-108
 SLICE = 109  # start, stride, limit: each dims 0..1, sum, product
-
-
-# ---------------------------------------------------------------- permutations
-
-
-PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
-              for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic
-
-
-def perm_rank(perms: np.ndarray) -> np.ndarray:
-    """Index of each row of `perms` [k, r] in PERMS[r] (lexicographic rank)."""
-    k, r = perms.shape
-    rank = np.zeros(k, np.int64)
-    for i in range(r):
-        rank += (perms[:, i + 1:] < perms[:, i:i + 1]).sum(axis=1) * math.factorial(r - 1 - i)
-    return rank
-
-
-def row_major(rank: int) -> tuple[int, ...]:
-    """XLA's default minor-to-major layout: the last dim minor."""
-    return tuple(range(rank - 1, -1, -1))
-
-
-@lru_cache(maxsize=None)
-def perm_index(perm: tuple[int, ...]) -> int:
-    """Index of one layout in PERMS[len(perm)]."""
-    return int(perm_rank(np.array([perm], np.int64).reshape(1, len(perm)))[0])
-
-
-@lru_cache(maxsize=None)
-def transpose_map(rank: int, permutation: tuple[int, ...]) -> np.ndarray:
-    """Operand layout index -> output layout index of a transpose (output dim j = operand dim permutation[j])."""
-    inverse = np.argsort(permutation)
-    return perm_rank(inverse[PERMS[rank]])
-
-
-@lru_cache(maxsize=None)
-def reduce_map(rank: int, dims: tuple[int, ...]) -> np.ndarray:
-    """Operand layout index -> output layout index of a reduce over `dims` (the kept dims keep their order)."""
-    perms = PERMS[rank]
-    kept = perms[~np.isin(perms, dims)].reshape(len(perms), rank - len(dims))  # [r!, r - |dims|]
-    renumber = np.arange(rank) - np.searchsorted(np.sort(dims), np.arange(rank))
-    return perm_rank(renumber[kept])
 '''
 
 # ---------------------------------------- solution.tools

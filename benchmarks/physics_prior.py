@@ -4,9 +4,9 @@
         --config benchmarks/variants/single.yaml --runs /tmp/ce/runs
     python benchmarks/physics_prior.py --runs /tmp/ce/runs
 
-The physics ranking orders a file's configs by the elements all configurable outputs store in 8 x 128 tiles under
-each config's layouts (the real elements where a layout is left to the compiler): the memory traffic of the
-layouts, each tensor weighted by its size, with no constant of any runtime law and no training. For each
+The physics ranking (`solution/models/prior.py`) orders a file's configs by the tensor elements their layouts make
+the program move in 8 x 128 tiles, the layouts carried through the whole graph as XLA carries them, copies where a
+user needs another order: no constant of any runtime law and no training. For each
 replicate of the run (seed i, fold i held out), the model's ranking of every held-out file (the submission part
 corpus_eval wrote) and the physics ranking are blended as (1 - w) x model rank + w x physics rank and scored by
 Kendall tau against the measured runtimes, as `solution score` does; w = 0 is the model alone (it repeats
@@ -16,6 +16,11 @@ corpus_eval's score), w = 1 the physics ranking alone. Deltas are paired by repl
 
 Without --runs, the physics ranking alone on every labelled file of each layout collection, fold by fold of
 corpus_eval's families (no training: every fold is held out), beside the noise ceiling of the same files.
+
+    python benchmarks/physics_prior.py --corpus /tmp/gen-small --out benchmarks/results/physics_prior-generator.md
+
+A --corpus without programs.csv (the random-graph generator's `solution synth` output): the physics ranking alone,
+mean Kendall tau over the train and valid files of each layout collection.
 """
 
 from __future__ import annotations
@@ -94,6 +99,20 @@ def prior_alone(corpus: Path, folds: int) -> list[str]:
     return rows
 
 
+def generator_alone(root: Path) -> list[str]:
+    """Report rows: per layout collection of a folder without families, the physics ranking's mean Kendall tau
+    over its labelled (train and valid) files."""
+    rows = ["| collection | files | physics alone |", "|---|---|---|"]
+    for collection in (c for c in COLLECTIONS if c.startswith("layout:")):
+        taus = []
+        for split in ("train", "valid"):
+            for path in sorted((collection_dir(root, collection) / split).glob("*.npz")):
+                with np.load(path) as z:
+                    taus.append(stats.kendalltau(file_prior(path), z["config_runtime"])[0])
+        rows.append(f"| {collection} | {len(taus)} | **{np.mean(taus):.3f}** |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, help="a corpus_eval --runs folder (without it: the physics alone)")
@@ -104,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "physics_prior.md")
     args = parser.parse_args(argv)
     command = f"python benchmarks/physics_prior.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+    if args.runs is None and not (args.corpus / "programs.csv").is_file():
+        lines = [f"# The untrained physics ranking on the random-graph generator ({date.today()})", "",
+                 f"Command: `{command}`. Mean Kendall tau over the train and valid files of each collection.", "",
+                 *generator_alone(args.corpus)]
+        return write_report(lines, args.out)
     if args.runs is None:
         lines = [f"# The untrained physics ranking on every fold of families ({date.today()})", "",
                  f"Command: `{command}`. Mean Kendall tau over the files of each fold's families (train, valid and "

@@ -1,15 +1,56 @@
-"""Tensor layouts in memory: what each minor-to-major order of a shape stores in 8 x 128 tiles, and how XLA's ops
-pass their operands' layouts on."""
+"""Tensor layouts: minor-to-major orders as permutations, what each order of a shape stores in 8 x 128 tiles, and
+how XLA's ops pass their operands' layouts on."""
 
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .constants import LANES, LAYOUT_GROUP, SUBLANES
-from .synth.ops import PERMS, perm_rank
+
+PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
+              for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic
+
+
+def perm_rank(perms: np.ndarray) -> np.ndarray:
+    """Index of each row of `perms` [k, r] in PERMS[r] (lexicographic rank)."""
+    k, r = perms.shape
+    rank = np.zeros(k, np.int64)
+    for i in range(r):
+        rank += (perms[:, i + 1:] < perms[:, i:i + 1]).sum(axis=1) * math.factorial(r - 1 - i)
+    return rank
+
+
+def row_major(rank: int) -> tuple[int, ...]:
+    """XLA's default minor-to-major layout: the last dim minor."""
+    return tuple(range(rank - 1, -1, -1))
+
+
+@functools.lru_cache(maxsize=None)
+def perm_index(perm: tuple[int, ...]) -> int:
+    """Index of one layout in PERMS[len(perm)]."""
+    return int(perm_rank(np.array([perm], np.int64).reshape(1, len(perm)))[0])
+
+
+@functools.lru_cache(maxsize=None)
+def transpose_map(rank: int, permutation: tuple[int, ...]) -> np.ndarray:
+    """Operand layout index -> output layout index of a transpose (output dim j = operand dim permutation[j])."""
+    inverse = np.argsort(permutation)
+    return perm_rank(inverse[PERMS[rank]])
+
+
+@functools.lru_cache(maxsize=None)
+def reduce_map(rank: int, dims: tuple[int, ...]) -> np.ndarray:
+    """Operand layout index -> output layout index of a reduce over `dims` (the kept dims keep their order)."""
+    perms = PERMS[rank]
+    kept = perms[~np.isin(perms, dims)].reshape(len(perms), rank - len(dims))  # [r!, r - |dims|]
+    renumber = np.arange(rank) - np.searchsorted(np.sort(dims), np.arange(rank))
+    return perm_rank(renumber[kept])
+
 
 # how an op's output takes its layout (HLO opcode names)
 ELEMENTWISE = frozenset({  # the first laid-out operand's of the same rank

@@ -23,6 +23,7 @@ from solution.constants import (
     TILE_CONFIG_DIM,
 )
 from solution.data.reader import list_files, read_graph
+from solution.layouts import PERMS, perm_index
 from solution.programs.encode import OPCODE_NAMES
 from solution.synth import files, graphs, law, layouts, ops, tiles
 from solution.synth.ops import Op
@@ -245,7 +246,7 @@ def test_unknown_size_or_collection_and_an_old_dataset_are_refused(tmp_path):
 def reference_runtime(graph: layouts.LayoutGraph, choice: np.ndarray) -> float:
     """Walk the graph once for one config, with explicit layouts (the slow path LayoutCost tabulates)."""
     nodes = graph.nodes
-    chosen = {(v.node, v.group): tuple(ops.PERMS[v.rank][choice[i]]) for i, v in enumerate(graph.vars)}
+    chosen = {(v.node, v.group): tuple(PERMS[v.rank][choice[i]]) for i, v in enumerate(graph.vars)}
     flexible: list[bool] = []
     layouts: list[tuple[int, ...]] = []
     total = 0.0
@@ -318,7 +319,7 @@ def test_a_mismatch_across_an_element_wise_chain_costs_exactly_a_copy():
     produced, wanted = index[conv_a, 0], index[conv_b, 1]
     default = np.array([v.default for v in graph.vars])
     x = graph.vars[produced].default  # feature minor (NHWC row-major)
-    y = ops.perm_index((1, 3, 2, 0))  # the minor dim moves to a spatial dim
+    y = perm_index((1, 3, 2, 0))  # the minor dim moves to a spatial dim
 
     def runtime(out_a: int, in_b: int) -> float:
         choice = default.copy()
@@ -328,7 +329,7 @@ def test_a_mismatch_across_an_element_wise_chain_costs_exactly_a_copy():
     relu = graph.nodes[conv_b].inputs[0]  # the copy is paid on the chain's last node, far from conv A
     assert graph.nodes[relu].op == Op.MAXIMUM
     copies = sum(law.copy_cost(graph.nodes[relu], np.array([s]), np.array([d]))[0]
-                 for s, d in ((ops.PERMS[4][x], ops.PERMS[4][y]), (ops.PERMS[4][y], ops.PERMS[4][x])))
+                 for s, d in ((PERMS[4][x], PERMS[4][y]), (PERMS[4][y], PERMS[4][x])))
     assert copies > 0
     interaction = runtime(x, x) + runtime(y, y) - runtime(x, y) - runtime(y, x)
     np.testing.assert_allclose(interaction, -copies, rtol=1e-9)

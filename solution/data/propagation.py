@@ -9,9 +9,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..constants import LAYOUT_GROUP, SHAPE_DIMS
-from ..layouts import ELEMENTWISE, FLEXIBLE, MOVEMENT, PINNED, ShapeTables, block_layout, shape_tables
+from ..layouts import (
+    ELEMENTWISE,
+    FLEXIBLE,
+    MOVEMENT,
+    PINNED,
+    ShapeTables,
+    block_layout,
+    perm_index,
+    reduce_map,
+    row_major,
+    shape_tables,
+    transpose_map,
+)
 from ..programs.encode import OPCODE_NAMES
-from ..synth.ops import DIMENSIONS, IS_ROOT, TUPLE_COLUMN, perm_index, reduce_map, row_major, transpose_map
+from ..synth.ops import DIMENSIONS, IS_ROOT, TUPLE_COLUMN
 from .reader import RawGraph, read_graph
 
 LAYOUT_COLUMNS = slice(134, 134 + LAYOUT_GROUP)  # node_feat: the text's minor_to_major of the output

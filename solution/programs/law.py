@@ -9,8 +9,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..constants import LANES, LAYOUT_GROUP, SUBLANES, TILE_CONFIG_DIM
-from ..layouts import ELEMENTWISE, FLEXIBLE, MOVEMENT, PINNED, ShapeTables, block_layout, shape_tables
-from ..synth.ops import perm_index, reduce_map, transpose_map
+from ..layouts import (
+    ELEMENTWISE,
+    FLEXIBLE,
+    MOVEMENT,
+    PINNED,
+    ShapeTables,
+    block_layout,
+    perm_index,
+    reduce_map,
+    shape_tables,
+    transpose_map,
+)
 from . import hlo
 from .encode import Graph, inlined_computations
 from .hlo import Instruction, Module

@@ -23,9 +23,9 @@ from ..constants import (
     LAYOUT_CONFIG_DIM,
     SPLITS,
 )
+from ..layouts import row_major
 from .graphs import edge_index, node_features
 from .layouts import LayoutGraph, build_layout_graph, config_features, hash_weights, noisy, sample_choices
-from .ops import row_major
 from .tiles import NORMALIZER_NOISE, sample_tiles, tile_features, tile_kernel
 from .writing import AnswerRows, Chunked, fresh_npz_folder, named_rng, write_npz
 

@@ -34,19 +34,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..constants import LANES, SUBLANES
+from ..layouts import PERMS, perm_index, reduce_map, row_major, transpose_map
 from .graphs import Node
-from .ops import (
-    ELEMENTWISE,
-    FIXED_LAYOUT,
-    PERMS,
-    SAME_LAYOUT,
-    SOURCES,
-    Op,
-    perm_index,
-    reduce_map,
-    row_major,
-    transpose_map,
-)
+from .ops import ELEMENTWISE, FIXED_LAYOUT, SAME_LAYOUT, SOURCES, Op
 
 # layout cost law (ns, bytes)
 BANDWIDTH = 1200.0  # bytes / ns

@@ -13,6 +13,7 @@ from ..constants import (
     LAYOUT_GROUP,
     PAD,
 )
+from ..layouts import PERMS, perm_index
 from .graphs import (
     NLP_MODELS,
     XLA_MODELS,
@@ -24,7 +25,7 @@ from .graphs import (
     transformer_graph,
 )
 from .law import CONFIG_NOISE, MEASURE_NOISE, LayoutCost, LayoutVar, default_layout
-from .ops import PERMS, Op, perm_index
+from .ops import Op
 
 # ---------------------------------------------------------------- layout graphs and configs
 

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
-import math
 from enum import IntEnum
-from functools import lru_cache
-
-import numpy as np
 
 from ..constants import (
     CONVOLUTION,
     DOT,
-    LAYOUT_GROUP,
     RESHAPE,
 )
 
@@ -68,46 +62,3 @@ WINDOW = 37  # 6 fields (size, stride, pad low, pad high, window dilation, base 
 WINDOW_REVERSAL = 85  # dims 0..5, true count, false count
 CONV_DIMS = 93  # 93-108
 SLICE = 109  # start, stride, limit: each dims 0..1, sum, product
-
-
-# ---------------------------------------------------------------- permutations
-
-
-PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
-              for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic
-
-
-def perm_rank(perms: np.ndarray) -> np.ndarray:
-    """Index of each row of `perms` [k, r] in PERMS[r] (lexicographic rank)."""
-    k, r = perms.shape
-    rank = np.zeros(k, np.int64)
-    for i in range(r):
-        rank += (perms[:, i + 1:] < perms[:, i:i + 1]).sum(axis=1) * math.factorial(r - 1 - i)
-    return rank
-
-
-def row_major(rank: int) -> tuple[int, ...]:
-    """XLA's default minor-to-major layout: the last dim minor."""
-    return tuple(range(rank - 1, -1, -1))
-
-
-@lru_cache(maxsize=None)
-def perm_index(perm: tuple[int, ...]) -> int:
-    """Index of one layout in PERMS[len(perm)]."""
-    return int(perm_rank(np.array([perm], np.int64).reshape(1, len(perm)))[0])
-
-
-@lru_cache(maxsize=None)
-def transpose_map(rank: int, permutation: tuple[int, ...]) -> np.ndarray:
-    """Operand layout index -> output layout index of a transpose (output dim j = operand dim permutation[j])."""
-    inverse = np.argsort(permutation)
-    return perm_rank(inverse[PERMS[rank]])
-
-
-@lru_cache(maxsize=None)
-def reduce_map(rank: int, dims: tuple[int, ...]) -> np.ndarray:
-    """Operand layout index -> output layout index of a reduce over `dims` (the kept dims keep their order)."""
-    perms = PERMS[rank]
-    kept = perms[~np.isin(perms, dims)].reshape(len(perms), rank - len(dims))  # [r!, r - |dims|]
-    renumber = np.arange(rank) - np.searchsorted(np.sort(dims), np.arange(rank))
-    return perm_rank(renumber[kept])
