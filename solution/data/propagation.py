@@ -22,11 +22,11 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import OPCODE_NAMES
-from ..synth.ops import DIMENSIONS, IS_ROOT, TUPLE_COLUMN
+from ..programs.encode import DIMENSIONS, ELEMENT_TYPE, ELEMENT_TYPES, IS_ROOT, LAYOUT, OPCODE_NAMES
 from .reader import RawGraph, read_graph
 
-LAYOUT_COLUMNS = slice(134, 134 + LAYOUT_GROUP)  # node_feat: the text's minor_to_major of the output
+LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
+TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
