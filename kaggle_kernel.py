@@ -333,7 +333,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
-PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.programs', 'solution.submission', 'solution.synth', 'solution.tools', 'solution.training')
+PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.programs', 'solution.submission', 'solution.tools', 'solution.training')
 
 SOURCES = {}
 
@@ -1286,11 +1286,11 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import OPCODE_NAMES
-from ..synth.ops import DIMENSIONS, IS_ROOT, TUPLE_COLUMN
+from ..programs.encode import DIMENSIONS, ELEMENT_TYPE, ELEMENT_TYPES, IS_ROOT, LAYOUT, OPCODE_NAMES
 from .reader import RawGraph, read_graph
 
-LAYOUT_COLUMNS = slice(134, 134 + LAYOUT_GROUP)  # node_feat: the text's minor_to_major of the output
+LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
+TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
@@ -5345,80 +5345,6 @@ class SubmissionWriter(pl.Callback):
         table = pl_module.take_predictions()
         if trainer.is_global_zero:
             write_predictions(table, datamodule.graphs(split), self.out_dir, datamodule.hparams.collection, split)
-'''
-
-# ---------------------------------------- solution.synth
-SOURCES['solution.synth'] = '''\
-"""Synthetic TpuGraphs data in the exact Kaggle format: graphs (graphs.py, ops.py), the layout cost law (law.py),
-layout configs (layouts.py), tile kernels and their law (tiles.py), and writing the five collections (files.py)."""
-'''
-
-# ---------------------------------------- solution.synth.ops
-SOURCES['solution.synth.ops'] = '''\
-"""The vocabulary of synthetic graphs: opcodes, node-feature columns and minor-to-major permutations."""
-
-from __future__ import annotations
-
-from enum import IntEnum
-
-from ..constants import (
-    CONVOLUTION,
-    DOT,
-    RESHAPE,
-)
-
-
-class Op(IntEnum):
-    """HLO opcode ids of the TpuGraphs files (the ones the generator uses)."""
-
-    ADD = 2
-    BROADCAST = 13
-    COMPARE = 20
-    CONCATENATE = 22
-    CONSTANT = 24
-    CONVERT = 25
-    CONVOLUTION = CONVOLUTION
-    DIVIDE = 32
-    DOT = DOT
-    EXPONENTIAL = 37
-    GATHER = 42
-    IOTA = 48
-    LOG = 50
-    MAXIMUM = 57
-    MULTIPLY = 59
-    NEGATE = 60
-    PARAMETER = 63
-    REDUCE = 70
-    REDUCE_WINDOW = 72
-    RESHAPE = RESHAPE
-    RNG = 77
-    RSQRT = 81
-    SELECT = 83
-    SLICE = 92
-    SUBTRACT = 95
-    TANH = 96
-    TRANSPOSE = 98
-    TUPLE = 100
-
-
-ELEMENTWISE = {Op.ADD, Op.COMPARE, Op.CONVERT, Op.DIVIDE, Op.EXPONENTIAL, Op.LOG, Op.MAXIMUM, Op.MULTIPLY,
-               Op.NEGATE, Op.RSQRT, Op.SELECT, Op.SUBTRACT, Op.TANH}
-TRANSCENDENTAL = {Op.EXPONENTIAL, Op.LOG, Op.RSQRT, Op.TANH}
-SOURCES = {Op.PARAMETER, Op.CONSTANT, Op.IOTA, Op.RNG}
-FIXED_LAYOUT = SOURCES | {Op.BROADCAST, Op.GATHER, Op.TUPLE, Op.CONVOLUTION, Op.DOT, Op.RESHAPE}  # unless configurable
-SAME_LAYOUT = ELEMENTWISE | {Op.CONCATENATE, Op.SLICE, Op.REDUCE_WINDOW}  # output layout = operand 0's
-
-DTYPE_BYTES = {"pred": 1, "s32": 4, "f32": 4, "bf16": 2}
-DTYPE_COLUMN = {"pred": 3, "s32": 6, "f32": 13, "bf16": 15}  # node_feat one-hot element type (cols 2-20)
-TUPLE_COLUMN = 18
-
-# node_feat columns beyond constants.py (format.md)
-IS_ROOT, TUPLE_SIZE, PARAMETER_NUMBER = 0, 29, 30
-DIMENSIONS = 31  # 31-36
-WINDOW = 37  # 6 fields (size, stride, pad low, pad high, window dilation, base dilation) x (dims 0..5, sum, product)
-WINDOW_REVERSAL = 85  # dims 0..5, true count, false count
-CONV_DIMS = 93  # 93-108
-SLICE = 109  # start, stride, limit: each dims 0..1, sum, product
 '''
 
 # ---------------------------------------- solution.tools
