@@ -612,8 +612,9 @@ class Collate:
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
         if self.traffic:  # from each graph's whole file: pruning keeps too little of the paths layouts take
-            batch["config_traffic"] = pad([file_propagation(g.meta["path"]).features(unpack(np.asarray(g.configs[r])))
-                                           for g, r in zip(graphs, rows)], 0)  # [G, C, K, 2]
+            traffic = [file_propagation(g.meta["path"], g.meta["split"]).features(unpack(np.asarray(g.configs[r])))
+                       for g, r in zip(graphs, rows)]  # [C, K, 2] each
+            batch["config_traffic"] = pad(traffic, 0)  # [G, C, K, 2]
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
         return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})
@@ -1358,9 +1359,9 @@ class Propagation:
 
 
 @functools.lru_cache(maxsize=16)
-def file_propagation(path: str) -> Propagation:
-    """The propagation of a layout file, read once per process for the few files in use."""
-    return Propagation(read_graph(path))
+def file_propagation(path: str, split: str) -> Propagation:
+    """The propagation of a layout file of a split, read once per process for the few files in use."""
+    return Propagation(read_graph(path, split))
 
 
 def _tensors(raw: RawGraph) -> list[_Tensor]:
@@ -3327,7 +3328,8 @@ class LayoutRanker(Ranker):
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
     receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
-    `hidden`). The config-dependent work scales with the configurable nodes, not the graph, and with w^2.
+    `hidden`); `physical_layout` and `propagated_traffic` add what each config's layouts mean in memory. The
+    config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (see
@@ -6294,7 +6296,8 @@ def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: Graph
     it (`with_checkpoint`): its model, the collate and chunks of its data settings, the run's seed."""
     data = settings["data"]
     scorer = Scorer.of_checkpoint(saved, settings["model"], source)
-    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"])
+    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"],
+                      data.get("traffic", False))  # checkpoints from before the setting carry no traffic
     seed, precision = settings.get("seed_everything", 0), (settings.get("trainer") or {}).get("precision")
     return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed, precision)
 '''

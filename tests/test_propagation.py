@@ -104,5 +104,5 @@ def test_a_batch_carries_each_configs_traffic_features_from_the_whole_file():
     expected = Propagation(read_graph(path)).features(unpack(graph.configs[rows]))  # [3, nc, 2]
     assert batch.config_traffic.shape == (1, 3, len(graph.config_node), 2)
     np.testing.assert_allclose(batch.config_traffic[0].numpy(), expected, rtol=1e-6)
-    assert file_propagation(str(path)) is file_propagation(str(path))  # read once per process
+    assert file_propagation(str(path), "valid") is file_propagation(str(path), "valid")  # read once per process
     assert Collate(LAYOUT)([(graph, Item(0, rows))]).config_traffic is None

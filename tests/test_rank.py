@@ -67,6 +67,30 @@ def test_rank_gives_the_scores_that_run_gives_the_same_file(layout_checkpoint, t
     np.testing.assert_allclose([ranked[c] for c in range(len(by_run))], by_run, rtol=1e-5, atol=1e-6)
 
 
+TRAFFIC = {"data": {"traffic": True}, "model": {"ranker": {"init_args": {"propagated_traffic": True}}}}
+
+
+def test_a_model_of_propagated_traffic_ranks_as_run_ranks_it(tiny_root, tmp_path):
+    """A checkpoint that reads the traffic features gets them in `solution rank` (no Lightning) as in `run`."""
+    root = tmp_path / "data"
+    shutil.copytree(tiny_root / "npz_all" / "npz" / "layout" / "xla" / "random",
+                    root / "npz_all" / "npz" / "layout" / "xla" / "random")
+    settings = layered(read_settings()["layout:xla:random"], layered(QUICK, TRAFFIC))
+    job = pipeline.Job(root, tmp_path / "fit", runs=tmp_path)
+    checkpoint = pipeline.train("layout:xla:random", settings, None, job)
+    assert main(["rank", str(PROGRAM), "--ckpt", str(checkpoint), "--out", str(tmp_path / "r")]) == 0
+    ranked = {r["candidate"]: r["score"] for r in json.loads((tmp_path / "r.json").read_text())}
+    test = tmp_path / "run" / "npz_all" / "npz" / "layout" / "xla" / "random" / "test"
+    test.mkdir(parents=True)
+    shutil.copy(PROGRAM, test)
+    job = pipeline.Job(tmp_path / "run", tmp_path / "out")
+    pipeline.evaluate("layout:xla:random", checkpoint, settings, job, validate=False)
+    from solution.submission.ensemble import read_run
+
+    by_run = read_run(job.parts / "layout_xla_random.scores.npz").scores[PROGRAM.stem]
+    np.testing.assert_allclose([ranked[c] for c in range(len(by_run))], by_run, rtol=1e-5, atol=1e-6)
+
+
 def test_rank_in_bfloat16_keeps_the_float32_order(layout_checkpoint, tmp_path):
     """--precision bf16-mixed: the model's states in bfloat16, its scores in float32 (distinct, near float32's)."""
     scores = {}

@@ -91,8 +91,9 @@ class Collate:
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
         if self.traffic:  # from each graph's whole file: pruning keeps too little of the paths layouts take
-            batch["config_traffic"] = pad([file_propagation(g.meta["path"]).features(unpack(np.asarray(g.configs[r])))
-                                           for g, r in zip(graphs, rows)], 0)  # [G, C, K, 2]
+            traffic = [file_propagation(g.meta["path"], g.meta["split"]).features(unpack(np.asarray(g.configs[r])))
+                       for g, r in zip(graphs, rows)]  # [C, K, 2] each
+            batch["config_traffic"] = pad(traffic, 0)  # [G, C, K, 2]
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
         return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})

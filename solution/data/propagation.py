@@ -94,9 +94,9 @@ class Propagation:
 
 
 @functools.lru_cache(maxsize=16)
-def file_propagation(path: str) -> Propagation:
-    """The propagation of a layout file, read once per process for the few files in use."""
-    return Propagation(read_graph(path))
+def file_propagation(path: str, split: str) -> Propagation:
+    """The propagation of a layout file of a split, read once per process for the few files in use."""
+    return Propagation(read_graph(path, split))
 
 
 def _tensors(raw: RawGraph) -> list[_Tensor]:

@@ -73,7 +73,7 @@ def score(checkpoint: Path, saved: Mapping, program: Program, configs: np.ndarra
         np.savez(path, **{key: program.arrays[key] for key in LAYOUT_KEYS}, node_config_feat=configs,
                  config_runtime=np.zeros(len(configs), np.int64))
         graphs = GraphSet([path], "test", Preprocessing.of(settings["data"]), cache=None)
-    rows, scores, _ = checkpoint_scores(saved, settings, graphs, checkpoint).graph(0)
+        rows, scores, _ = checkpoint_scores(saved, settings, graphs, checkpoint).graph(0)  # data.traffic reads the file
     out = np.empty(len(configs))
     out[rows] = scores
     return out

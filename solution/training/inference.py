@@ -140,6 +140,7 @@ def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: Graph
     it (`with_checkpoint`): its model, the collate and chunks of its data settings, the run's seed."""
     data = settings["data"]
     scorer = Scorer.of_checkpoint(saved, settings["model"], source)
-    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"])
+    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"],
+                      data.get("traffic", False))  # checkpoints from before the setting carry no traffic
     seed, precision = settings.get("seed_everything", 0), (settings.get("trainer") or {}).get("precision")
     return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed, precision)
