@@ -1370,7 +1370,7 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
     dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
     ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
     operands: list[list[int]] = [[] for _ in range(len(feat))]
-    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T)]:  # by consumer, then producer
+    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T[::-1])]:  # by consumer, then producer
         operands[consumer].append(int(producer))
     tensors = []
     for i, rank in enumerate(ranks.tolist()):
