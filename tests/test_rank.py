@@ -15,6 +15,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from solution import errors
+from solution.submission.ensemble import read_run
 from solution.tools import pipeline
 from solution.tools.cli import main
 from solution.tools.settings import layered, read_settings
@@ -27,15 +28,32 @@ QUICK = {"trainer": {"max_epochs": 1, "check_val_every_n_epoch": 1, "num_sanity_
          "data": {"configs_per_graph": 8, "num_workers": 0}}
 
 
-@pytest.fixture(scope="module")
-def layout_checkpoint(tiny_root, tmp_path_factory) -> Path:
-    """A layout:xla:random checkpoint trained for one epoch on the tiny dataset's files of that collection."""
-    work = tmp_path_factory.mktemp("rank")
+def train_layout(tiny_root: Path, work: Path, settings: dict) -> Path:
+    """A layout:xla:random checkpoint of `settings` trained on the tiny dataset's files of that collection."""
     root = work / "data"
     source = tiny_root / "npz_all" / "npz" / "layout" / "xla" / "random"
     shutil.copytree(source, root / "npz_all" / "npz" / "layout" / "xla" / "random")
-    settings = layered(read_settings()["layout:xla:random"], QUICK)
     return pipeline.train("layout:xla:random", settings, None, pipeline.Job(root, work / "out", runs=work))
+
+
+def assert_rank_scores_as_run(checkpoint: Path, settings: dict, work: Path) -> None:
+    """`solution rank` of PROGRAM gives the scores `solution run`'s evaluation gives it as a test file."""
+    assert main(["rank", str(PROGRAM), "--ckpt", str(checkpoint), "--out", str(work / "r")]) == 0
+    ranked = {r["candidate"]: r["score"] for r in json.loads((work / "r.json").read_text())}
+    test = work / "run" / "npz_all" / "npz" / "layout" / "xla" / "random" / "test"
+    test.mkdir(parents=True)
+    shutil.copy(PROGRAM, test)
+    job = pipeline.Job(work / "run", work / "ranked")
+    pipeline.evaluate("layout:xla:random", checkpoint, settings, job, validate=False)
+    by_run = read_run(job.parts / "layout_xla_random.scores.npz").scores[PROGRAM.stem]
+    np.testing.assert_allclose([ranked[c] for c in range(len(by_run))], by_run, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def layout_checkpoint(tiny_root, tmp_path_factory) -> Path:
+    """A layout:xla:random checkpoint trained for one epoch on the tiny dataset's files of that collection."""
+    settings = layered(read_settings()["layout:xla:random"], QUICK)
+    return train_layout(tiny_root, tmp_path_factory.mktemp("rank"), settings)
 
 
 def test_rank_orders_every_candidate_of_a_layout_file(layout_checkpoint, tmp_path, capsys):
@@ -53,18 +71,7 @@ def test_rank_orders_every_candidate_of_a_layout_file(layout_checkpoint, tmp_pat
 
 
 def test_rank_gives_the_scores_that_run_gives_the_same_file(layout_checkpoint, tmp_path):
-    assert main(["rank", str(PROGRAM), "--ckpt", str(layout_checkpoint), "--out", str(tmp_path / "r")]) == 0
-    ranked = {r["candidate"]: r["score"] for r in json.loads((tmp_path / "r.json").read_text())}
-    root = tmp_path / "data" / "npz_all" / "npz" / "layout" / "xla" / "random" / "test"
-    root.mkdir(parents=True)
-    shutil.copy(PROGRAM, root)
-    job = pipeline.Job(tmp_path / "data", tmp_path / "out")
-    pipeline.evaluate("layout:xla:random", layout_checkpoint, read_settings()["layout:xla:random"], job,
-                      validate=False)
-    from solution.submission.ensemble import read_run
-
-    by_run = read_run(job.parts / "layout_xla_random.scores.npz").scores[PROGRAM.stem]
-    np.testing.assert_allclose([ranked[c] for c in range(len(by_run))], by_run, rtol=1e-5, atol=1e-6)
+    assert_rank_scores_as_run(layout_checkpoint, read_settings()["layout:xla:random"], tmp_path)
 
 
 TRAFFIC = {"data": {"traffic": True}, "model": {"ranker": {"init_args": {"propagated_traffic": True}}}}
@@ -72,23 +79,8 @@ TRAFFIC = {"data": {"traffic": True}, "model": {"ranker": {"init_args": {"propag
 
 def test_a_model_of_propagated_traffic_ranks_as_run_ranks_it(tiny_root, tmp_path):
     """A checkpoint that reads the traffic features gets them in `solution rank` (no Lightning) as in `run`."""
-    root = tmp_path / "data"
-    shutil.copytree(tiny_root / "npz_all" / "npz" / "layout" / "xla" / "random",
-                    root / "npz_all" / "npz" / "layout" / "xla" / "random")
     settings = layered(read_settings()["layout:xla:random"], layered(QUICK, TRAFFIC))
-    job = pipeline.Job(root, tmp_path / "fit", runs=tmp_path)
-    checkpoint = pipeline.train("layout:xla:random", settings, None, job)
-    assert main(["rank", str(PROGRAM), "--ckpt", str(checkpoint), "--out", str(tmp_path / "r")]) == 0
-    ranked = {r["candidate"]: r["score"] for r in json.loads((tmp_path / "r.json").read_text())}
-    test = tmp_path / "run" / "npz_all" / "npz" / "layout" / "xla" / "random" / "test"
-    test.mkdir(parents=True)
-    shutil.copy(PROGRAM, test)
-    job = pipeline.Job(tmp_path / "run", tmp_path / "out")
-    pipeline.evaluate("layout:xla:random", checkpoint, settings, job, validate=False)
-    from solution.submission.ensemble import read_run
-
-    by_run = read_run(job.parts / "layout_xla_random.scores.npz").scores[PROGRAM.stem]
-    np.testing.assert_allclose([ranked[c] for c in range(len(by_run))], by_run, rtol=1e-5, atol=1e-6)
+    assert_rank_scores_as_run(train_layout(tiny_root, tmp_path / "fit", settings), settings, tmp_path)
 
 
 def test_rank_in_bfloat16_keeps_the_float32_order(layout_checkpoint, tmp_path):
