@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.packing import unpack
 from ..data.preprocess import Graph
-from ..data.propagation import Propagation
-from ..data.reader import RawGraph, read_graph
+from ..data.propagation import CONFIG_CHUNK, Propagation, file_propagation
+from ..data.reader import RawGraph
 
 
 def layout_traffic(raw: RawGraph) -> np.ndarray:
@@ -22,7 +23,11 @@ def layout_traffic(raw: RawGraph) -> np.ndarray:
 
 
 def graph_prior(graph: Graph) -> np.ndarray:
-    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, from its whole file."""
-    return layout_traffic(read_graph(graph.meta["path"], graph.meta["split"]))[graph.config_index]
+    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, from its whole file (read
+    once per process, as the traffic features are)."""
+    propagation = file_propagation(graph.meta["path"], graph.meta["split"])
+    parts = [propagation.traffic(unpack(graph.configs[start:start + CONFIG_CHUNK])).sum(1)
+             for start in range(0, graph.num_configs, CONFIG_CHUNK)]  # unpacked a chunk at a time: bounded memory
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
