@@ -104,3 +104,10 @@ def block_layout(block: np.ndarray, rank: int) -> np.ndarray:
     valid = (orders >= 0).all(axis=1)
     ranks = perm_rank(np.where(valid[:, None], orders, np.arange(rank)[::-1]))
     return np.where(valid, ranks, -1)
+
+
+def chosen_layout(block: np.ndarray, rank: int, default) -> np.ndarray:
+    """[C] index into PERMS[rank] of each config's block [C, 6], where the block is all -1 (left to the compiler)
+    the default (one index or [C])."""
+    layout = block_layout(block, rank)
+    return np.where(layout >= 0, layout, default)

@@ -15,7 +15,7 @@ from ..layouts import (
     MOVEMENT,
     PINNED,
     ShapeTables,
-    block_layout,
+    chosen_layout,
     perm_index,
     reduce_map,
     row_major,
@@ -134,7 +134,7 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
     layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those. A reshape
     whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
-    out = _chosen(block_layout(blocks[:, 0], tensor.rank), tensor.text)
+    out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
     own, copies, bitcast = _stored(tensor, out), 0.0, False
     for block in (INPUT, KERNEL):
         rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
@@ -143,7 +143,7 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
             continue
         index = candidates[min(block - INPUT, len(candidates) - 1)]  # the kernel: the second of the input's rank
         operand = tensors[index]
-        wanted = _chosen(block_layout(blocks[:, block], operand.rank), _seen(index, tensors, layouts))
+        wanted = chosen_layout(blocks[:, block], operand.rank, _seen(index, tensors, layouts))
         copies = copies + _copy(operand, layouts[index], wanted)
         own = own + _stored(operand, wanted)
         if tensor.name == "reshape":
@@ -173,9 +173,8 @@ def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
         operand = tensors[laid_out[0]]
         source = _seen(laid_out[0], tensors, layouts)
         reduced = tensor.dimensions[:operand.rank - rank]
-        if len(set(reduced)) != len(reduced) or not all(0 <= d < operand.rank for d in reduced):
-            return tensor.text, _stored(operand, source)
-        return reduce_map(operand.rank, reduced)[source], _stored(operand, source)
+        valid = len(set(reduced)) == len(reduced) and all(0 <= d < operand.rank for d in reduced)
+        return (reduce_map(operand.rank, reduced)[source] if valid else tensor.text), _stored(operand, source)
     if name in ELEMENTWISE or name in MOVEMENT:
         same = [o for o in tensor.operands if tensors[o].rank == rank and layouts[o] is not None]
         layout = layouts[same[0]] if same else tensor.text
@@ -208,8 +207,3 @@ def _copy(tensor: _Tensor, source, target) -> np.ndarray | float:
 def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
     """Whether `layout` ([C] or one order) stores the tensor as the file's layout does."""
     return tensor.tables.canonical[layout] == tensor.tables.canonical[tensor.text]
-
-
-def _chosen(layout: np.ndarray, default) -> np.ndarray:
-    """A config's layout [C], its -1s (left to the compiler) replaced by the default (a number or [C])."""
-    return np.where(layout >= 0, layout, default)

@@ -15,7 +15,7 @@ from ..layouts import (
     MOVEMENT,
     PINNED,
     ShapeTables,
-    block_layout,
+    chosen_layout,
     perm_index,
     reduce_map,
     shape_tables,
@@ -157,14 +157,14 @@ class LayoutLaw:
     def _configurable(self, node: _Node, layouts: list, blocks: np.ndarray | None):
         """A conv, dot or reshape: its config's layouts (or the defaults), copies into them, then its own cost."""
         nodes = self.nodes
-        out = node.text if blocks is None else _chosen(block_layout(blocks[:, 0], node.rank), node.text)
+        out = node.text if blocks is None else chosen_layout(blocks[:, 0], node.rank, node.text)
         seen, copies = [], 0.0
         for position, operand in enumerate(node.operands[:2]):
             arriving = self._seen(operand, layouts)
             wanted = arriving
             block = 1 if position == 0 else 2
             if blocks is not None and nodes[operand].rank >= 0 and (position == 0 or node.opcode == "convolution"):
-                wanted = _chosen(block_layout(blocks[:, block], nodes[operand].rank), arriving)
+                wanted = chosen_layout(blocks[:, block], nodes[operand].rank, arriving)
                 if layouts[operand] is not None:
                     copies = copies + self._copy(operand, arriving, wanted)
             seen.append(wanted)
@@ -199,11 +199,6 @@ class LayoutLaw:
         moved = (tables.padded[source] + tables.padded[target]) / BANDWIDTH
         transpose = np.where(tables.minor[source] != tables.minor[target], TRANSPOSE_COPY, 1.0)
         return np.where(differs, COPY_OVERHEAD + moved * transpose, 0.0)
-
-
-def _chosen(layout: np.ndarray, default):
-    """A config's layout [C], its -1s replaced by the default (a number or [C])."""
-    return np.where(layout >= 0, layout, default)
 
 
 def _feed(tables: ShapeTables, layout, keys: tuple[int, ...]) -> np.ndarray:
