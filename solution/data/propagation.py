@@ -30,6 +30,8 @@ TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
+PARTS = ("fused", "passes", "configurable", "copies", "transposes", "launches", "lane_reduces")
+ELEMENT_PARTS = 5  # the first PARTS count tensor elements moved (their sum is the traffic); then kernels, elements
 TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
 
 
@@ -67,30 +69,43 @@ class Propagation:
     def traffic(self, configs: np.ndarray) -> np.ndarray:
         """[C, nc + 1] the elements moved under configs [C, nc, 18] (values -1..5), per configurable node whose
         layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
-        parts = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
-                 for start in range(0, len(configs), CONFIG_CHUNK)]
-        return np.concatenate(parts) if parts else np.zeros((0, len(self.slots) + 1))
+        return self._passes(configs)[0]
 
-    def _pass(self, configs: np.ndarray) -> np.ndarray:
-        """`traffic` of one chunk of configs, node by node in the file's (topological) order."""
+    def parts(self, configs: np.ndarray) -> np.ndarray:
+        """[C, len(PARTS)] what configs [C, nc, 18] make the whole program do, part by part (PARTS)."""
+        return self._passes(configs)[1]
+
+    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`traffic` and `parts` of configs, a chunk at a time."""
+        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
+                  for start in range(0, len(configs), CONFIG_CHUNK)]
+        if not chunks:
+            return np.zeros((0, len(self.slots) + 1)), np.zeros((0, len(PARTS)))
+        return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
+
+    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`traffic` and `parts` of one chunk of configs, node by node in the file's (topological) order."""
         tensors = self.tensors
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
         owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
         moved = np.zeros((len(configs), len(self.slots) + 1))
+        parts = np.zeros((len(configs), len(PARTS)))
         for i, tensor in enumerate(tensors):
             if i in self.slots:
                 owner, block_ranks = self.slots[i]
-                layout, traffic = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
+                layout, done = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
             else:
                 source = _layout_source(tensor, tensors, layouts)
                 owner = owners[source] if source >= 0 else -1
-                layout, traffic = _propagated(tensor, tensors, layouts)
+                layout, done = _propagated(tensor, tensors, layouts)
             if tensor.is_root:  # a result leaves in the file's layout
-                traffic = traffic + _copy(tensor, layout, tensor.text)
+                done = done + _copy(tensor, layout, tensor.text)
             layouts.append(layout)
             owners.append(owner)
-            moved[:, owner] += traffic
-        return moved
+            for k, amount in done.items():
+                parts[:, k] += amount
+            moved[:, owner] += done.elements()
+        return moved, parts
 
 
 @functools.lru_cache(maxsize=16)
@@ -129,13 +144,33 @@ def _layout_source(tensor: _Tensor, tensors: list[_Tensor], layouts: list) -> in
     return next((o for o in tensor.operands if tensors[o].rank >= 0 and layouts[o] is not None), -1)
 
 
+class Work(dict):
+    """What one node makes the program do: part (an index into PARTS) -> amount ([C], or one number for all
+    configs)."""
+
+    def __add__(self, other: Work) -> Work:
+        total = Work(self)
+        for part, amount in other.items():
+            total[part] = total.get(part, 0.0) + amount
+        return total
+
+    def elements(self) -> np.ndarray | float:
+        """The tensor elements moved: the sum of the element parts."""
+        return sum((amount for part, amount in self.items() if part < ELEMENT_PARTS), 0.0)
+
+
+def work(**amounts) -> Work:
+    """A Work of named PARTS."""
+    return Work({PARTS.index(name): amount for name, amount in amounts.items()})
+
+
 def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
-    """A configurable node's output layout [C] and traffic: its output and its laid-out operands in the config's
+    """A configurable node's output layout [C] and work: its output and its laid-out operands in the config's
     layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those. A reshape
     whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
     out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
-    own, copies, bitcast = _stored(tensor, out), 0.0, False
+    own, copies, bitcast = _stored(tensor, out), Work(), False
     for block in (INPUT, KERNEL):
         rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
         candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
@@ -148,40 +183,46 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
         own = own + _stored(operand, wanted)
         if tensor.name == "reshape":
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
-    return out, copies + np.where(bitcast, 0.0, own)
+    launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
+    return out, copies + work(configurable=np.where(bitcast, 0.0, own), launches=launches)
 
 
 def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
-    """Any other node's output layout and traffic, by how its op carries its operands' layouts."""
+    """Any other node's output layout and work, by how its op carries its operands' layouts."""
     name, rank = tensor.name, tensor.rank
     if rank < 0 or name in ("parameter", "get-tuple-element"):
         pinned = name in PINNED or rank < 0  # operands leave in the file's layouts (loop state, tuples, calls)
-        moved = sum(_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands) if pinned else 0.0
-        return (tensor.text if rank >= 0 else None), moved
+        copies = [_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands] if pinned else []
+        return (tensor.text if rank >= 0 else None), sum(copies, Work())
     if name in FLEXIBLE:
-        return None, 0.0
+        return None, Work()
     if name == "transpose":
         source = layouts[tensor.operands[0]] if tensor.operands else None
         permutation = tensor.dimensions[:rank]
         if source is None or not _is_order(permutation, rank):
-            return None, 0.0
-        return transpose_map(rank, permutation)[source], 0.0  # a bitcast: its users pay for another order
+            return None, Work()
+        return transpose_map(rank, permutation)[source], Work()  # a bitcast: its users pay for another order
     if name == "reduce":
         laid_out = [o for o in tensor.operands if tensors[o].rank > rank]
         if not laid_out:
-            return tensor.text, 0.0
+            return tensor.text, Work()
         operand = tensors[laid_out[0]]
         source = _seen(laid_out[0], tensors, layouts)
         reduced = tensor.dimensions[:operand.rank - rank]
         valid = len(set(reduced)) == len(reduced) and all(0 <= d < operand.rank for d in reduced)
-        return (reduce_map(operand.rank, reduced)[source] if valid else tensor.text), _stored(operand, source)
+        read = _stored(operand, source)
+        if not valid:
+            return tensor.text, work(passes=read)
+        lanes = np.isin(operand.tables.minor[source], reduced)  # across the lanes: shuffles
+        return reduce_map(operand.rank, reduced)[source], work(passes=read, lane_reduces=np.where(lanes, read, 0.0))
     if name in ELEMENTWISE or name in MOVEMENT:
         same = [o for o in tensor.operands if tensors[o].rank == rank and layouts[o] is not None]
         layout = layouts[same[0]] if same else tensor.text
-        copies = sum(_copy(tensors[o], layouts[o], layout) for o in same[1:])
-        return layout, copies + _stored(tensor, layout)
+        copies = sum((_copy(tensors[o], layouts[o], layout) for o in same[1:]), Work())
+        part = "fused" if name in ELEMENTWISE else "passes"
+        return layout, copies + work(**{part: _stored(tensor, layout)})
     read = sum(_stored(tensors[o], _seen(o, tensors, layouts)) for o in tensor.operands if tensors[o].rank >= 0)
-    return tensor.text, read + _stored(tensor, tensor.text)  # gather, custom calls, ...: the file's layout
+    return tensor.text, work(passes=read + _stored(tensor, tensor.text))  # gather, custom calls, ...: the file's
 
 
 def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
@@ -195,13 +236,17 @@ def _seen(operand: int, tensors: list[_Tensor], layouts: list):
     return tensors[operand].text if layout is None else layout
 
 
-def _copy(tensor: _Tensor, source, target) -> np.ndarray | float:
-    """Elements a copy of the tensor from layout `source` to `target` moves (0 where they store alike)."""
+def _copy(tensor: _Tensor, source, target) -> Work:
+    """The copy of the tensor from layout `source` to `target` where they store it differently: the elements it
+    moves (a transpose where the minor dim changes), and one kernel."""
     if source is None or tensor.rank <= 0:
-        return 0.0
+        return Work()
     tables = tensor.tables
     differs = tables.canonical[source] != tables.canonical[target]
-    return np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
+    moved = np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
+    transpose = tables.minor[source] != tables.minor[target]
+    return work(copies=np.where(transpose, 0.0, moved), transposes=np.where(transpose, moved, 0.0),
+                launches=differs.astype(np.float64))
 
 
 def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:

@@ -1,33 +1,86 @@
-"""An untrained layout ranking from memory physics: the elements each config's layouts make the program move."""
+"""An untrained layout ranking from memory physics: the elements each config's layouts make the program move, and
+the kernels its copies launch, weighed part by part as a collection's own runtimes say."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from ..data.propagation import CONFIG_CHUNK, Propagation, file_propagation
+from ..data.propagation import CONFIG_CHUNK, ELEMENT_PARTS, PARTS, Propagation, file_propagation
 from ..data.reader import RawGraph
 
-
-def layout_traffic(raw: RawGraph) -> np.ndarray:
-    """[c] per config of a layout file, the tensor elements its layouts make the program move, in 8 x 128 tiles
-    over each tensor's two most-minor dims larger than 1 (lower = predicted faster). A configurable node stores its
-    output in the config's layout and reads its input (and a convolution's kernel) in the config's; every other
-    node takes its layout as XLA propagates it: element-wise and data-movement ops keep their first laid-out
-    operand's of the same rank, transposes and reduces map it, broadcasts and constants adapt to their users,
-    parameters, tuples, loop state and the results keep the file's. Where a user needs another layout than its
-    producer gives, a copy moves the tensor twice (read in one order, written in the other). Each tensor counts once
-    per pass over it; no constant of a runtime law enters."""
-    return Propagation(raw).traffic(raw.config_feat).sum(1)
+UNIT = np.array([1.0] * ELEMENT_PARTS + [0.0] * (len(PARTS) - ELEMENT_PARTS))  # [K] the plain count of elements
+# [K] where a fit starts and its penalty pulls: each element moved counts 1, a kernel launched as 1000 elements, a
+# reduce across lanes adds a tenth of its elements again
+START = np.where(UNIT > 0, 1.0, [{"launches": 1000.0, "lane_reduces": 0.1}.get(p, 0.0) for p in PARTS])
+PAIRS = 1024  # config pairs a fit step draws per file
+SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
 
 
-def graph_prior(graph: Graph) -> np.ndarray:
-    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, from its whole file (read
-    once per process, as the traffic features are)."""
+@dataclass(frozen=True)
+class PriorFit:
+    """How `solution run` weighs the prior's parts (PARTS): fitted to the runtimes of up to `files` train files
+    (`configs` of each, `steps` of Adam over a pairwise logistic loss, `penalty` x the mean squared distance of the
+    log weights from START's); files 0: the plain count of elements (UNIT)."""
+
+    files: int = 0
+    configs: int = 256
+    steps: int = 300
+    penalty: float = 0.01
+
+
+def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
+    """[c] per config of a layout file, the work its layouts make the program do, its PARTS (`data/propagation.py`)
+    weighed by `weights` [K] (lower = predicted faster); by default the tensor elements moved in 8 x 128 tiles over
+    each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout and
+    reads its input (and a convolution's kernel) in the config's; every other node takes its layout as XLA propagates
+    it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
+    reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
+    keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
+    in one order, written in the other). No constant of a runtime law enters."""
+    return Propagation(raw).parts(raw.config_feat) @ weights
+
+
+def graph_parts(graph: Graph, rows: np.ndarray | None = None) -> np.ndarray:
+    """[c, K] the PARTS of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
+    file (read once per process, as the traffic features are)."""
     propagation = file_propagation(graph.meta["path"], graph.meta["split"])
-    parts = [propagation.traffic(unpack(graph.configs[start:start + CONFIG_CHUNK])).sum(1)
-             for start in range(0, graph.num_configs, CONFIG_CHUNK)]  # unpacked a chunk at a time: bounded memory
-    return np.concatenate(parts) if parts else np.zeros(0)
+    configs = graph.configs if rows is None else graph.configs[rows]
+    parts = [propagation.parts(unpack(configs[start:start + CONFIG_CHUNK]))
+             for start in range(0, len(configs), CONFIG_CHUNK)]  # unpacked a chunk at a time: bounded memory
+    return np.concatenate(parts) if parts else np.zeros((0, len(PARTS)))
 
 
+def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
+    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order."""
+    return graph_parts(graph) @ weights
+
+
+def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, seed: int = 0) -> np.ndarray:
+    """[K] positive part weights under which the log of the weighed parts orders each sample's configs as its
+    runtimes do; samples: (parts [c, K], runtimes [c]) per file. Pairs of configs are drawn afresh each step."""
+    generator = torch.Generator().manual_seed(seed)
+    start = torch.tensor(np.log(START))
+    log_weights = start.clone().requires_grad_(True)
+    log_temperature = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.Adam([log_weights, log_temperature], lr=0.05)
+    files = [(torch.tensor(parts, dtype=torch.float64), torch.tensor(runtimes, dtype=torch.float64))
+             for parts, runtimes in samples if len(runtimes) > 1]
+    for _ in range(fit.steps if files else 0):
+        loss = fit.penalty * ((log_weights - start) ** 2).mean()
+        weights = log_weights.exp()
+        for parts, runtimes in files:
+            work = torch.log(parts @ weights + 1e-9)  # [c]
+            i, j = torch.randint(len(runtimes), (2, PAIRS), generator=generator)
+            order = torch.sign(runtimes[i] - runtimes[j])  # +1 where config i is slower
+            margin = SHARPNESS * log_temperature.exp() * (work[i] - work[j]) * order
+            loss = loss + torch.nn.functional.softplus(-margin).mean() / len(files)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return log_weights.detach().exp().numpy()

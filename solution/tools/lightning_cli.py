@@ -11,6 +11,7 @@ from lightning.pytorch.cli import LightningCLI
 from ..allocator import keep_freed_buffers
 from ..data.datamodule import TpuGraphsDataModule
 from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
+from ..models.prior import PriorFit
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import LaterOnTies, LRMonitor
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
@@ -44,6 +45,10 @@ class CLI(LightningCLI):
         parser.add_argument("--prior_weights", type=list[float], default=[],
                             help="blend weights of the untrained physics ranking `solution run` tries on the valid "
                                  "files (the best is used; 0, the model alone, always competes); layout only")
+        parser.add_argument("--prior_fit", type=PriorFit, default=PriorFit(),
+                            help="how `solution run` weighs the physics prior's parts: fitted to the runtimes of up "
+                                 "to `files` train files (0: the plain count of elements); fit and the other "
+                                 "commands ignore it")
 
     def _parse_ckpt_path(self) -> None:
         """With `--ckpt_path FILE`, the checkpoint's settings (read as data: `read_checkpoint`) replace the model and

@@ -9,6 +9,7 @@ W&B."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import time
 import warnings
@@ -24,13 +25,14 @@ from lightning.pytorch.callbacks import Callback
 from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
+from ..data.propagation import PARTS
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
 from ..data.splits import pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..models.prior import graph_prior
+from ..models.prior import UNIT, PriorFit, fit_weights, graph_parts, graph_prior
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
@@ -230,6 +232,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         say(f"[{collection}] no valid files to pick the physics prior's weight by: ranking by the model alone")
         weights = [0.0]
     ranks_valid = validate or len(weights) > 1
+    parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
@@ -249,7 +252,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
             fold = data.get("fold", 0)
             if fold not in groups:
                 valid = datamodule.graphs("valid")
-                groups[fold] = ([], scored_priors(valid, model.last_table) if len(weights) > 1 else {})
+                groups[fold] = ([], scored_priors(valid, model.last_table, parts) if len(weights) > 1 else {})
                 files += len(valid)
             groups[fold][0].append(model.last_table)
         if predict:
@@ -263,7 +266,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         shares = [(1 - weight) / len(folders)] * len(folders)
         if weight > 0:
             folders.append(write_prior(datamodule.graphs("test"), job.parts / "members" /
-                                       f"{collection_file_stem(collection)}.prior", collection))
+                                       f"{collection_file_stem(collection)}.prior", collection, parts))
             shares.append(weight)
         blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
         ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
@@ -289,23 +292,49 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
 
 
-def prior_by_row(graphs: GraphSet, index: int) -> np.ndarray:
-    """[configs of the file] the physics prior of a split's graph by the file's config row (NaN for a row the
-    preprocessing dropped as a duplicate)."""
+def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
+    """[K] the weights of the physics prior's parts: fitted to the runtimes of the collection's train files as
+    `prior_fit` says (`models/prior.py`), or the plain count of elements where it names no files."""
+    try:
+        fit = PriorFit(**settings.get("prior_fit", {}))
+    except TypeError as error:
+        keys = ", ".join(field.name for field in dataclasses.fields(PriorFit))
+        raise SettingsError(f"{collection}: prior_fit={settings.get('prior_fit')!r} ({error}); expected a mapping of "
+                            f"some of {keys}") from None
+    if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
+        return UNIT
+    graphs = build_datamodule(settings["data"], job).graphs("train")
+    rng = np.random.default_rng(settings.get("seed_everything", 0))
+    samples = []
+    for index in sorted(rng.permutation(len(graphs))[:fit.files]):
+        graph = graphs.load(index)
+        rows = np.sort(rng.permutation(graph.num_configs)[:fit.configs])
+        samples.append((graph_parts(graph, rows), graph.target[rows]))
+    if not samples:
+        return UNIT
+    weights = fit_weights(samples, fit, settings.get("seed_everything", 0))
+    say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files: " +
+        ", ".join(f"{name} {w:.3g}" for name, w in zip(PARTS, weights / weights[0])))
+    return weights
+
+
+def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:
+    """[configs of the file] the physics prior (part weights `weights`) of a split's graph by the file's config row
+    (NaN for a row the preprocessing dropped as a duplicate)."""
     graph = graphs.load(index)
     values = np.full(int(graph.meta["configs_raw"]), np.nan)
-    values[graph.config_index] = graph_prior(graph)
+    values[graph.config_index] = graph_prior(graph, weights)
     return values
 
 
-def scored_priors(graphs: GraphSet, table: ScoreTable) -> dict[int, np.ndarray]:
+def scored_priors(graphs: GraphSet, table: ScoreTable, weights: np.ndarray) -> dict[int, np.ndarray]:
     """Graph -> the physics prior of the config rows the table scored, in its row order."""
-    return {graph: prior_by_row(graphs, graph)[table.graph(graph)[0]] for graph in table}
+    return {graph: prior_by_row(graphs, graph, weights)[table.graph(graph)[0]] for graph in table}
 
 
-def write_prior(graphs: GraphSet, folder: Path, collection: str) -> Path:
+def write_prior(graphs: GraphSet, folder: Path, collection: str, weights: np.ndarray) -> Path:
     """Write the physics prior of every test file as a run of `collection` under `folder` (as predictions are)."""
-    scores = {path.stem: prior_by_row(graphs, index) for index, path in enumerate(graphs.paths)}
+    scores = {path.stem: prior_by_row(graphs, index, weights) for index, path in enumerate(graphs.paths)}
     write_run(folder, collection, "test", scores, {path.stem: file_record(path, len(scores[path.stem]), graphs.cache)
                                                    for path in graphs.paths})
     return folder
