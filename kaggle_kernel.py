@@ -79,6 +79,7 @@ def alias_lightning(names: tuple[str, ...]) -> None:
 SETTINGS = {'tile:xla': {'seed_everything': 0,
               'members': 1,
               'member_folds': False,
+              'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
               'trainer': {'accelerator': 'auto',
                           'devices': 1,
                           'max_epochs': 60,
@@ -123,6 +124,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
  'layout:xla:random': {'seed_everything': 0,
                        'members': 3,
                        'member_folds': True,
+                       'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 400,
@@ -176,6 +178,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
  'layout:xla:default': {'seed_everything': 0,
                         'members': 3,
                         'member_folds': False,
+                        'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 400,
@@ -228,6 +231,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
  'layout:nlp:random': {'seed_everything': 0,
                        'members': 3,
                        'member_folds': True,
+                       'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 200,
@@ -281,6 +285,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
  'layout:nlp:default': {'seed_everything': 0,
                         'members': 1,
                         'member_folds': False,
+                        'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 200,
@@ -1295,6 +1300,8 @@ TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
+PARTS = ("fused", "passes", "configurable", "copies", "transposes", "launches", "lane_reduces")
+ELEMENT_PARTS = 5  # the first PARTS count tensor elements moved (their sum is the traffic); then kernels, elements
 TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
 
 
@@ -1332,30 +1339,43 @@ class Propagation:
     def traffic(self, configs: np.ndarray) -> np.ndarray:
         """[C, nc + 1] the elements moved under configs [C, nc, 18] (values -1..5), per configurable node whose
         layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
-        parts = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
-                 for start in range(0, len(configs), CONFIG_CHUNK)]
-        return np.concatenate(parts) if parts else np.zeros((0, len(self.slots) + 1))
+        return self._passes(configs)[0]
 
-    def _pass(self, configs: np.ndarray) -> np.ndarray:
-        """`traffic` of one chunk of configs, node by node in the file's (topological) order."""
+    def parts(self, configs: np.ndarray) -> np.ndarray:
+        """[C, len(PARTS)] what configs [C, nc, 18] make the whole program do, part by part (PARTS)."""
+        return self._passes(configs)[1]
+
+    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`traffic` and `parts` of configs, a chunk at a time."""
+        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
+                  for start in range(0, len(configs), CONFIG_CHUNK)]
+        if not chunks:
+            return np.zeros((0, len(self.slots) + 1)), np.zeros((0, len(PARTS)))
+        return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
+
+    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`traffic` and `parts` of one chunk of configs, node by node in the file's (topological) order."""
         tensors = self.tensors
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
         owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
         moved = np.zeros((len(configs), len(self.slots) + 1))
+        parts = np.zeros((len(configs), len(PARTS)))
         for i, tensor in enumerate(tensors):
             if i in self.slots:
                 owner, block_ranks = self.slots[i]
-                layout, traffic = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
+                layout, done = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
             else:
                 source = _layout_source(tensor, tensors, layouts)
                 owner = owners[source] if source >= 0 else -1
-                layout, traffic = _propagated(tensor, tensors, layouts)
+                layout, done = _propagated(tensor, tensors, layouts)
             if tensor.is_root:  # a result leaves in the file's layout
-                traffic = traffic + _copy(tensor, layout, tensor.text)
+                done = done + _copy(tensor, layout, tensor.text)
             layouts.append(layout)
             owners.append(owner)
-            moved[:, owner] += traffic
-        return moved
+            for k, amount in done.items():
+                parts[:, k] += amount
+            moved[:, owner] += done.elements()
+        return moved, parts
 
 
 @functools.lru_cache(maxsize=16)
@@ -1394,13 +1414,33 @@ def _layout_source(tensor: _Tensor, tensors: list[_Tensor], layouts: list) -> in
     return next((o for o in tensor.operands if tensors[o].rank >= 0 and layouts[o] is not None), -1)
 
 
+class Work(dict):
+    """What one node makes the program do: part (an index into PARTS) -> amount ([C], or one number for all
+    configs)."""
+
+    def __add__(self, other: Work) -> Work:
+        total = Work(self)
+        for part, amount in other.items():
+            total[part] = total.get(part, 0.0) + amount
+        return total
+
+    def elements(self) -> np.ndarray | float:
+        """The tensor elements moved: the sum of the element parts."""
+        return sum((amount for part, amount in self.items() if part < ELEMENT_PARTS), 0.0)
+
+
+def work(**amounts) -> Work:
+    """A Work of named PARTS."""
+    return Work({PARTS.index(name): amount for name, amount in amounts.items()})
+
+
 def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
-    """A configurable node's output layout [C] and traffic: its output and its laid-out operands in the config's
+    """A configurable node's output layout [C] and work: its output and its laid-out operands in the config's
     layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those. A reshape
     whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
     out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
-    own, copies, bitcast = _stored(tensor, out), 0.0, False
+    own, copies, bitcast = _stored(tensor, out), Work(), False
     for block in (INPUT, KERNEL):
         rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
         candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
@@ -1413,40 +1453,46 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
         own = own + _stored(operand, wanted)
         if tensor.name == "reshape":
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
-    return out, copies + np.where(bitcast, 0.0, own)
+    launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
+    return out, copies + work(configurable=np.where(bitcast, 0.0, own), launches=launches)
 
 
 def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
-    """Any other node's output layout and traffic, by how its op carries its operands' layouts."""
+    """Any other node's output layout and work, by how its op carries its operands' layouts."""
     name, rank = tensor.name, tensor.rank
     if rank < 0 or name in ("parameter", "get-tuple-element"):
         pinned = name in PINNED or rank < 0  # operands leave in the file's layouts (loop state, tuples, calls)
-        moved = sum(_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands) if pinned else 0.0
-        return (tensor.text if rank >= 0 else None), moved
+        copies = [_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands] if pinned else []
+        return (tensor.text if rank >= 0 else None), sum(copies, Work())
     if name in FLEXIBLE:
-        return None, 0.0
+        return None, Work()
     if name == "transpose":
         source = layouts[tensor.operands[0]] if tensor.operands else None
         permutation = tensor.dimensions[:rank]
         if source is None or not _is_order(permutation, rank):
-            return None, 0.0
-        return transpose_map(rank, permutation)[source], 0.0  # a bitcast: its users pay for another order
+            return None, Work()
+        return transpose_map(rank, permutation)[source], Work()  # a bitcast: its users pay for another order
     if name == "reduce":
         laid_out = [o for o in tensor.operands if tensors[o].rank > rank]
         if not laid_out:
-            return tensor.text, 0.0
+            return tensor.text, Work()
         operand = tensors[laid_out[0]]
         source = _seen(laid_out[0], tensors, layouts)
         reduced = tensor.dimensions[:operand.rank - rank]
         valid = len(set(reduced)) == len(reduced) and all(0 <= d < operand.rank for d in reduced)
-        return (reduce_map(operand.rank, reduced)[source] if valid else tensor.text), _stored(operand, source)
+        read = _stored(operand, source)
+        if not valid:
+            return tensor.text, work(passes=read)
+        lanes = np.isin(operand.tables.minor[source], reduced)  # across the lanes: shuffles
+        return reduce_map(operand.rank, reduced)[source], work(passes=read, lane_reduces=np.where(lanes, read, 0.0))
     if name in ELEMENTWISE or name in MOVEMENT:
         same = [o for o in tensor.operands if tensors[o].rank == rank and layouts[o] is not None]
         layout = layouts[same[0]] if same else tensor.text
-        copies = sum(_copy(tensors[o], layouts[o], layout) for o in same[1:])
-        return layout, copies + _stored(tensor, layout)
+        copies = sum((_copy(tensors[o], layouts[o], layout) for o in same[1:]), Work())
+        part = "fused" if name in ELEMENTWISE else "passes"
+        return layout, copies + work(**{part: _stored(tensor, layout)})
     read = sum(_stored(tensors[o], _seen(o, tensors, layouts)) for o in tensor.operands if tensors[o].rank >= 0)
-    return tensor.text, read + _stored(tensor, tensor.text)  # gather, custom calls, ...: the file's layout
+    return tensor.text, work(passes=read + _stored(tensor, tensor.text))  # gather, custom calls, ...: the file's
 
 
 def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
@@ -1460,13 +1506,17 @@ def _seen(operand: int, tensors: list[_Tensor], layouts: list):
     return tensors[operand].text if layout is None else layout
 
 
-def _copy(tensor: _Tensor, source, target) -> np.ndarray | float:
-    """Elements a copy of the tensor from layout `source` to `target` moves (0 where they store alike)."""
+def _copy(tensor: _Tensor, source, target) -> Work:
+    """The copy of the tensor from layout `source` to `target` where they store it differently: the elements it
+    moves (a transpose where the minor dim changes), and one kernel."""
     if source is None or tensor.rank <= 0:
-        return 0.0
+        return Work()
     tables = tensor.tables
     differs = tables.canonical[source] != tables.canonical[target]
-    return np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
+    moved = np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
+    transpose = tables.minor[source] != tables.minor[target]
+    return work(copies=np.where(transpose, 0.0, moved), transposes=np.where(transpose, moved, 0.0),
+                launches=differs.astype(np.float64))
 
 
 def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
@@ -3253,39 +3303,92 @@ class MSE(RankingLoss):
 
 # ---------------------------------------- solution.models.prior
 SOURCES['solution.models.prior'] = '''\
-"""An untrained layout ranking from memory physics: the elements each config's layouts make the program move."""
+"""An untrained layout ranking from memory physics: the elements each config's layouts make the program move, and
+the kernels its copies launch, weighed part by part as a collection's own runtimes say."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from ..data.propagation import CONFIG_CHUNK, Propagation, file_propagation
+from ..data.propagation import CONFIG_CHUNK, ELEMENT_PARTS, PARTS, Propagation, file_propagation
 from ..data.reader import RawGraph
 
-
-def layout_traffic(raw: RawGraph) -> np.ndarray:
-    """[c] per config of a layout file, the tensor elements its layouts make the program move, in 8 x 128 tiles
-    over each tensor's two most-minor dims larger than 1 (lower = predicted faster). A configurable node stores its
-    output in the config's layout and reads its input (and a convolution's kernel) in the config's; every other
-    node takes its layout as XLA propagates it: element-wise and data-movement ops keep their first laid-out
-    operand's of the same rank, transposes and reduces map it, broadcasts and constants adapt to their users,
-    parameters, tuples, loop state and the results keep the file's. Where a user needs another layout than its
-    producer gives, a copy moves the tensor twice (read in one order, written in the other). Each tensor counts once
-    per pass over it; no constant of a runtime law enters."""
-    return Propagation(raw).traffic(raw.config_feat).sum(1)
+UNIT = np.array([1.0] * ELEMENT_PARTS + [0.0] * (len(PARTS) - ELEMENT_PARTS))  # [K] the plain count of elements
+# [K] where a fit starts and its penalty pulls: each element moved counts 1, a kernel launched as 1000 elements, a
+# reduce across lanes adds a tenth of its elements again
+START = np.where(UNIT > 0, 1.0, [{"launches": 1000.0, "lane_reduces": 0.1}.get(p, 0.0) for p in PARTS])
+PAIRS = 1024  # config pairs a fit step draws per file
+SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
 
 
-def graph_prior(graph: Graph) -> np.ndarray:
-    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, from its whole file (read
-    once per process, as the traffic features are)."""
+@dataclass(frozen=True)
+class PriorFit:
+    """How `solution run` weighs the prior's parts (PARTS): fitted to the runtimes of up to `files` train files
+    (`configs` of each, `steps` of Adam over a pairwise logistic loss, `penalty` x the mean squared distance of the
+    log weights from START's); files 0: the plain count of elements (UNIT)."""
+
+    files: int = 0
+    configs: int = 256
+    steps: int = 300
+    penalty: float = 0.01
+
+
+def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
+    """[c] per config of a layout file, the work its layouts make the program do, its PARTS (`data/propagation.py`)
+    weighed by `weights` [K] (lower = predicted faster); by default the tensor elements moved in 8 x 128 tiles over
+    each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout and
+    reads its input (and a convolution's kernel) in the config's; every other node takes its layout as XLA propagates
+    it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
+    reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
+    keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
+    in one order, written in the other). No constant of a runtime law enters."""
+    return Propagation(raw).parts(raw.config_feat) @ weights
+
+
+def graph_parts(graph: Graph, rows: np.ndarray | None = None) -> np.ndarray:
+    """[c, K] the PARTS of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
+    file (read once per process, as the traffic features are)."""
     propagation = file_propagation(graph.meta["path"], graph.meta["split"])
-    parts = [propagation.traffic(unpack(graph.configs[start:start + CONFIG_CHUNK])).sum(1)
-             for start in range(0, graph.num_configs, CONFIG_CHUNK)]  # unpacked a chunk at a time: bounded memory
-    return np.concatenate(parts) if parts else np.zeros(0)
+    configs = graph.configs if rows is None else graph.configs[rows]
+    parts = [propagation.parts(unpack(configs[start:start + CONFIG_CHUNK]))
+             for start in range(0, len(configs), CONFIG_CHUNK)]  # unpacked a chunk at a time: bounded memory
+    return np.concatenate(parts) if parts else np.zeros((0, len(PARTS)))
 
 
+def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
+    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order."""
+    return graph_parts(graph) @ weights
+
+
+def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, seed: int = 0) -> np.ndarray:
+    """[K] positive part weights under which the log of the weighed parts orders each sample's configs as its
+    runtimes do; samples: (parts [c, K], runtimes [c]) per file. Pairs of configs are drawn afresh each step."""
+    generator = torch.Generator().manual_seed(seed)
+    start = torch.tensor(np.log(START))
+    log_weights = start.clone().requires_grad_(True)
+    log_temperature = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.Adam([log_weights, log_temperature], lr=0.05)
+    files = [(torch.tensor(parts, dtype=torch.float64), torch.tensor(runtimes, dtype=torch.float64))
+             for parts, runtimes in samples if len(runtimes) > 1]
+    for _ in range(fit.steps if files else 0):
+        loss = fit.penalty * ((log_weights - start) ** 2).mean()
+        weights = log_weights.exp()
+        for parts, runtimes in files:
+            work = torch.log(parts @ weights + 1e-9)  # [c]
+            i, j = torch.randint(len(runtimes), (2, PAIRS), generator=generator)
+            order = torch.sign(runtimes[i] - runtimes[j])  # +1 where config i is slower
+            margin = SHARPNESS * log_temperature.exp() * (work[i] - work[j]) * order
+            loss = loss + torch.nn.functional.softplus(-margin).mean() / len(files)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return log_weights.detach().exp().numpy()
 '''
 
 # ---------------------------------------- solution.models.rankers
@@ -5500,6 +5603,7 @@ W&B."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import time
 import warnings
@@ -5515,13 +5619,14 @@ from lightning.pytorch.callbacks import Callback
 from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
+from ..data.propagation import PARTS
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
 from ..data.splits import pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..models.prior import graph_prior
+from ..models.prior import UNIT, PriorFit, fit_weights, graph_parts, graph_prior
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
@@ -5721,6 +5826,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         say(f"[{collection}] no valid files to pick the physics prior's weight by: ranking by the model alone")
         weights = [0.0]
     ranks_valid = validate or len(weights) > 1
+    parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
@@ -5740,7 +5846,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
             fold = data.get("fold", 0)
             if fold not in groups:
                 valid = datamodule.graphs("valid")
-                groups[fold] = ([], scored_priors(valid, model.last_table) if len(weights) > 1 else {})
+                groups[fold] = ([], scored_priors(valid, model.last_table, parts) if len(weights) > 1 else {})
                 files += len(valid)
             groups[fold][0].append(model.last_table)
         if predict:
@@ -5754,7 +5860,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         shares = [(1 - weight) / len(folders)] * len(folders)
         if weight > 0:
             folders.append(write_prior(datamodule.graphs("test"), job.parts / "members" /
-                                       f"{collection_file_stem(collection)}.prior", collection))
+                                       f"{collection_file_stem(collection)}.prior", collection, parts))
             shares.append(weight)
         blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
         ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
@@ -5780,23 +5886,49 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
 
 
-def prior_by_row(graphs: GraphSet, index: int) -> np.ndarray:
-    """[configs of the file] the physics prior of a split's graph by the file's config row (NaN for a row the
-    preprocessing dropped as a duplicate)."""
+def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
+    """[K] the weights of the physics prior's parts: fitted to the runtimes of the collection's train files as
+    `prior_fit` says (`models/prior.py`), or the plain count of elements where it names no files."""
+    try:
+        fit = PriorFit(**settings.get("prior_fit", {}))
+    except TypeError as error:
+        keys = ", ".join(field.name for field in dataclasses.fields(PriorFit))
+        raise SettingsError(f"{collection}: prior_fit={settings.get('prior_fit')!r} ({error}); expected a mapping of "
+                            f"some of {keys}") from None
+    if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
+        return UNIT
+    start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
+    rng = np.random.default_rng(settings.get("seed_everything", 0))
+    samples = []
+    for index in sorted(rng.permutation(len(graphs))[:fit.files]):
+        graph = graphs.load(index)
+        rows = np.sort(rng.permutation(graph.num_configs)[:fit.configs])
+        samples.append((graph_parts(graph, rows), graph.target[rows]))
+    if not samples:
+        return UNIT
+    weights = fit_weights(samples, fit, settings.get("seed_everything", 0))
+    say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files in {time.monotonic() - start:.0f} "
+        "s: " + ", ".join(f"{name} {w:.3g}" for name, w in zip(PARTS, weights / weights[0])))
+    return weights
+
+
+def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:
+    """[configs of the file] the physics prior (part weights `weights`) of a split's graph by the file's config row
+    (NaN for a row the preprocessing dropped as a duplicate)."""
     graph = graphs.load(index)
     values = np.full(int(graph.meta["configs_raw"]), np.nan)
-    values[graph.config_index] = graph_prior(graph)
+    values[graph.config_index] = graph_prior(graph, weights)
     return values
 
 
-def scored_priors(graphs: GraphSet, table: ScoreTable) -> dict[int, np.ndarray]:
+def scored_priors(graphs: GraphSet, table: ScoreTable, weights: np.ndarray) -> dict[int, np.ndarray]:
     """Graph -> the physics prior of the config rows the table scored, in its row order."""
-    return {graph: prior_by_row(graphs, graph)[table.graph(graph)[0]] for graph in table}
+    return {graph: prior_by_row(graphs, graph, weights)[table.graph(graph)[0]] for graph in table}
 
 
-def write_prior(graphs: GraphSet, folder: Path, collection: str) -> Path:
+def write_prior(graphs: GraphSet, folder: Path, collection: str, weights: np.ndarray) -> Path:
     """Write the physics prior of every test file as a run of `collection` under `folder` (as predictions are)."""
-    scores = {path.stem: prior_by_row(graphs, index) for index, path in enumerate(graphs.paths)}
+    scores = {path.stem: prior_by_row(graphs, index, weights) for index, path in enumerate(graphs.paths)}
     write_run(folder, collection, "test", scores, {path.stem: file_record(path, len(scores[path.stem]), graphs.cache)
                                                    for path in graphs.paths})
     return folder

@@ -21,11 +21,20 @@ corpus_eval's families (no training: every fold is held out), beside the noise c
 
 A --corpus without programs.csv (the random-graph generator's `solution synth` output): the physics ranking alone,
 mean Kendall tau over the train and valid files of each layout collection.
+
+    python benchmarks/physics_prior.py --fit --out benchmarks/results/physics_prior-fit.md
+    python benchmarks/physics_prior.py --fit --corpus /tmp/gen-small \\
+        --out benchmarks/results/physics_prior-fit-generator.md
+
+With --fit, beside the plain count of elements, the prior with its parts weighed as `solution run` weighs them
+(`prior_fit` of the shipped YAMLs): on the corpus fitted to the labelled files of the other folds' families, on the
+generator to its train files (then scored on its valid and test files); the Δ is paired by file.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 from datetime import date
@@ -38,16 +47,44 @@ from scipy import stats
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
+from solution.data.propagation import Propagation
 from solution.data.reader import collection_dir, read_graph
-from solution.models.prior import layout_traffic
+from solution.data.splits import FOLD_GROUP
+from solution.models.prior import UNIT, PriorFit, fit_weights
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
+from solution.tools.settings import read_settings
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def file_prior(path: Path) -> np.ndarray:
-    """[C] the physics ranking's traffic of every config of a layout file, in its row order."""
-    return layout_traffic(read_graph(path))
+@functools.lru_cache(maxsize=None)
+def file_parts(path: Path) -> np.ndarray:
+    """[C, K] the physics prior's parts of every config of a layout file, in its row order."""
+    raw = read_graph(path)
+    return Propagation(raw).parts(raw.config_feat)
+
+
+def file_prior(path: Path, weights: np.ndarray = UNIT) -> np.ndarray:
+    """[C] the physics ranking's work (part weights `weights`) of every config of a layout file, in its row order."""
+    return file_parts(path) @ weights
+
+
+def fitted(files: list[tuple[Path, np.ndarray]], collection: str) -> np.ndarray:
+    """[K] part weights fitted as `solution run` fits them (the collection's shipped `prior_fit`) to the runtimes of
+    (file, runtimes) pairs."""
+    settings = read_settings()[collection]
+    fit = PriorFit(**settings["prior_fit"])
+    rng = np.random.default_rng(0)
+    chosen = sorted(rng.permutation(len(files))[:fit.files])
+    samples = []
+    for index in chosen:
+        path, runtimes = files[index]
+        rows = np.sort(rng.permutation(len(runtimes))[:fit.configs])
+        samples.append((file_parts(path)[rows], runtimes[rows]))
+    variant_parts = settings["data"].get("fold_variant_parts", FOLD_GROUP)
+    weights, penalty = fit_weights(samples, fit, [files[i][0].stem for i in chosen], variant_parts)
+    print(f"{collection}: penalty {penalty:g}, weights {np.round(weights / weights[0], 3)}", flush=True)
+    return weights
 
 
 def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray], weights: list[float]) -> list[float]:
@@ -69,54 +106,95 @@ def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray],
     return [float(np.mean(t)) for t in taus]
 
 
-def fold_scores(corpus: Path, files: list[CorpusFile], collection: str, work: Path) -> tuple[float, float]:
+def fold_scores(corpus: Path, files: list[CorpusFile], collection: str, work: Path,
+                weights: np.ndarray = UNIT) -> tuple[float, float]:
     """The physics ranking's collection score on `files` (one collection), and their noise ceiling."""
     answers = measured(corpus, files)
-    priors = {f.stem: file_prior(collection_dir(corpus, collection) / f.split / f"{f.stem}.npz") for f in files}
+    priors = {f.stem: file_prior(npz_path(corpus, f), weights) for f in files}
     part = write_collection(work / f"{collection_file_stem(collection)}.csv", collection, priors)
     return float(score(part, answers)[collection]["score"]), noise_ceiling(corpus, files, answers, work)
 
 
-def prior_alone(corpus: Path, folds: int) -> list[str]:
+def npz_path(corpus: Path, f: CorpusFile) -> Path:
+    """Where a corpus file lies."""
+    return collection_dir(corpus, f.collection) / f.split / f"{f.stem}.npz"
+
+
+def file_gains(scored: list[tuple[Path, np.ndarray]], weights: np.ndarray) -> list[float]:
+    """Per (file, runtimes): Kendall tau of the prior with part weights `weights` less that of the plain count."""
+    return [stats.kendalltau(file_prior(path, weights), runtimes)[0] - stats.kendalltau(file_prior(path), runtimes)[0]
+            for path, runtimes in scored]
+
+
+def prior_alone(corpus: Path, folds: int, fit: bool) -> list[str]:
     """Report rows: per layout collection and fold of families, the physics ranking's score and the noise ceiling
-    of the fold's files, and their means over the folds."""
+    of the fold's files, and their means over the folds; with `fit`, also the score with the part weights fitted
+    to the other folds' labelled files, and its gain per file."""
     files = read_manifest(corpus)
-    rows = ["| collection | fold (families) | physics alone | noise ceiling | % of the ceiling |",
-            "|---|---|---|---|---|"]
+    extra = " fitted parts | Δ per file |" if fit else ""
+    rows = [f"| collection | fold (families) | physics alone | noise ceiling | % of the ceiling |{extra}",
+            "|---|---|---|---|---|" + ("---|---|" if fit else "")]
     layouts = [c for c in COLLECTIONS if c.startswith("layout:") and any(f.collection == c for f in files)]
     with tempfile.TemporaryDirectory(prefix="physics-prior-") as work:
         for collection in layouts:
             fold_of = family_folds(files, collection, folds)
-            scores = []
+            scores, gains = [], []
+            runtimes = measured(corpus, [f for f in files if f.collection == collection])
             for fold in range(folds):
                 held = [f for f in files if f.collection == collection and fold_of.get(f.family) == fold]
                 scores.append(fold_scores(corpus, held, collection, Path(work)))
                 families = ", ".join(sorted({f.family for f in held}))
-                rows.append(f"| {collection} | {fold} ({families}) | {scores[-1][0]:.3f} | {scores[-1][1]:.3f} | "
-                            f"{100 * scores[-1][0] / scores[-1][1]:.1f} |")
-            mean, ceiling = np.mean(scores, 0)
-            rows.append(f"| {collection} | mean | **{mean:.3f}** | {ceiling:.3f} | {100 * mean / ceiling:.1f} |")
+                row = (f"| {collection} | {fold} ({families}) | {scores[-1][0]:.3f} | {scores[-1][1]:.3f} | "
+                       f"{100 * scores[-1][0] / scores[-1][1]:.1f} |")
+                if fit:
+                    labelled = [(npz_path(corpus, f), runtimes[f.id]) for f in files if f.collection == collection
+                                and f.split != "test" and fold_of.get(f.family) != fold]
+                    weights = fitted(labelled, collection)
+                    scores[-1] += (fold_scores(corpus, held, collection, Path(work), weights)[0],)
+                    gains += file_gains([(npz_path(corpus, f), runtimes[f.id]) for f in held], weights)
+                    row += f" {scores[-1][2]:.3f} | {100 * scores[-1][2] / scores[-1][1]:.1f} % |"
+                rows.append(row)
+            means = np.mean(scores, 0)
+            row = f"| {collection} | mean | **{means[0]:.3f}** | {means[1]:.3f} | {100 * means[0] / means[1]:.1f} |"
+            if fit:
+                row += f" **{means[2]:.3f}** | {t_interval(gains, sign='+')} over {len(gains)} files |"
+            rows.append(row)
     return rows
 
 
-def generator_alone(root: Path) -> list[str]:
+def generator_alone(root: Path, fit: bool) -> list[str]:
     """Report rows: per layout collection of a folder without families, the physics ranking's mean Kendall tau
-    over its labelled (train and valid) files."""
-    rows = ["| collection | files | physics alone |", "|---|---|---|"]
+    over its labelled (train and valid) files; with `fit`, over its valid and test files (runtimes of answers.csv),
+    the plain count's and that with the part weights fitted to its train files, with the gain per file."""
+    answers = read_answers(root / "answers.csv") if fit else {}
+    rows = ["| collection | files | physics alone |" + (" fitted parts | Δ per file |" if fit else ""),
+            "|---|---|---|" + ("---|---|" if fit else "")]
     for collection in (c for c in COLLECTIONS if c.startswith("layout:")):
-        taus = []
-        for split in ("train", "valid"):
-            for path in sorted((collection_dir(root, collection) / split).glob("*.npz")):
-                with np.load(path) as z:
-                    taus.append(stats.kendalltau(file_prior(path), z["config_runtime"])[0])
-        rows.append(f"| {collection} | {len(taus)} | **{np.mean(taus):.3f}** |")
+        scored = {split: [(path, labelled(path, answers, collection)) for path in
+                          sorted((collection_dir(root, collection) / split).glob("*.npz"))]
+                  for split in ("train", "valid", "test")}
+        judged = scored["valid"] + scored["test"] if fit else scored["train"] + scored["valid"]
+        count = np.mean([stats.kendalltau(file_prior(path), runtimes)[0] for path, runtimes in judged])
+        row = f"| {collection} | {len(judged)} | **{count:.3f}** |"
+        if fit:
+            gains = file_gains(judged, fitted(scored["train"], collection))
+            row += f" **{count + np.mean(gains):.3f}** | {t_interval(gains, sign='+')} |"
+        rows.append(row)
     return rows
+
+
+def labelled(path: Path, answers: dict[str, np.ndarray], collection: str) -> np.ndarray:
+    """A generator file's runtimes: its own, or for a test file those of answers.csv."""
+    with np.load(path) as z:
+        runtime = z["config_runtime"].astype(np.float64)
+    return answers[f"{collection}:{path.stem}"] if not runtime.any() and answers else runtime
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, help="a corpus_eval --runs folder (without it: the physics alone)")
     parser.add_argument("--folds", type=int, default=3, help="folds of families (without --runs)")
+    parser.add_argument("--fit", action="store_true", help="also the prior with its parts fitted (without --runs)")
     parser.add_argument("--setting", default="shipped", help="the corpus_eval setting whose rankings are blended")
     parser.add_argument("--corpus", type=Path, default=REPO / "data" / "programs-small")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
@@ -126,12 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs is None and not (args.corpus / "programs.csv").is_file():
         lines = [f"# The untrained physics ranking on the random-graph generator ({date.today()})", "",
                  f"Command: `{command}`. Mean Kendall tau over the train and valid files of each collection.", "",
-                 *generator_alone(args.corpus)]
+                 *generator_alone(args.corpus, args.fit)]
         return write_report(lines, args.out)
     if args.runs is None:
         lines = [f"# The untrained physics ranking on every fold of families ({date.today()})", "",
                  f"Command: `{command}`. Mean Kendall tau over the files of each fold's families (train, valid and "
-                 "test), scored as `solution score` does.", "", *prior_alone(args.corpus, args.folds)]
+                 "test), scored as `solution score` does.", "", *prior_alone(args.corpus, args.folds, args.fit)]
         return write_report(lines, args.out)
     answers = read_answers(args.corpus / "answers.csv")
     lines = [f"# An untrained physics ranking blended with the model's ({date.today()})", "",

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 from test_members import COLLECTION, STEM, demo_settings
 
 from solution.data.preprocess import Preprocessing, load_graph
+from solution.data.propagation import PARTS
 from solution.data.reader import read_graph
 from solution.errors import SettingsError
-from solution.models.prior import graph_prior, layout_traffic
+from solution.models.prior import START, UNIT, PriorFit, fit_weights, graph_prior, layout_traffic
 from solution.submission.ensemble import combine, read_run
 from solution.tools import pipeline
 
@@ -43,6 +45,44 @@ def test_the_prior_ranks_layouts_only():
         pipeline.prior_weights({"prior_weights": [0.5]}, "tile:xla")
 
 
+def test_the_fitted_part_weights_rank_configs_as_a_law_that_weighs_the_parts_otherwise():
+    rng = np.random.default_rng(0)
+    law = np.array([1.0, 2.0, 1.5, 3.0, 8.0, 5e4, 0.5])  # [K] per part, e.g. transposing copies dearer than others
+    files = [rng.lognormal(8, 1, (64, len(PARTS))) * rng.integers(0, 2, (64, len(PARTS))) for _ in range(12)]
+    files = [(parts, parts @ law) for parts in files]
+    weights, penalty = fit_weights(files[:8], PriorFit(files=8, steps=200), seed=0)
+    assert penalty == 0.01 and weights.shape == (len(PARTS),) and (weights > 0).all()
+    held_out = [(stats.kendalltau(parts @ weights, runtime)[0], stats.kendalltau(parts @ UNIT, runtime)[0])
+                for parts, runtime in files[8:]]
+    fitted, plain = np.mean(held_out, axis=0)
+    assert fitted > 0.9 and fitted > plain + 0.1
+    assert weights[PARTS.index("transposes")] / weights[PARTS.index("fused")] > 4  # the law's 8, not START's 1
+
+
+def test_of_several_penalties_the_one_whose_fits_rank_held_out_model_groups_best_is_chosen():
+    rng = np.random.default_rng(1)
+    law = np.array([1.0, 1.0, 1.0, 1.0, 30.0, 0.0, 0.0])  # transposing copies far dearer than START says
+    files = [rng.lognormal(8, 1, (64, len(PARTS))) for _ in range(6)]
+    files = [(parts, parts @ law) for parts in files]
+    stems = ["mlp_a", "mlp_b", "cnn_a", "cnn_b", "rnn_a", "rnn_b"]  # three model groups: one per fold
+    fit = PriorFit(files=6, steps=100, penalties=(1000.0, 0.01))
+    weights, penalty = fit_weights(files, fit, stems, "_.*$")
+    assert penalty == 0.01 and weights[PARTS.index("transposes")] / weights[PARTS.index("fused")] > 4
+    assert fit_weights(files, fit, stems[:2], "_.*$")[1] == 1000.0  # one model group: no folds, the first penalty
+
+
+def test_without_files_or_steps_the_fit_stays_where_it_starts():
+    np.testing.assert_allclose(fit_weights([], PriorFit(files=4))[0], START)
+    np.testing.assert_allclose(fit_weights([(np.ones((3, len(PARTS))), np.arange(3.0))], PriorFit(steps=0))[0], START)
+
+
+def test_prior_fit_without_files_is_the_plain_count_and_a_wrong_key_is_named(tiny_root, tmp_path):
+    job = pipeline.Job(tiny_root, tmp_path)
+    np.testing.assert_array_equal(pipeline.part_weights(COLLECTION, demo_settings(prior_fit={"files": 0}), job), UNIT)
+    with pytest.raises(SettingsError, match=r"prior_fit=.*'file': 3.*some of files, configs, steps, penalties, folds"):
+        pipeline.part_weights(COLLECTION, demo_settings(prior_fit={"file": 3}), job)
+
+
 @pytest.fixture(scope="module")
 def one_fit(tiny_root, tmp_path_factory) -> tuple[pipeline.Job, Path]:
     job = pipeline.Job(tiny_root, tmp_path_factory.mktemp("prior"))
@@ -53,7 +93,7 @@ def test_a_prior_that_knows_the_runtimes_is_chosen_and_blended_into_the_test_ran
     job, checkpoint = one_fit
     job = pipeline.Job(job.root, tmp_path)
     alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
-    oracle = lambda graphs, table: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
+    oracle = lambda graphs, table, weights: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
     monkeypatch.setattr(pipeline, "scored_priors", oracle)
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.9]), job)
     assert blended["prior_weight"] == 0.9 and blended["score"] > alone["score"]
@@ -61,8 +101,10 @@ def test_a_prior_that_knows_the_runtimes_is_chosen_and_blended_into_the_test_ran
     prior = read_run(job.parts / "members" / f"{STEM}.prior" / f"{STEM}.scores.npz").scores
     combined = read_run(job.parts / f"{STEM}.scores.npz").scores
     graphs = pipeline.load(checkpoint, COLLECTION, demo_settings(), job)[1].graphs("test")
+    weights = pipeline.part_weights(COLLECTION, demo_settings(), job)  # fitted on the train files' runtimes
+    assert weights.shape == UNIT.shape and not np.allclose(weights, UNIT)
     for index, stem in enumerate(graphs.stems):
-        np.testing.assert_allclose(prior[stem], graph_prior(graphs.load(index))[np.argsort(
+        np.testing.assert_allclose(prior[stem], graph_prior(graphs.load(index), weights)[np.argsort(
             graphs.load(index).config_index)])
         np.testing.assert_allclose(combined[stem], combine([model[stem], prior[stem]], np.array([0.1, 0.9]), "rank"))
 
@@ -70,7 +112,7 @@ def test_a_prior_that_knows_the_runtimes_is_chosen_and_blended_into_the_test_ran
 def test_weight_1_ranks_the_test_files_by_the_prior_alone(one_fit, tmp_path, monkeypatch):
     job, checkpoint = one_fit
     job = pipeline.Job(job.root, tmp_path)
-    oracle = lambda graphs, table: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
+    oracle = lambda graphs, table, weights: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
     monkeypatch.setattr(pipeline, "scored_priors", oracle)
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.5, 1.0]), job)
     assert blended["prior_weight"] == 1.0 and blended["score"] == pytest.approx(1.0)
@@ -85,7 +127,7 @@ def test_a_prior_no_better_than_the_model_leaves_it_alone(one_fit, tmp_path, mon
     job, checkpoint = one_fit
     job = pipeline.Job(job.root, tmp_path)
     alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
-    own = lambda graphs, table: {g: table.graph(g)[1] for g in table}  # noqa: E731 the model's own scores: a tie
+    own = lambda graphs, table, weights: {g: table.graph(g)[1] for g in table}  # noqa: E731 the model's own scores: a tie
     monkeypatch.setattr(pipeline, "scored_priors", own)
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.25, 0.5]), job)
     assert blended == {**alone, "prior_weight": 0.0}

@@ -12,7 +12,7 @@ from solution.constants import NODE_FEAT_DIM
 from solution.data.batch import Collate, Item
 from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing, load_graph
-from solution.data.propagation import Propagation, file_propagation
+from solution.data.propagation import ELEMENT_PARTS, PARTS, Propagation, file_propagation
 from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import LAYOUT, TASKS
 from solution.models.prior import layout_traffic
@@ -106,3 +106,17 @@ def test_a_batch_carries_each_configs_traffic_features_from_the_whole_file():
     np.testing.assert_allclose(batch.config_traffic[0].numpy(), expected, rtol=1e-6)
     assert file_propagation(str(path), "valid") is file_propagation(str(path), "valid")  # read once per process
     assert Collate(LAYOUT)([(graph, Item(0, rows))]).config_traffic is None
+
+
+def test_the_work_comes_in_parts_whose_elements_add_up_to_the_traffic():
+    configs = np.array([[blocks([0, 1]), blocks()], [blocks([0, 1]), blocks(given=[1, 0])]])
+    raw = raw_graph(["parameter", "reshape", "negate", "reshape"], [[16, 256]] * 4, [[], [0], [1], [2]], configs)
+    parts = dict(zip(PARTS, Propagation(raw).parts(configs).T))  # part -> [2]
+    np.testing.assert_allclose(parts["fused"], [COLUMN, COLUMN])  # the negate, in the first reshape's order
+    np.testing.assert_allclose(parts["configurable"], [2 * (COLUMN + ROW), COLUMN + ROW])  # the second: a bitcast
+    np.testing.assert_allclose(parts["transposes"], [0, COLUMN + ROW])  # column- to row-major: the minor dim changes
+    np.testing.assert_allclose(parts["copies"], 0)
+    np.testing.assert_allclose(parts["launches"], [2, 2])  # two relayouts, or one and the copy
+    elements = sum(parts[p] for p in PARTS[:ELEMENT_PARTS])
+    np.testing.assert_allclose(elements, layout_traffic(raw))
+    np.testing.assert_allclose(elements, Propagation(raw).traffic(configs).sum(1))

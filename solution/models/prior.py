@@ -13,6 +13,8 @@ from ..data.packing import unpack
 from ..data.preprocess import Graph
 from ..data.propagation import CONFIG_CHUNK, ELEMENT_PARTS, PARTS, Propagation, file_propagation
 from ..data.reader import RawGraph
+from ..data.splits import FOLD_GROUP, assign_folds, model_group
+from ..metrics import kendall_tau, mean_over_graphs
 
 UNIT = np.array([1.0] * ELEMENT_PARTS + [0.0] * (len(PARTS) - ELEMENT_PARTS))  # [K] the plain count of elements
 # [K] where a fit starts and its penalty pulls: each element moved counts 1, a kernel launched as 1000 elements, a
@@ -25,13 +27,15 @@ SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learne
 @dataclass(frozen=True)
 class PriorFit:
     """How `solution run` weighs the prior's parts (PARTS): fitted to the runtimes of up to `files` train files
-    (`configs` of each, `steps` of Adam over a pairwise logistic loss, `penalty` x the mean squared distance of the
-    log weights from START's); files 0: the plain count of elements (UNIT)."""
+    (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
+    the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
+    best (`folds` folds of whole groups); files 0: the plain count of elements (UNIT)."""
 
     files: int = 0
     configs: int = 256
     steps: int = 300
-    penalty: float = 0.01
+    penalties: tuple[float, ...] = (0.01,)
+    folds: int = 3
 
 
 def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
@@ -61,9 +65,32 @@ def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
     return graph_parts(graph) @ weights
 
 
-def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, seed: int = 0) -> np.ndarray:
+def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
+                variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
     """[K] positive part weights under which the log of the weighed parts orders each sample's configs as its
-    runtimes do; samples: (parts [c, K], runtimes [c]) per file. Pairs of configs are drawn afresh each step."""
+    runtimes do, and the penalty they were fitted with; samples: (parts [c, K], runtimes [c]) per file, named by
+    `stems`, whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
+    penalty = fit.penalties[0]
+    if len(fit.penalties) > 1 and len({model_group(stem, variant_parts) for stem in stems}) >= fit.folds > 1:
+        folds = assign_folds(list(stems), fit.folds, variant_parts)  # [F]
+        held_out = [held_out_tau(samples, folds, fit.steps, p, seed) for p in fit.penalties]
+        penalty = fit.penalties[int(np.argmax(held_out))]  # ties: the first
+    return fitted_weights(samples, fit.steps, penalty, seed), penalty
+
+
+def held_out_tau(samples: Sequence[tuple[np.ndarray, np.ndarray]], folds: np.ndarray, steps: int, penalty: float,
+                 seed: int) -> float:
+    """Mean Kendall tau over the samples of each fold, ranked by weights fitted to the other folds."""
+    taus = []
+    for fold in np.unique(folds):
+        weights = fitted_weights([s for s, f in zip(samples, folds) if f != fold], steps, penalty, seed)
+        taus += [kendall_tau(parts @ weights, runtimes) for (parts, runtimes), f in zip(samples, folds) if f == fold]
+    return mean_over_graphs(taus)
+
+
+def fitted_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], steps: int, penalty: float,
+                   seed: int) -> np.ndarray:
+    """[K] the part weights of one fit; pairs of configs are drawn afresh each step."""
     generator = torch.Generator().manual_seed(seed)
     start = torch.tensor(np.log(START))
     log_weights = start.clone().requires_grad_(True)
@@ -71,8 +98,8 @@ def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit,
     optimizer = torch.optim.Adam([log_weights, log_temperature], lr=0.05)
     files = [(torch.tensor(parts, dtype=torch.float64), torch.tensor(runtimes, dtype=torch.float64))
              for parts, runtimes in samples if len(runtimes) > 1]
-    for _ in range(fit.steps if files else 0):
-        loss = fit.penalty * ((log_weights - start) ** 2).mean()
+    for _ in range(steps if files else 0):
+        loss = penalty * ((log_weights - start) ** 2).mean()
         weights = log_weights.exp()
         for parts, runtimes in files:
             work = torch.log(parts @ weights + 1e-9)  # [c]

@@ -28,7 +28,7 @@ from ..data.datamodule import TpuGraphsDataModule
 from ..data.propagation import PARTS
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
-from ..data.splits import pooled_models
+from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
@@ -303,18 +303,21 @@ def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
                             f"some of {keys}") from None
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
-    graphs = build_datamodule(settings["data"], job).graphs("train")
+    start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
     rng = np.random.default_rng(settings.get("seed_everything", 0))
+    chosen = sorted(rng.permutation(len(graphs))[:fit.files])
     samples = []
-    for index in sorted(rng.permutation(len(graphs))[:fit.files]):
+    for index in chosen:
         graph = graphs.load(index)
         rows = np.sort(rng.permutation(graph.num_configs)[:fit.configs])
         samples.append((graph_parts(graph, rows), graph.target[rows]))
     if not samples:
         return UNIT
-    weights = fit_weights(samples, fit, settings.get("seed_everything", 0))
-    say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files: " +
-        ", ".join(f"{name} {w:.3g}" for name, w in zip(PARTS, weights / weights[0])))
+    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i in chosen],
+                                   settings["data"].get("fold_variant_parts", FOLD_GROUP),
+                                   settings.get("seed_everything", 0))
+    say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files (penalty {penalty:g}) in "
+        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(PARTS, weights / weights[0])))
     return weights
 
 
