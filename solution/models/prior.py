@@ -70,6 +70,17 @@ def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit,
     """[K] positive part weights under which the log of the weighed parts orders each sample's configs as its
     runtimes do, and the penalty they were fitted with; samples: (parts [c, K], runtimes [c]) per file, named by
     `stems`, whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a fit's ops are tiny: more threads only add overhead (3x the time on 2 cores)
+    try:
+        return _fit_weights(samples, fit, stems, variant_parts, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, stems: Sequence[str],
+                 variant_parts: str, seed: int) -> tuple[np.ndarray, float]:
+    """`fit_weights` in the calling thread's torch settings."""
     penalty = fit.penalties[0]
     if len(fit.penalties) > 1 and len({model_group(stem, variant_parts) for stem in stems}) >= fit.folds > 1:
         folds = assign_folds(list(stems), fit.folds, variant_parts)  # [F]
@@ -90,23 +101,28 @@ def held_out_tau(samples: Sequence[tuple[np.ndarray, np.ndarray]], folds: np.nda
 
 def fitted_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], steps: int, penalty: float,
                    seed: int) -> np.ndarray:
-    """[K] the part weights of one fit; pairs of configs are drawn afresh each step."""
-    generator = torch.Generator().manual_seed(seed)
+    """[K] the part weights of one fit; PAIRS pairs of configs of every file are drawn afresh each step."""
+    samples = [(parts, runtimes) for parts, runtimes in samples if len(runtimes) > 1]
     start = torch.tensor(np.log(START))
+    if not samples or not steps:
+        return START.copy()
+    longest = max(len(runtimes) for _, runtimes in samples)
+    parts = torch.zeros(len(samples), longest, len(PARTS), dtype=torch.float64)  # [F, M, K], padded with zeros
+    runtimes = torch.zeros(len(samples), longest, dtype=torch.float64)  # [F, M]
+    for f, (file_parts, file_runtimes) in enumerate(samples):
+        parts[f, :len(file_runtimes)] = torch.from_numpy(np.asarray(file_parts, np.float64))
+        runtimes[f, :len(file_runtimes)] = torch.from_numpy(np.asarray(file_runtimes, np.float64))
+    counts = torch.tensor([len(r) for _, r in samples], dtype=torch.float64)[:, None]  # [F, 1]
+    generator = torch.Generator().manual_seed(seed)
     log_weights = start.clone().requires_grad_(True)
     log_temperature = torch.zeros((), dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.Adam([log_weights, log_temperature], lr=0.05)
-    files = [(torch.tensor(parts, dtype=torch.float64), torch.tensor(runtimes, dtype=torch.float64))
-             for parts, runtimes in samples if len(runtimes) > 1]
-    for _ in range(steps if files else 0):
-        loss = penalty * ((log_weights - start) ** 2).mean()
-        weights = log_weights.exp()
-        for parts, runtimes in files:
-            work = torch.log(parts @ weights + 1e-9)  # [c]
-            i, j = torch.randint(len(runtimes), (2, PAIRS), generator=generator)
-            order = torch.sign(runtimes[i] - runtimes[j])  # +1 where config i is slower
-            margin = SHARPNESS * log_temperature.exp() * (work[i] - work[j]) * order
-            loss = loss + torch.nn.functional.softplus(-margin).mean() / len(files)
+    for _ in range(steps):
+        work = torch.log(parts @ log_weights.exp() + 1e-9)  # [F, M]
+        i, j = (torch.rand((2, len(samples), PAIRS), generator=generator, dtype=torch.float64) * counts).long()
+        order = torch.sign(runtimes.gather(1, i) - runtimes.gather(1, j))  # [F, PAIRS] +1 where config i is slower
+        margin = SHARPNESS * log_temperature.exp() * (work.gather(1, i) - work.gather(1, j)) * order
+        loss = torch.nn.functional.softplus(-margin).mean() + penalty * ((log_weights - start) ** 2).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
