@@ -69,9 +69,9 @@ def file_prior(path: Path, weights: np.ndarray = UNIT) -> np.ndarray:
     return file_parts(path) @ weights
 
 
-def fitted(files: list[tuple[Path, np.ndarray]], collection: str) -> np.ndarray:
+def fitted(files: list[tuple[Path, np.ndarray]], collection: str) -> tuple[np.ndarray, float]:
     """[K] part weights fitted as `solution run` fits them (the collection's shipped `prior_fit`) to the runtimes of
-    (file, runtimes) pairs."""
+    (file, runtimes) pairs, and the penalty its held-out model groups picked."""
     settings = read_settings()[collection]
     fit = PriorFit(**settings["prior_fit"])
     rng = np.random.default_rng(0)
@@ -82,9 +82,7 @@ def fitted(files: list[tuple[Path, np.ndarray]], collection: str) -> np.ndarray:
         rows = np.sort(rng.permutation(len(runtimes))[:fit.configs])
         samples.append((file_parts(path)[rows], runtimes[rows]))
     variant_parts = settings["data"].get("fold_variant_parts", FOLD_GROUP)
-    weights, penalty = fit_weights(samples, fit, [files[i][0].stem for i in chosen], variant_parts)
-    print(f"{collection}: penalty {penalty:g}, weights {np.round(weights / weights[0], 3)}", flush=True)
-    return weights
+    return fit_weights(samples, fit, [files[i][0].stem for i in chosen], variant_parts)
 
 
 def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray], weights: list[float]) -> list[float]:
@@ -131,9 +129,9 @@ def prior_alone(corpus: Path, folds: int, fit: bool) -> list[str]:
     of the fold's files, and their means over the folds; with `fit`, also the score with the part weights fitted
     to the other folds' labelled files, and its gain per file."""
     files = read_manifest(corpus)
-    extra = " fitted parts | Δ per file |" if fit else ""
+    extra = " fitted parts | % of the ceiling | Δ per file |" if fit else ""
     rows = [f"| collection | fold (families) | physics alone | noise ceiling | % of the ceiling |{extra}",
-            "|---|---|---|---|---|" + ("---|---|" if fit else "")]
+            "|---|---|---|---|---|" + ("---|---|---|" if fit else "")]
     layouts = [c for c in COLLECTIONS if c.startswith("layout:") and any(f.collection == c for f in files)]
     with tempfile.TemporaryDirectory(prefix="physics-prior-") as work:
         for collection in layouts:
@@ -149,15 +147,16 @@ def prior_alone(corpus: Path, folds: int, fit: bool) -> list[str]:
                 if fit:
                     labelled = [(npz_path(corpus, f), runtimes[f.id]) for f in files if f.collection == collection
                                 and f.split != "test" and fold_of.get(f.family) != fold]
-                    weights = fitted(labelled, collection)
+                    weights, penalty = fitted(labelled, collection)
                     scores[-1] += (fold_scores(corpus, held, collection, Path(work), weights)[0],)
                     gains += file_gains([(npz_path(corpus, f), runtimes[f.id]) for f in held], weights)
-                    row += f" {scores[-1][2]:.3f} | {100 * scores[-1][2] / scores[-1][1]:.1f} % |"
+                    row += f" {scores[-1][2]:.3f} (penalty {penalty:g}) | {100 * scores[-1][2] / scores[-1][1]:.1f} | |"
                 rows.append(row)
             means = np.mean(scores, 0)
             row = f"| {collection} | mean | **{means[0]:.3f}** | {means[1]:.3f} | {100 * means[0] / means[1]:.1f} |"
             if fit:
-                row += f" **{means[2]:.3f}** | {t_interval(gains, sign='+')} over {len(gains)} files |"
+                row += (f" **{means[2]:.3f}** | {100 * means[2] / means[1]:.1f} | {t_interval(gains, sign='+')} over "
+                        f"{len(gains)} files |")
             rows.append(row)
     return rows
 
@@ -177,8 +176,9 @@ def generator_alone(root: Path, fit: bool) -> list[str]:
         count = np.mean([stats.kendalltau(file_prior(path), runtimes)[0] for path, runtimes in judged])
         row = f"| {collection} | {len(judged)} | **{count:.3f}** |"
         if fit:
-            gains = file_gains(judged, fitted(scored["train"], collection))
-            row += f" **{count + np.mean(gains):.3f}** | {t_interval(gains, sign='+')} |"
+            weights, penalty = fitted(scored["train"], collection)
+            gains = file_gains(judged, weights)
+            row += f" **{count + np.mean(gains):.3f}** (penalty {penalty:g}) | {t_interval(gains, sign='+')} |"
         rows.append(row)
     return rows
 
@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     command = f"python benchmarks/physics_prior.py {' '.join(argv if argv is not None else sys.argv[1:])}"
     if args.runs is None and not (args.corpus / "programs.csv").is_file():
         lines = [f"# The untrained physics ranking on the random-graph generator ({date.today()})", "",
-                 f"Command: `{command}`. Mean Kendall tau over the train and valid files of each collection.", "",
+                 f"Command: `{command}`. Mean Kendall tau over the "
+                 f"{'valid and test files (parts fitted on the train files)' if args.fit else 'train and valid files'}"
+                 " of each collection.", "",
                  *generator_alone(args.corpus, args.fit)]
         return write_report(lines, args.out)
     if args.runs is None:
