@@ -79,7 +79,11 @@ def alias_lightning(names: tuple[str, ...]) -> None:
 SETTINGS = {'tile:xla': {'seed_everything': 0,
               'members': 1,
               'member_folds': False,
-              'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
+              'prior_fit': {'files': 64,
+                            'configs': 256,
+                            'steps': 300,
+                            'penalties': [0.01, 0.1, 0.3, 1.0],
+                            'folds': 3},
               'trainer': {'accelerator': 'auto',
                           'devices': 1,
                           'max_epochs': 60,
@@ -124,7 +128,11 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
  'layout:xla:random': {'seed_everything': 0,
                        'members': 3,
                        'member_folds': True,
-                       'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
+                       'prior_fit': {'files': 64,
+                                     'configs': 256,
+                                     'steps': 300,
+                                     'penalties': [0.01, 0.1, 0.3, 1.0],
+                                     'folds': 3},
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 400,
@@ -178,7 +186,11 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
  'layout:xla:default': {'seed_everything': 0,
                         'members': 3,
                         'member_folds': False,
-                        'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
+                        'prior_fit': {'files': 64,
+                                      'configs': 256,
+                                      'steps': 300,
+                                      'penalties': [0.01, 0.1, 0.3, 1.0],
+                                      'folds': 3},
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 400,
@@ -231,7 +243,11 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
  'layout:nlp:random': {'seed_everything': 0,
                        'members': 3,
                        'member_folds': True,
-                       'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
+                       'prior_fit': {'files': 64,
+                                     'configs': 256,
+                                     'steps': 300,
+                                     'penalties': [0.01, 0.1, 0.3, 1.0],
+                                     'folds': 3},
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 200,
@@ -285,7 +301,11 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
  'layout:nlp:default': {'seed_everything': 0,
                         'members': 1,
                         'member_folds': False,
-                        'prior_fit': {'files': 64, 'configs': 256, 'steps': 300, 'penalty': 0.01},
+                        'prior_fit': {'files': 64,
+                                      'configs': 256,
+                                      'steps': 300,
+                                      'penalties': [0.01, 0.1, 0.3, 1.0],
+                                      'folds': 3},
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 200,
@@ -3318,6 +3338,8 @@ from ..data.packing import unpack
 from ..data.preprocess import Graph
 from ..data.propagation import CONFIG_CHUNK, ELEMENT_PARTS, PARTS, Propagation, file_propagation
 from ..data.reader import RawGraph
+from ..data.splits import FOLD_GROUP, assign_folds, model_group
+from ..metrics import kendall_tau, mean_over_graphs
 
 UNIT = np.array([1.0] * ELEMENT_PARTS + [0.0] * (len(PARTS) - ELEMENT_PARTS))  # [K] the plain count of elements
 # [K] where a fit starts and its penalty pulls: each element moved counts 1, a kernel launched as 1000 elements, a
@@ -3330,13 +3352,15 @@ SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learne
 @dataclass(frozen=True)
 class PriorFit:
     """How `solution run` weighs the prior's parts (PARTS): fitted to the runtimes of up to `files` train files
-    (`configs` of each, `steps` of Adam over a pairwise logistic loss, `penalty` x the mean squared distance of the
-    log weights from START's); files 0: the plain count of elements (UNIT)."""
+    (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
+    the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
+    best (`folds` folds of whole groups); files 0: the plain count of elements (UNIT)."""
 
     files: int = 0
     configs: int = 256
     steps: int = 300
-    penalty: float = 0.01
+    penalties: tuple[float, ...] = (0.01,)
+    folds: int = 3
 
 
 def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
@@ -3366,25 +3390,64 @@ def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
     return graph_parts(graph) @ weights
 
 
-def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, seed: int = 0) -> np.ndarray:
+def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
+                variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
     """[K] positive part weights under which the log of the weighed parts orders each sample's configs as its
-    runtimes do; samples: (parts [c, K], runtimes [c]) per file. Pairs of configs are drawn afresh each step."""
-    generator = torch.Generator().manual_seed(seed)
+    runtimes do, and the penalty they were fitted with; samples: (parts [c, K], runtimes [c]) per file, named by
+    `stems`, whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a fit's ops are tiny: more threads only add overhead (3x the time on 2 cores)
+    try:
+        return _fit_weights(samples, fit, stems, variant_parts, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, stems: Sequence[str],
+                 variant_parts: str, seed: int) -> tuple[np.ndarray, float]:
+    """`fit_weights` in the calling thread's torch settings."""
+    penalty = fit.penalties[0]
+    if len(fit.penalties) > 1 and len({model_group(stem, variant_parts) for stem in stems}) >= fit.folds > 1:
+        folds = assign_folds(list(stems), fit.folds, variant_parts)  # [F]
+        held_out = [held_out_tau(samples, folds, fit.steps, p, seed) for p in fit.penalties]
+        penalty = fit.penalties[int(np.argmax(held_out))]  # ties: the first
+    return fitted_weights(samples, fit.steps, penalty, seed), penalty
+
+
+def held_out_tau(samples: Sequence[tuple[np.ndarray, np.ndarray]], folds: np.ndarray, steps: int, penalty: float,
+                 seed: int) -> float:
+    """Mean Kendall tau over the samples of each fold, ranked by weights fitted to the other folds."""
+    taus = []
+    for fold in np.unique(folds):
+        weights = fitted_weights([s for s, f in zip(samples, folds) if f != fold], steps, penalty, seed)
+        taus += [kendall_tau(parts @ weights, runtimes) for (parts, runtimes), f in zip(samples, folds) if f == fold]
+    return mean_over_graphs(taus)
+
+
+def fitted_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], steps: int, penalty: float,
+                   seed: int) -> np.ndarray:
+    """[K] the part weights of one fit; PAIRS pairs of configs of every file are drawn afresh each step."""
+    samples = [(parts, runtimes) for parts, runtimes in samples if len(runtimes) > 1]
     start = torch.tensor(np.log(START))
+    if not samples or not steps:
+        return START.copy()
+    longest = max(len(runtimes) for _, runtimes in samples)
+    parts = torch.zeros(len(samples), longest, len(PARTS), dtype=torch.float64)  # [F, M, K], padded with zeros
+    runtimes = torch.zeros(len(samples), longest, dtype=torch.float64)  # [F, M]
+    for f, (file_parts, file_runtimes) in enumerate(samples):
+        parts[f, :len(file_runtimes)] = torch.from_numpy(np.asarray(file_parts, np.float64))
+        runtimes[f, :len(file_runtimes)] = torch.from_numpy(np.asarray(file_runtimes, np.float64))
+    counts = torch.tensor([len(r) for _, r in samples], dtype=torch.float64)[:, None]  # [F, 1]
+    generator = torch.Generator().manual_seed(seed)
     log_weights = start.clone().requires_grad_(True)
     log_temperature = torch.zeros((), dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.Adam([log_weights, log_temperature], lr=0.05)
-    files = [(torch.tensor(parts, dtype=torch.float64), torch.tensor(runtimes, dtype=torch.float64))
-             for parts, runtimes in samples if len(runtimes) > 1]
-    for _ in range(fit.steps if files else 0):
-        loss = fit.penalty * ((log_weights - start) ** 2).mean()
-        weights = log_weights.exp()
-        for parts, runtimes in files:
-            work = torch.log(parts @ weights + 1e-9)  # [c]
-            i, j = torch.randint(len(runtimes), (2, PAIRS), generator=generator)
-            order = torch.sign(runtimes[i] - runtimes[j])  # +1 where config i is slower
-            margin = SHARPNESS * log_temperature.exp() * (work[i] - work[j]) * order
-            loss = loss + torch.nn.functional.softplus(-margin).mean() / len(files)
+    for _ in range(steps):
+        work = torch.log(parts @ log_weights.exp() + 1e-9)  # [F, M]
+        i, j = (torch.rand((2, len(samples), PAIRS), generator=generator, dtype=torch.float64) * counts).long()
+        order = torch.sign(runtimes.gather(1, i) - runtimes.gather(1, j))  # [F, PAIRS] +1 where config i is slower
+        margin = SHARPNESS * log_temperature.exp() * (work.gather(1, i) - work.gather(1, j)) * order
+        loss = torch.nn.functional.softplus(-margin).mean() + penalty * ((log_weights - start) ** 2).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -5622,7 +5685,7 @@ from ..data.datamodule import TpuGraphsDataModule
 from ..data.propagation import PARTS
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
-from ..data.splits import pooled_models
+from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
@@ -5899,16 +5962,19 @@ def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
         return UNIT
     start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
     rng = np.random.default_rng(settings.get("seed_everything", 0))
+    chosen = sorted(rng.permutation(len(graphs))[:fit.files])
     samples = []
-    for index in sorted(rng.permutation(len(graphs))[:fit.files]):
+    for index in chosen:
         graph = graphs.load(index)
         rows = np.sort(rng.permutation(graph.num_configs)[:fit.configs])
         samples.append((graph_parts(graph, rows), graph.target[rows]))
     if not samples:
         return UNIT
-    weights = fit_weights(samples, fit, settings.get("seed_everything", 0))
-    say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files in {time.monotonic() - start:.0f} "
-        "s: " + ", ".join(f"{name} {w:.3g}" for name, w in zip(PARTS, weights / weights[0])))
+    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i in chosen],
+                                   settings["data"].get("fold_variant_parts", FOLD_GROUP),
+                                   settings.get("seed_everything", 0))
+    say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files (penalty {penalty:g}) in "
+        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(PARTS, weights / weights[0])))
     return weights
 
 
