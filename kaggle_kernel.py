@@ -3323,8 +3323,8 @@ class MSE(RankingLoss):
 
 # ---------------------------------------- solution.models.prior
 SOURCES['solution.models.prior'] = '''\
-"""An untrained layout ranking from memory physics: the elements each config's layouts make the program move, and
-the kernels its copies launch, weighed part by part as a collection's own runtimes say."""
+"""A layout ranking from memory physics: the elements each config's layouts make the program move and the kernels
+its copies launch, part by part, weighed as a collection's own runtimes say (seven weights; no model)."""
 
 from __future__ import annotations
 

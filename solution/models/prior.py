@@ -1,5 +1,5 @@
-"""An untrained layout ranking from memory physics: the elements each config's layouts make the program move, and
-the kernels its copies launch, weighed part by part as a collection's own runtimes say."""
+"""A layout ranking from memory physics: the elements each config's layouts make the program move and the kernels
+its copies launch, part by part, weighed as a collection's own runtimes say (seven weights; no model)."""
 
 from __future__ import annotations
 
