@@ -5659,9 +5659,9 @@ SOURCES['solution.tools.pipeline'] = '''\
 every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `prior_weights` name weights above 0
-blends the untrained physics ranking of models/prior.py into the model's ranks with the weight that scores best on
-the valid files. `solution run`, the demo and the Kaggle kernel all run this; it needs neither the Lightning CLI nor
-W&B."""
+blends the physics ranking of models/prior.py (its parts weighed on the train files, `prior_fit`) into the
+model's ranks with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel
+all run this; it needs neither the Lightning CLI nor W&B."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ class CLI(LightningCLI):
                             help="with members > 1, `solution run` fits member j on train + valid less fold j of "
                                  "whole models and validates it on fold j; fit and the other commands ignore it")
         parser.add_argument("--prior_weights", type=list[float], default=[],
-                            help="blend weights of the untrained physics ranking `solution run` tries on the valid "
+                            help="blend weights of the physics ranking `solution run` tries on the valid "
                                  "files (the best is used; 0, the model alone, always competes); layout only")
         parser.add_argument("--prior_fit", type=PriorFit, default=PriorFit(),
                             help="how `solution run` weighs the physics prior's parts: fitted to the runtimes of up "
