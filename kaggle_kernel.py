@@ -3390,6 +3390,14 @@ def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
     return graph_parts(graph) @ weights
 
 
+def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tuple[int, np.ndarray]]:
+    """(file index, sorted config rows) of what a fit reads: up to `fit.files` of files with `counts` configs, up to
+    `fit.configs` rows of each, drawn with `seed`."""
+    rng = np.random.default_rng(seed)
+    chosen = sorted(rng.permutation(len(counts))[:fit.files])
+    return [(int(index), np.sort(rng.permutation(counts[index])[:fit.configs])) for index in chosen]
+
+
 def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
                 variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
     """[K] positive part weights under which the log of the weighed parts orders each sample's configs as its
@@ -5689,7 +5697,7 @@ from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..models.prior import UNIT, PriorFit, fit_weights, graph_parts, graph_prior
+from ..models.prior import UNIT, PriorFit, fit_sample, fit_weights, graph_parts, graph_prior
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
@@ -5961,16 +5969,14 @@ def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
     start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
-    rng = np.random.default_rng(settings.get("seed_everything", 0))
-    chosen = sorted(rng.permutation(len(graphs))[:fit.files])
+    chosen = fit_sample([graphs.num_configs(i) for i in range(len(graphs))], fit, settings.get("seed_everything", 0))
     samples = []
-    for index in chosen:
+    for index, rows in chosen:
         graph = graphs.load(index)
-        rows = np.sort(rng.permutation(graph.num_configs)[:fit.configs])
         samples.append((graph_parts(graph, rows), graph.target[rows]))
     if not samples:
         return UNIT
-    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i in chosen],
+    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen],
                                    settings["data"].get("fold_variant_parts", FOLD_GROUP),
                                    settings.get("seed_everything", 0))
     say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files (penalty {penalty:g}) in "

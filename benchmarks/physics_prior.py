@@ -50,7 +50,7 @@ from solution.constants import COLLECTIONS
 from solution.data.propagation import Propagation
 from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import FOLD_GROUP
-from solution.models.prior import UNIT, PriorFit, fit_weights
+from solution.models.prior import UNIT, PriorFit, fit_sample, fit_weights
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools.settings import read_settings
 
@@ -74,15 +74,10 @@ def fitted(files: list[tuple[Path, np.ndarray]], collection: str) -> tuple[np.nd
     (file, runtimes) pairs, and the penalty its held-out model groups picked."""
     settings = read_settings()[collection]
     fit = PriorFit(**settings["prior_fit"])
-    rng = np.random.default_rng(0)
-    chosen = sorted(rng.permutation(len(files))[:fit.files])
-    samples = []
-    for index in chosen:
-        path, runtimes = files[index]
-        rows = np.sort(rng.permutation(len(runtimes))[:fit.configs])
-        samples.append((file_parts(path)[rows], runtimes[rows]))
+    chosen = fit_sample([len(runtimes) for _, runtimes in files], fit)
+    samples = [(file_parts(files[i][0])[rows], files[i][1][rows]) for i, rows in chosen]
     variant_parts = settings["data"].get("fold_variant_parts", FOLD_GROUP)
-    return fit_weights(samples, fit, [files[i][0].stem for i in chosen], variant_parts)
+    return fit_weights(samples, fit, [files[i][0].stem for i, _ in chosen], variant_parts)
 
 
 def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray], weights: list[float]) -> list[float]:

@@ -65,6 +65,14 @@ def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
     return graph_parts(graph) @ weights
 
 
+def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tuple[int, np.ndarray]]:
+    """(file index, sorted config rows) of what a fit reads: up to `fit.files` of files with `counts` configs, up to
+    `fit.configs` rows of each, drawn with `seed`."""
+    rng = np.random.default_rng(seed)
+    chosen = sorted(rng.permutation(len(counts))[:fit.files])
+    return [(int(index), np.sort(rng.permutation(counts[index])[:fit.configs])) for index in chosen]
+
+
 def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
                 variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
     """[K] positive part weights under which the log of the weighed parts orders each sample's configs as its

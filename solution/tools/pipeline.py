@@ -32,7 +32,7 @@ from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..models.prior import UNIT, PriorFit, fit_weights, graph_parts, graph_prior
+from ..models.prior import UNIT, PriorFit, fit_sample, fit_weights, graph_parts, graph_prior
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
@@ -304,16 +304,14 @@ def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
     start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
-    rng = np.random.default_rng(settings.get("seed_everything", 0))
-    chosen = sorted(rng.permutation(len(graphs))[:fit.files])
+    chosen = fit_sample([graphs.num_configs(i) for i in range(len(graphs))], fit, settings.get("seed_everything", 0))
     samples = []
-    for index in chosen:
+    for index, rows in chosen:
         graph = graphs.load(index)
-        rows = np.sort(rng.permutation(graph.num_configs)[:fit.configs])
         samples.append((graph_parts(graph, rows), graph.target[rows]))
     if not samples:
         return UNIT
-    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i in chosen],
+    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen],
                                    settings["data"].get("fold_variant_parts", FOLD_GROUP),
                                    settings.get("seed_everything", 0))
     say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files (penalty {penalty:g}) in "
