@@ -30,9 +30,9 @@ TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
+TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
 PARTS = ("fused", "passes", "configurable", "copies", "transposes", "launches", "lane_reduces")
 ELEMENT_PARTS = 5  # the first PARTS count tensor elements moved (their sum is the traffic); then kernels, elements
-TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
 
 
 @dataclass
@@ -57,7 +57,11 @@ class Propagation:
         blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
         block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
         self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
-        self.default = self.traffic(np.full((1, len(self.slots), 3 * LAYOUT_GROUP), -1))[0]  # [nc + 1] file's layouts
+
+    @functools.cached_property
+    def default(self) -> np.ndarray:
+        """[nc + 1] `traffic` under the file's own layouts (every block -1), computed when first needed."""
+        return self.traffic(np.full((1, len(self.slots), 3 * LAYOUT_GROUP), -1))[0]
 
     def features(self, configs: np.ndarray) -> np.ndarray:
         """[C, nc, 2] float32 per configurable node under configs [C, nc, 18]: the log of the traffic its layout
