@@ -3,6 +3,7 @@ node, on hand-made and real-format files, and the traffic features a batch carri
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +13,12 @@ from solution.constants import NODE_FEAT_DIM
 from solution.data.batch import Collate, Item
 from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing, load_graph
-from solution.data.propagation import ELEMENT_PARTS, PARTS, Propagation, file_propagation
+from solution.data.propagation import ELEMENT_PARTS, PARTS, Propagation, dot_keys, file_propagation
 from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import LAYOUT, TASKS
 from solution.models.prior import layout_traffic
-from solution.programs.encode import OPCODE_IDS
+from solution.programs import hlo
+from solution.programs.encode import OPCODE_IDS, arrays, flatten
 
 UNSET = [-1] * 6
 
@@ -120,3 +122,61 @@ def test_the_work_comes_in_parts_whose_elements_add_up_to_the_traffic():
     elements = sum(parts[p] for p in PARTS[:ELEMENT_PARTS])
     np.testing.assert_allclose(elements, layout_traffic(raw))
     np.testing.assert_allclose(elements, Propagation(raw).traffic(configs).sum(1))
+
+
+def test_a_dot_does_its_multiply_adds_once_more_per_operand_fed_with_its_contracted_dim_not_minor():
+    inputs = [[2, 1, 0], [1, 2, 0], [0, 1, 2]]  # the lhs's contracted dim (2) minor, second-minor, further out
+    configs = np.array([[UNSET + order + [-1] * 3 + UNSET] for order in inputs])  # [3 configs, 1 dot, 18]
+    raw = raw_graph(["parameter", "parameter", "dot"], [[4, 16, 256], [256, 128], [4, 16, 128]], [[], [], [0, 1]],
+                    configs)
+    parts = dict(zip(PARTS, Propagation(raw).parts(configs).T))  # part -> [3]
+    multiply_adds = 4 * 16 * 128 * 256  # the output fills its tiles; 256 elements reduced into each
+    np.testing.assert_allclose(parts["multiply_adds"], multiply_adds)
+    # the rhs [256, 128] row-major has its contracted dim second-minor under every config
+    np.testing.assert_allclose(parts["second_minor_feeds"], np.array([1, 2, 1]) * multiply_adds)
+    np.testing.assert_allclose(parts["major_feeds"], np.array([0, 0, 1]) * multiply_adds)
+
+
+def test_a_dots_contracted_dims_are_read_from_its_shapes_as_the_real_programs_set_them():
+    readings = []
+    for path in sorted((FIXTURES.parent / "hlo").glob("*.hlo")):
+        for computation in hlo.read_module(path).computations.values():
+            shapes = {i.name: tuple(i.shape.dims) for i in computation.instructions}
+            for dot in (i for i in computation.instructions if i.opcode == "dot"):
+                lhs, rhs = (shapes[o] for o in dot.operands)
+                truth = [set(hlo.ints(dot.attributes[f"{side}_contracting_dims"])) for side in ("lhs", "rhs")]
+                read = dot_keys(lhs, rhs, tuple(dot.shape.dims))
+                readings.append((read is not None and [set(k) for k in read] == truth,
+                                 read is not None and math.prod(lhs[k] for k in read[0]) == math.prod(
+                                     lhs[k] for k in truth[0])))
+    right, same_size = np.array(readings).T
+    assert len(readings) >= 20 and right.mean() >= 0.85
+    assert same_size.all()  # a wrong reading is one the shapes allow as well: a square operand's other dim
+    assert dot_keys((32, 64), (64, 16), (32, 16)) == ((1,), (0,))
+    assert dot_keys((64, 64), (64, 64), (64, 64)) == ((1,), (0,))  # x . W where every dim matches: W's first
+    assert dot_keys((2, 4, 10, 8), (2, 4, 12, 8), (2, 4, 10, 12)) == ((3,), (3,))  # attention's queries . keys
+    assert dot_keys((3, 5), (7, 9), (11,)) is None
+
+
+def test_a_dots_input_is_the_operand_its_shapes_make_the_lhs_whatever_the_node_order():
+    configs = np.array([[blocks()], [blocks(given=[0, 1])]])  # x as the file has it, or column-major
+    raw = raw_graph(["parameter", "parameter", "dot"], [[256, 128], [16, 256], [16, 128]], [[], [], [0, 1]], configs)
+    parts = dict(zip(PARTS, Propagation(raw).parts(configs).T))  # W [256, 128] comes first, x [16, 256] . W
+    np.testing.assert_allclose(parts["transposes"], [0, ROW + COLUMN])  # x copied to column-major, not W
+    np.testing.assert_allclose(parts["second_minor_feeds"], np.array([1, 2]) * 16 * 128 * 256)  # W's 256, then x's
+
+
+def test_the_real_programs_dots_and_convolutions_read_their_operands_in_hlo_order_where_shapes_tell():
+    right = []
+    for path in sorted((FIXTURES.parent / "hlo").glob("*.hlo")):
+        module = hlo.read_module(path)
+        graph = flatten(module)
+        encoded = arrays(module, graph)
+        configs = np.zeros((1, len(encoded["node_config_ids"]), 18), np.int8)
+        tensors = Propagation(RawGraph(path, TASKS["layout"], encoded["node_feat"], encoded["node_opcode"],
+                                       encoded["edge_index"], configs, np.ones(1), encoded["node_config_ids"])).tensors
+        for i, tensor in enumerate(tensors):
+            if tensor.name in ("dot", "convolution") and len(set(graph.operands[i])) == 2:
+                right.append(tensor.operands == graph.operands[i])
+                assert right[-1] or sorted(tensor.operands) == tensor.operands, path  # node order where shapes tie
+    assert len(right) >= 20 and np.mean(right) >= 0.9

@@ -1,5 +1,6 @@
-"""A layout ranking from memory physics: the elements each config's layouts make the program move and the kernels
-its copies launch, part by part, weighed as a collection's own runtimes say (seven weights; no model)."""
+"""A layout ranking from physics: the elements each config's layouts make the program move, the kernels its copies
+launch and the multiply-adds its matrix units do, part by part, weighed as a collection's own runtimes say (ten
+weights; no model)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from ..metrics import kendall_tau, mean_over_graphs
 
 UNIT = np.array([1.0] * ELEMENT_PARTS + [0.0] * (len(PARTS) - ELEMENT_PARTS))  # [K] the plain count of elements
 # [K] where a fit starts and its penalty pulls: each element moved counts 1, a kernel launched as 1000 elements, a
-# reduce across lanes adds a tenth of its elements again
-START = np.where(UNIT > 0, 1.0, [{"launches": 1000.0, "lane_reduces": 0.1}.get(p, 0.0) for p in PARTS])
+# reduce across lanes adds a tenth of its elements again, a multiply-add a 300th of an element (a TPU's matrix units do
+# a few hundred per element its memory moves), and an operand fed with its key dim not minor as much again
+OTHER_STARTS = {"launches": 1000.0, "lane_reduces": 0.1, "multiply_adds": 1 / 300, "second_minor_feeds": 1 / 300,
+                "major_feeds": 1 / 300}
+START = np.where(UNIT > 0, 1.0, [OTHER_STARTS.get(p, 0.0) for p in PARTS])
 PAIRS = 1024  # config pairs a fit step draws per file
 SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
 
