@@ -182,7 +182,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'num_workers': 4,
                                 'collection': 'layout:xla:random',
                                 'fold_variant_parts': '[._].*$'},
-                       'prior_weights': [0.25, 0.5, 0.75]},
+                       'prior_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
  'layout:xla:default': {'seed_everything': 0,
                         'members': 3,
                         'member_folds': False,
@@ -239,7 +239,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:xla:default'},
-                        'prior_weights': [0.25, 0.5, 0.75]},
+                        'prior_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
  'layout:nlp:random': {'seed_everything': 0,
                        'members': 3,
                        'member_folds': True,
@@ -354,7 +354,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:nlp:default'},
-                        'prior_weights': [0.25, 0.5, 0.75]}}
+                        'prior_weights': [0.25, 0.5, 0.75, 0.9, 1.0]}}
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
@@ -1289,11 +1289,14 @@ def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCach
 # ---------------------------------------- solution.data.propagation
 SOURCES['solution.data.propagation'] = '''\
 """Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
-the tensor elements they make the program move in 8 x 128 tiles, per configurable node."""
+the tensor elements they make the program move in 8 x 128 tiles, per configurable node, and the work they make its
+matrix units do."""
 
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -1312,7 +1315,7 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import DIMENSIONS, ELEMENT_TYPE, ELEMENT_TYPES, IS_ROOT, LAYOUT, OPCODE_NAMES
+from ..programs.encode import CONV, DIMENSIONS, ELEMENT_TYPE, ELEMENT_TYPES, IS_ROOT, LAYOUT, OPCODE_NAMES
 from .reader import RawGraph, read_graph
 
 LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
@@ -1321,8 +1324,15 @@ CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousan
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
 TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
-PARTS = ("fused", "passes", "configurable", "copies", "transposes", "launches", "lane_reduces")
-ELEMENT_PARTS = 5  # the first PARTS count tensor elements moved (their sum is the traffic); then kernels, elements
+PARTS = ("fused", "passes", "configurable", "relayouts", "copies", "transposes", "launches", "lane_reduces",
+         "multiply_adds", "second_minor_feeds", "major_feeds")
+ELEMENT_PARTS = 6  # the first PARTS count tensor elements moved (their sum is the traffic; "configurable": by dots and
+# convolutions, "relayouts": by reshapes that are no bitcast); then kernels, elements, then multiply-adds: all of the
+# configurable dots' and convolutions', and those of their operands fed with a key dim second-minor or further out
+# (once per such operand)
+# node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
+# feature dims, feature group count
+CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14)
 
 
 @dataclass
@@ -1331,11 +1341,14 @@ class _Tensor:
 
     name: str  # HLO opcode
     rank: int  # -1: a tuple
+    dims: tuple[int, ...]  # its sizes (none for a tuple)
     tables: ShapeTables | None  # elements stored per order of its dims (None for a tuple)
     text: int  # the file's layout of its output, an index into PERMS[rank]
-    operands: list[int]  # producers in node order (the files keep no operand order)
+    operands: list[int]  # producers in node order (the files keep no operand order); a dot's or convolution's two
+    # in HLO order (lhs or input first) where their shapes tell it
     dimensions: tuple[int, ...]  # the `dimensions` attribute (a transpose's permutation, a reduce's dims)
     is_root: bool
+    conv: tuple[int, ...]  # a convolution's CONV_DIMS
 
 
 class Propagation:
@@ -1419,13 +1432,43 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
     tensors = []
     for i, rank in enumerate(ranks.tolist()):
         opcode = int(raw.node_opcode[i])
-        tables = shape_tables(tuple(dims[i, :rank].tolist()), 1) if rank >= 0 else None
+        shape = tuple(dims[i, :max(rank, 0)].tolist())
+        tables = shape_tables(shape, 1) if rank >= 0 else None
         text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
         tensors.append(_Tensor(
-            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, tables,
+            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables,
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
-            tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0)))
+            tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0),
+            tuple(int(v) for v in feat[i, list(CONV_DIMS)])))
+    for tensor in tensors:
+        tensor.operands = _hlo_order(tensor, tensors)
     return tensors
+
+
+def _hlo_order(tensor: _Tensor, tensors: list[_Tensor]) -> list[int]:
+    """A dot's or convolution's two operands with the one its shapes say is operand 0 first (node order where they
+    do not say); any other node's as they are."""
+    if tensor.name not in ("dot", "convolution") or len(tensor.operands) != 2 or tensor.rank < 0:
+        return tensor.operands
+    first, second = (tensors[o] for o in tensor.operands)
+    if min(first.rank, second.rank) <= 0:
+        return tensor.operands
+    swapped = _shape_rules(tensor, second, first) > _shape_rules(tensor, first, second)
+    return tensor.operands[::-1] if swapped else tensor.operands
+
+
+def _shape_rules(tensor: _Tensor, lhs: _Tensor, rhs: _Tensor) -> int:
+    """How many of a dot's or convolution's shape rules hold with `lhs` as operand 0 and `rhs` as operand 1."""
+    if tensor.name == "dot":
+        return int(dot_keys(lhs.dims, rhs.dims, tensor.dims) is not None)
+    input_batch, input_feature, kernel_input, kernel_output, output_batch, output_feature, groups = tensor.conv
+
+    def size(dims: tuple[int, ...], d: int) -> int:
+        return dims[d] if 0 <= d < len(dims) else -1
+
+    return ((size(lhs.dims, input_batch) == size(tensor.dims, output_batch))
+            + (size(lhs.dims, input_feature) == size(rhs.dims, kernel_input) * max(groups, 1))
+            + (size(rhs.dims, kernel_output) == size(tensor.dims, output_feature)))
 
 
 def _is_order(dims: tuple[int, ...], rank: int) -> bool:
@@ -1464,7 +1507,7 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
     whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
     out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
-    own, copies, bitcast = _stored(tensor, out), Work(), False
+    own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
     for block in (INPUT, KERNEL):
         rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
         candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
@@ -1475,10 +1518,89 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
         wanted = chosen_layout(blocks[:, block], operand.rank, _seen(index, tensors, layouts))
         copies = copies + _copy(operand, layouts[index], wanted)
         own = own + _stored(operand, wanted)
+        chosen[index] = wanted
         if tensor.name == "reshape":
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
     launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
-    return out, copies + work(configurable=np.where(bitcast, 0.0, own), launches=launches)
+    arriving = {o: _seen(o, tensors, layouts) for o in tensor.operands if tensors[o].rank > 0 and o not in chosen}
+    feeds = _matmul(tensor, tensors, chosen | arriving, out)
+    part = "relayouts" if tensor.name == "reshape" else "configurable"
+    return out, copies + feeds + work(**{part: np.where(bitcast, 0.0, own)}, launches=launches)
+
+
+def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Work:
+    """A dot's or convolution's multiply-adds over whole output tiles, and those again per operand (or a
+    convolution's output) whose key dim (a contracted one, or a convolution's feature dim) is not minor in its layout
+    (`operands`: the laid-out operands' layouts)."""
+    if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
+        return Work()
+    keyed = _keyed(tensor, tensors, [o for o in tensor.operands if o in operands])
+    if keyed is None:
+        return Work()
+    reduced, keys = keyed  # keys: (operand or -1 for the output, its key dims)
+    multiply_adds = _stored(tensor, out) * reduced
+    second, major = 0.0, 0.0
+    for index, dims in keys:
+        owner, layout = (tensor, out) if index < 0 else (tensors[index], operands.get(index))
+        minor = np.isin(owner.tables.minor[layout], dims)
+        second_minor = ~minor & np.isin(owner.tables.second[layout], dims)
+        second = second + np.where(second_minor, multiply_adds, 0.0)
+        major = major + np.where(minor | second_minor, 0.0, multiply_adds)
+    return work(multiply_adds=multiply_adds, second_minor_feeds=second, major_feeds=major)
+
+
+def _keyed(tensor: _Tensor, tensors: list[_Tensor], operands: list[int]):
+    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution
+    whose laid-out `operands` are in HLO order; None where its shapes do not say."""
+    ranked = [o for o in operands if tensors[o].rank > 0]
+    if tensor.name == "convolution":
+        if len(ranked) < 2:
+            return None
+        kernel = tensors[ranked[1]].dims
+        _, input_feature, kernel_input, kernel_output, _, output_feature, _ = tensor.conv
+        if not all(0 <= k < len(kernel) for k in (kernel_input, kernel_output)):
+            return None
+        return math.prod(kernel) / max(kernel[kernel_output], 1), [
+            (ranked[0], (input_feature,)), (ranked[1], (kernel_input, kernel_output)), (-1, (output_feature,))]
+    if not ranked:
+        return None
+    lhs, rhs = ranked[0], ranked[-1]  # one operand for both: x . x
+    keys = dot_keys(tensors[lhs].dims, tensors[rhs].dims, tensor.dims)
+    if keys is None:
+        return None
+    return math.prod(tensors[lhs].dims[k] for k in keys[0]), [(lhs, keys[0]), (rhs, keys[1])]
+
+
+@functools.lru_cache(maxsize=4096)
+def dot_keys(lhs: tuple[int, ...], rhs: tuple[int, ...], out: tuple[int, ...]):
+    """The contracted dims of a dot's lhs and rhs as their shapes and the output's imply (the files keep no
+    dimension numbers): the output holds the batch dims, then the lhs's other free dims, then the rhs's, each in
+    operand order, and contracted dims pair up in size. Of the readings that fit, the one that reduces the most
+    elements, then the fewest contracted dims; None where none fits."""
+    readings = []
+    for contracted in range(min(len(lhs), len(rhs)) + 1):
+        batch = len(lhs) + len(rhs) - len(out) - 2 * contracted
+        lhs_free = len(lhs) - batch - contracted
+        if batch < 0 or lhs_free < 0 or len(rhs) - batch - contracted < 0:
+            continue
+        for lhs_keys in _contracted(lhs, out[:batch], out[batch:batch + lhs_free], free_last=False):
+            for rhs_keys in _contracted(rhs, out[:batch], out[batch + lhs_free:], free_last=True):
+                if [lhs[k] for k in lhs_keys] == [rhs[k] for k in rhs_keys]:
+                    readings.append((-math.prod(lhs[k] for k in lhs_keys), contracted, lhs_keys, rhs_keys))
+    return min(readings, key=lambda r: r[:2])[2:] if readings else None
+
+
+def _contracted(dims: tuple[int, ...], batch: tuple[int, ...], free: tuple[int, ...], free_last: bool):
+    """Each way to read `dims` as the batch dims and the free dims (each in order) and the rest: the rest's dims;
+    where sizes repeat, the free dims as early as they fit first, or as late (`free_last`: x . W's W)."""
+    for batch_dims in itertools.combinations(range(len(dims)), len(batch)):
+        if [dims[d] for d in batch_dims] != list(batch):
+            continue
+        others = [d for d in range(len(dims)) if d not in batch_dims]
+        ways = list(itertools.combinations(others, len(free)))
+        for free_dims in ways[::-1] if free_last else ways:
+            if [dims[d] for d in free_dims] == list(free):
+                yield tuple(d for d in others if d not in free_dims)
 
 
 def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
@@ -3327,8 +3449,9 @@ class MSE(RankingLoss):
 
 # ---------------------------------------- solution.models.prior
 SOURCES['solution.models.prior'] = '''\
-"""A layout ranking from memory physics: the elements each config's layouts make the program move and the kernels
-its copies launch, part by part, weighed as a collection's own runtimes say (seven weights; no model)."""
+"""A layout ranking from physics: the elements each config's layouts make the program move, the kernels its copies
+launch and the multiply-adds its matrix units do, part by part, weighed as a collection's own runtimes say (eleven
+weights; no model)."""
 
 from __future__ import annotations
 
@@ -3347,8 +3470,11 @@ from ..metrics import kendall_tau, mean_over_graphs
 
 UNIT = np.array([1.0] * ELEMENT_PARTS + [0.0] * (len(PARTS) - ELEMENT_PARTS))  # [K] the plain count of elements
 # [K] where a fit starts and its penalty pulls: each element moved counts 1, a kernel launched as 1000 elements, a
-# reduce across lanes adds a tenth of its elements again
-START = np.where(UNIT > 0, 1.0, [{"launches": 1000.0, "lane_reduces": 0.1}.get(p, 0.0) for p in PARTS])
+# reduce across lanes adds a tenth of its elements again, a multiply-add a 300th of an element (a TPU's matrix units do
+# a few hundred per element its memory moves), and an operand fed with its key dim not minor as much again
+OTHER_STARTS = {"launches": 1000.0, "lane_reduces": 0.1, "multiply_adds": 1 / 300, "second_minor_feeds": 1 / 300,
+                "major_feeds": 1 / 300}
+START = np.where(UNIT > 0, 1.0, [OTHER_STARTS.get(p, 0.0) for p in PARTS])
 PAIRS = 1024  # config pairs a fit step draws per file
 SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
 
@@ -3371,7 +3497,8 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     """[c] per config of a layout file, the work its layouts make the program do, its PARTS (`data/propagation.py`)
     weighed by `weights` [K] (lower = predicted faster); by default the tensor elements moved in 8 x 128 tiles over
     each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout and
-    reads its input (and a convolution's kernel) in the config's; every other node takes its layout as XLA propagates
+    reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
+    their shapes say (the files keep no operand order); every other node takes its layout as XLA propagates
     it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
     reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
     keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read

@@ -47,8 +47,8 @@ def test_the_prior_ranks_layouts_only():
 
 def test_the_fitted_part_weights_rank_configs_as_a_law_that_weighs_the_parts_otherwise():
     rng = np.random.default_rng(0)
-    law = np.array([1.0, 2.0, 1.5, 3.0, 8.0, 5e4, 0.5, 0.01, 0.005, 0.02])  # [K] per part, e.g. transposing copies
-    # dearer than others
+    law = np.array([1.0, 2.0, 1.5, 2.5, 3.0, 8.0, 5e4, 0.5, 0.01, 0.005, 0.02])  # [K] per part, e.g. transposing
+    # copies dearer than others
     files = [rng.lognormal(8, 1, (64, len(PARTS))) * rng.integers(0, 2, (64, len(PARTS))) for _ in range(12)]
     files = [(parts, parts @ law) for parts in files]
     weights, penalty = fit_weights(files[:8], PriorFit(files=8, steps=200), seed=0)
@@ -62,7 +62,7 @@ def test_the_fitted_part_weights_rank_configs_as_a_law_that_weighs_the_parts_oth
 
 def test_of_several_penalties_the_one_whose_fits_rank_held_out_model_groups_best_is_chosen():
     rng = np.random.default_rng(1)
-    law = np.array([1.0, 1.0, 1.0, 1.0, 30.0] + [0.0] * 5)  # transposing copies far dearer than START says
+    law = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 30.0] + [0.0] * 5)  # transposing copies far dearer than START says
     files = [rng.lognormal(8, 1, (64, len(PARTS))) for _ in range(6)]
     files = [(parts, parts @ law) for parts in files]
     stems = ["mlp_a", "mlp_b", "cnn_a", "cnn_b", "rnn_a", "rnn_b"]  # three model groups: one per fold

@@ -115,7 +115,8 @@ def test_the_work_comes_in_parts_whose_elements_add_up_to_the_traffic():
     raw = raw_graph(["parameter", "reshape", "negate", "reshape"], [[16, 256]] * 4, [[], [0], [1], [2]], configs)
     parts = dict(zip(PARTS, Propagation(raw).parts(configs).T))  # part -> [2]
     np.testing.assert_allclose(parts["fused"], [COLUMN, COLUMN])  # the negate, in the first reshape's order
-    np.testing.assert_allclose(parts["configurable"], [2 * (COLUMN + ROW), COLUMN + ROW])  # the second: a bitcast
+    np.testing.assert_allclose(parts["relayouts"], [2 * (COLUMN + ROW), COLUMN + ROW])  # the second: a bitcast
+    np.testing.assert_allclose(parts["configurable"], 0)  # no dot or convolution
     np.testing.assert_allclose(parts["transposes"], [0, COLUMN + ROW])  # column- to row-major: the minor dim changes
     np.testing.assert_allclose(parts["copies"], 0)
     np.testing.assert_allclose(parts["launches"], [2, 2])  # two relayouts, or one and the copy

@@ -34,11 +34,12 @@ CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousan
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
 TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
-PARTS = ("fused", "passes", "configurable", "copies", "transposes", "launches", "lane_reduces", "multiply_adds",
-         "second_minor_feeds", "major_feeds")
-ELEMENT_PARTS = 5  # the first PARTS count tensor elements moved (their sum is the traffic); then kernels, elements,
-# then multiply-adds: all of the configurable dots' and convolutions', and those of their operands fed with a key dim
-# second-minor or further out (once per such operand)
+PARTS = ("fused", "passes", "configurable", "relayouts", "copies", "transposes", "launches", "lane_reduces",
+         "multiply_adds", "second_minor_feeds", "major_feeds")
+ELEMENT_PARTS = 6  # the first PARTS count tensor elements moved (their sum is the traffic; "configurable": by dots and
+# convolutions, "relayouts": by reshapes that are no bitcast); then kernels, elements, then multiply-adds: all of the
+# configurable dots' and convolutions', and those of their operands fed with a key dim second-minor or further out
+# (once per such operand)
 # node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
 # feature dims, feature group count
 CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14)
@@ -233,7 +234,8 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
     launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
     arriving = {o: _seen(o, tensors, layouts) for o in tensor.operands if tensors[o].rank > 0 and o not in chosen}
     feeds = _matmul(tensor, tensors, chosen | arriving, out)
-    return out, copies + feeds + work(configurable=np.where(bitcast, 0.0, own), launches=launches)
+    part = "relayouts" if tensor.name == "reshape" else "configurable"
+    return out, copies + feeds + work(**{part: np.where(bitcast, 0.0, own)}, launches=launches)
 
 
 def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Work:

@@ -1,5 +1,5 @@
 """A layout ranking from physics: the elements each config's layouts make the program move, the kernels its copies
-launch and the multiply-adds its matrix units do, part by part, weighed as a collection's own runtimes say (ten
+launch and the multiply-adds its matrix units do, part by part, weighed as a collection's own runtimes say (eleven
 weights; no model)."""
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     """[c] per config of a layout file, the work its layouts make the program do, its PARTS (`data/propagation.py`)
     weighed by `weights` [K] (lower = predicted faster); by default the tensor elements moved in 8 x 128 tiles over
     each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout and
-    reads its input (and a convolution's kernel) in the config's; every other node takes its layout as XLA propagates
+    reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
+    their shapes say (the files keep no operand order); every other node takes its layout as XLA propagates
     it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
     reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
     keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
