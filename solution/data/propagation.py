@@ -232,8 +232,7 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
         if tensor.name == "reshape":
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
     launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
-    arriving = {o: _seen(o, tensors, layouts) for o in tensor.operands if tensors[o].rank > 0 and o not in chosen}
-    feeds = _matmul(tensor, tensors, chosen | arriving, out)
+    feeds = _matmul(tensor, tensors, {o: chosen.get(o, _seen(o, tensors, layouts)) for o in tensor.operands}, out)
     part = "relayouts" if tensor.name == "reshape" else "configurable"
     return out, copies + feeds + work(**{part: np.where(bitcast, 0.0, own)}, launches=launches)
 
@@ -241,17 +240,17 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
 def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Work:
     """A dot's or convolution's multiply-adds over whole output tiles, and those again per operand (or a
     convolution's output) whose key dim (a contracted one, or a convolution's feature dim) is not minor in its layout
-    (`operands`: the laid-out operands' layouts)."""
+    (`operands`: operand -> the layout it is read in)."""
     if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
         return Work()
-    keyed = _keyed(tensor, tensors, [o for o in tensor.operands if o in operands])
+    keyed = _keyed(tensor, tensors)
     if keyed is None:
         return Work()
     reduced, keys = keyed  # keys: (operand or -1 for the output, its key dims)
     multiply_adds = _stored(tensor, out) * reduced
     second, major = 0.0, 0.0
     for index, dims in keys:
-        owner, layout = (tensor, out) if index < 0 else (tensors[index], operands.get(index))
+        owner, layout = (tensor, out) if index < 0 else (tensors[index], operands[index])
         minor = np.isin(owner.tables.minor[layout], dims)
         second_minor = ~minor & np.isin(owner.tables.second[layout], dims)
         second = second + np.where(second_minor, multiply_adds, 0.0)
@@ -259,10 +258,10 @@ def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Wor
     return work(multiply_adds=multiply_adds, second_minor_feeds=second, major_feeds=major)
 
 
-def _keyed(tensor: _Tensor, tensors: list[_Tensor], operands: list[int]):
-    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution
-    whose laid-out `operands` are in HLO order; None where its shapes do not say."""
-    ranked = [o for o in operands if tensors[o].rank > 0]
+def _keyed(tensor: _Tensor, tensors: list[_Tensor]):
+    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution;
+    None where its shapes do not say."""
+    ranked = [o for o in tensor.operands if tensors[o].rank > 0]  # in HLO order
     if tensor.name == "convolution":
         if len(ranked) < 2:
             return None
