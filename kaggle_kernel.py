@@ -1289,8 +1289,8 @@ def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCach
 # ---------------------------------------- solution.data.propagation
 SOURCES['solution.data.propagation'] = '''\
 """Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
-the tensor elements they make the program move in 8 x 128 tiles, per configurable node, and the work they make its
-matrix units do."""
+the bytes they make the program move in 8 x 128 tiles, per configurable node, and the work they make its matrix
+units do."""
 
 from __future__ import annotations
 
@@ -1315,19 +1315,29 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import CONV, DIMENSIONS, ELEMENT_TYPE, ELEMENT_TYPES, IS_ROOT, LAYOUT, OPCODE_NAMES
+from ..programs.encode import (
+    CONV,
+    DIMENSIONS,
+    ELEMENT_BYTES,
+    ELEMENT_TYPE,
+    ELEMENT_TYPES,
+    IS_ROOT,
+    LAYOUT,
+    OPCODE_NAMES,
+)
 from .reader import RawGraph, read_graph
 
 LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
 TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
+TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
 TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
 PARTS = ("fused", "passes", "configurable", "relayouts", "copies", "transposes", "launches", "lane_reduces",
          "multiply_adds", "second_minor_feeds", "major_feeds")
-ELEMENT_PARTS = 6  # the first PARTS count tensor elements moved (their sum is the traffic; "configurable": by dots and
-# convolutions, "relayouts": by reshapes that are no bitcast); then kernels, elements, then multiply-adds: all of the
+BYTE_PARTS = 6  # the first PARTS count bytes moved (their sum is the traffic; "configurable": by dots and
+# convolutions, "relayouts": by reshapes that are no bitcast); then kernels, bytes, then multiply-adds: all of the
 # configurable dots' and convolutions', and those of their operands fed with a key dim second-minor or further out
 # (once per such operand)
 # node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
@@ -1342,7 +1352,8 @@ class _Tensor:
     name: str  # HLO opcode
     rank: int  # -1: a tuple
     dims: tuple[int, ...]  # its sizes (none for a tuple)
-    tables: ShapeTables | None  # elements stored per order of its dims (None for a tuple)
+    tables: ShapeTables | None  # bytes stored per order of its dims (None for a tuple)
+    element_bytes: int  # of its element type (4 where the file names none)
     text: int  # the file's layout of its output, an index into PERMS[rank]
     operands: list[int]  # producers in node order (the files keep no operand order); a dot's or convolution's two
     # in HLO order (lhs or input first) where their shapes tell it
@@ -1374,7 +1385,7 @@ class Propagation:
         return (features / TRAFFIC_SCALES).astype(np.float32)
 
     def traffic(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc + 1] the elements moved under configs [C, nc, 18] (values -1..5), per configurable node whose
+        """[C, nc + 1] the bytes moved under configs [C, nc, 18] (values -1..5), per configurable node whose
         layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
         return self._passes(configs)[0]
 
@@ -1411,7 +1422,7 @@ class Propagation:
             owners.append(owner)
             for k, amount in done.items():
                 parts[:, k] += amount
-            moved[:, owner] += done.elements()
+            moved[:, owner] += done.moved()
         return moved, parts
 
 
@@ -1426,6 +1437,8 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
     feat = raw.node_feat
     dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
     ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
+    types = feat[:, ELEMENT_TYPE:ELEMENT_TYPE + len(ELEMENT_TYPES)]  # [n, 19] one-hot
+    element_bytes = np.where(types.any(1), TYPE_BYTES[types.argmax(1)], 4)  # [n]
     operands: list[list[int]] = [[] for _ in range(len(feat))]
     for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T[::-1])]:  # by consumer, then producer
         operands[consumer].append(int(producer))
@@ -1433,10 +1446,10 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
     for i, rank in enumerate(ranks.tolist()):
         opcode = int(raw.node_opcode[i])
         shape = tuple(dims[i, :max(rank, 0)].tolist())
-        tables = shape_tables(shape, 1) if rank >= 0 else None
+        tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
         text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
         tensors.append(_Tensor(
-            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables,
+            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
             tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0),
             tuple(int(v) for v in feat[i, list(CONV_DIMS)])))
@@ -1491,9 +1504,9 @@ class Work(dict):
             total[part] = total.get(part, 0.0) + amount
         return total
 
-    def elements(self) -> np.ndarray | float:
-        """The tensor elements moved: the sum of the element parts."""
-        return sum((amount for part, amount in self.items() if part < ELEMENT_PARTS), 0.0)
+    def moved(self) -> np.ndarray | float:
+        """The bytes moved: the sum of the byte parts."""
+        return sum((amount for part, amount in self.items() if part < BYTE_PARTS), 0.0)
 
 
 def work(**amounts) -> Work:
@@ -1522,8 +1535,7 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
         if tensor.name == "reshape":
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
     launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
-    arriving = {o: _seen(o, tensors, layouts) for o in tensor.operands if tensors[o].rank > 0 and o not in chosen}
-    feeds = _matmul(tensor, tensors, chosen | arriving, out)
+    feeds = _matmul(tensor, tensors, {o: chosen.get(o, _seen(o, tensors, layouts)) for o in tensor.operands}, out)
     part = "relayouts" if tensor.name == "reshape" else "configurable"
     return out, copies + feeds + work(**{part: np.where(bitcast, 0.0, own)}, launches=launches)
 
@@ -1531,17 +1543,17 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
 def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Work:
     """A dot's or convolution's multiply-adds over whole output tiles, and those again per operand (or a
     convolution's output) whose key dim (a contracted one, or a convolution's feature dim) is not minor in its layout
-    (`operands`: the laid-out operands' layouts)."""
+    (`operands`: operand -> the layout it is read in)."""
     if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
         return Work()
-    keyed = _keyed(tensor, tensors, [o for o in tensor.operands if o in operands])
+    keyed = _keyed(tensor, tensors)
     if keyed is None:
         return Work()
     reduced, keys = keyed  # keys: (operand or -1 for the output, its key dims)
-    multiply_adds = _stored(tensor, out) * reduced
+    multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
     second, major = 0.0, 0.0
     for index, dims in keys:
-        owner, layout = (tensor, out) if index < 0 else (tensors[index], operands.get(index))
+        owner, layout = (tensor, out) if index < 0 else (tensors[index], operands[index])
         minor = np.isin(owner.tables.minor[layout], dims)
         second_minor = ~minor & np.isin(owner.tables.second[layout], dims)
         second = second + np.where(second_minor, multiply_adds, 0.0)
@@ -1549,10 +1561,10 @@ def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Wor
     return work(multiply_adds=multiply_adds, second_minor_feeds=second, major_feeds=major)
 
 
-def _keyed(tensor: _Tensor, tensors: list[_Tensor], operands: list[int]):
-    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution
-    whose laid-out `operands` are in HLO order; None where its shapes do not say."""
-    ranked = [o for o in operands if tensors[o].rank > 0]
+def _keyed(tensor: _Tensor, tensors: list[_Tensor]):
+    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution;
+    None where its shapes do not say."""
+    ranked = [o for o in tensor.operands if tensors[o].rank > 0]  # in HLO order
     if tensor.name == "convolution":
         if len(ranked) < 2:
             return None
@@ -1642,7 +1654,7 @@ def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
 
 
 def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
-    """Elements a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
+    """Bytes a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
     return tensor.tables.padded[layout]
 
 
@@ -1653,7 +1665,7 @@ def _seen(operand: int, tensors: list[_Tensor], layouts: list):
 
 
 def _copy(tensor: _Tensor, source, target) -> Work:
-    """The copy of the tensor from layout `source` to `target` where they store it differently: the elements it
+    """The copy of the tensor from layout `source` to `target` where they store it differently: the bytes it
     moves (a transpose where the minor dim changes), and one kernel."""
     if source is None or tensor.rank <= 0:
         return Work()
@@ -3449,7 +3461,7 @@ class MSE(RankingLoss):
 
 # ---------------------------------------- solution.models.prior
 SOURCES['solution.models.prior'] = '''\
-"""A layout ranking from physics: the elements each config's layouts make the program move, the kernels its copies
+"""A layout ranking from physics: the bytes each config's layouts make the program move, the kernels its copies
 launch and the multiply-adds its matrix units do, part by part, weighed as a collection's own runtimes say (eleven
 weights; no model)."""
 
@@ -3463,17 +3475,17 @@ import torch
 
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from ..data.propagation import CONFIG_CHUNK, ELEMENT_PARTS, PARTS, Propagation, file_propagation
+from ..data.propagation import BYTE_PARTS, CONFIG_CHUNK, PARTS, Propagation, file_propagation
 from ..data.reader import RawGraph
 from ..data.splits import FOLD_GROUP, assign_folds, model_group
 from ..metrics import kendall_tau, mean_over_graphs
 
-UNIT = np.array([1.0] * ELEMENT_PARTS + [0.0] * (len(PARTS) - ELEMENT_PARTS))  # [K] the plain count of elements
-# [K] where a fit starts and its penalty pulls: each element moved counts 1, a kernel launched as 1000 elements, a
-# reduce across lanes adds a tenth of its elements again, a multiply-add a 300th of an element (a TPU's matrix units do
-# a few hundred per element its memory moves), and an operand fed with its key dim not minor as much again
-OTHER_STARTS = {"launches": 1000.0, "lane_reduces": 0.1, "multiply_adds": 1 / 300, "second_minor_feeds": 1 / 300,
-                "major_feeds": 1 / 300}
+UNIT = np.array([1.0] * BYTE_PARTS + [0.0] * (len(PARTS) - BYTE_PARTS))  # [K] the plain count of bytes
+# [K] where a fit starts and its penalty pulls: each byte moved counts 1, a kernel launched as 4000 bytes, a reduce
+# across lanes adds a tenth of its bytes again, a multiply-add a 75th of a byte (a TPU's matrix units do a few hundred
+# per 4-byte element its memory moves), and an operand fed with its key dim not minor as much again
+OTHER_STARTS = {"launches": 4000.0, "lane_reduces": 0.1, "multiply_adds": 4 / 300, "second_minor_feeds": 4 / 300,
+                "major_feeds": 4 / 300}
 START = np.where(UNIT > 0, 1.0, [OTHER_STARTS.get(p, 0.0) for p in PARTS])
 PAIRS = 1024  # config pairs a fit step draws per file
 SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
@@ -3484,7 +3496,7 @@ class PriorFit:
     """How `solution run` weighs the prior's parts (PARTS): fitted to the runtimes of up to `files` train files
     (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
     the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
-    best (`folds` folds of whole groups); files 0: the plain count of elements (UNIT)."""
+    best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT)."""
 
     files: int = 0
     configs: int = 256
@@ -3495,7 +3507,7 @@ class PriorFit:
 
 def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     """[c] per config of a layout file, the work its layouts make the program do, its PARTS (`data/propagation.py`)
-    weighed by `weights` [K] (lower = predicted faster); by default the tensor elements moved in 8 x 128 tiles over
+    weighed by `weights` [K] (lower = predicted faster); by default the bytes moved in 8 x 128 tiles over
     each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout and
     reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
     their shapes say (the files keep no operand order); every other node takes its layout as XLA propagates
@@ -4199,6 +4211,8 @@ UNKNOWN_OPCODE = 0
 # one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
 ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
                  "bf16", "c64", "c128", "tuple", "opaque", "token")
+ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+                 "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}  # bytes per element of each array type
 SPLIT_ROLES = ("body", "condition", "branch_computations", "true_computation", "false_computation")
 GROUPED = ("convolution", "custom-call")  # the instructions whose protos carry feature/batch group counts
 LAYOUT_KEYS = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64, "node_splits": np.int64,

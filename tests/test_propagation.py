@@ -13,23 +13,24 @@ from solution.constants import NODE_FEAT_DIM
 from solution.data.batch import Collate, Item
 from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing, load_graph
-from solution.data.propagation import ELEMENT_PARTS, PARTS, Propagation, dot_keys, file_propagation
+from solution.data.propagation import BYTE_PARTS, PARTS, Propagation, dot_keys, file_propagation
 from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import LAYOUT, TASKS
 from solution.models.prior import layout_traffic
 from solution.programs import hlo
-from solution.programs.encode import OPCODE_IDS, arrays, flatten
+from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, arrays, flatten
 
 UNSET = [-1] * 6
 
 
 def raw_graph(opcodes: list[str], dims: list[list[int]], operands: list[list[int]], configs: np.ndarray,
-              dimensions: dict[int, list[int]] | None = None) -> RawGraph:
+              dimensions: dict[int, list[int]] | None = None, element_type: str = "f32") -> RawGraph:
     """A hand-made layout file: node i runs opcodes[i] on its operands into a row-major tensor of dims[i] (with
-    its `dimensions` attribute); the reshapes and dots are configurable, with configs [c, nc, 18]; the last node is
+    its `dimensions` attribute), all of `element_type`; the reshapes and dots are configurable, with configs [c, nc, 18]; the last node is
     the root."""
     n = len(opcodes)
     feat = np.zeros((n, NODE_FEAT_DIM), np.float32)
+    feat[:, ELEMENT_TYPE + ELEMENT_TYPES.index(element_type)] = 1
     for i, shape in enumerate(dims):
         feat[i, 21:21 + len(shape)] = shape
         feat[i, 134:134 + len(shape)] = list(range(len(shape)))[::-1]
@@ -46,8 +47,8 @@ def blocks(output: list[int] | None = None, given: list[int] | None = None) -> l
     return (output or [-1, -1]) + [-1] * 4 + (given or [-1, -1]) + [-1] * 4 + UNSET
 
 
-# [16, 256] stored in 8 x 128 tiles: the 256 minor (row-major) 16 x 256 = 4096; the 16 minor 128 x 256 = 32768
-ROW, COLUMN = 4096, 32768
+# [16, 256] f32 stored in 8 x 128 tiles: the 256 minor (row-major) 16 x 256 x 4 bytes; the 16 minor 128 x 256 x 4
+ROW, COLUMN = 4 * 4096, 4 * 32768
 
 
 def test_layouts_carry_through_element_wise_ops_and_reshapes_out_of_the_files_order_move_their_tensors():
@@ -120,7 +121,7 @@ def test_the_work_comes_in_parts_whose_elements_add_up_to_the_traffic():
     np.testing.assert_allclose(parts["transposes"], [0, COLUMN + ROW])  # column- to row-major: the minor dim changes
     np.testing.assert_allclose(parts["copies"], 0)
     np.testing.assert_allclose(parts["launches"], [2, 2])  # two relayouts, or one and the copy
-    elements = sum(parts[p] for p in PARTS[:ELEMENT_PARTS])
+    elements = sum(parts[p] for p in PARTS[:BYTE_PARTS])
     np.testing.assert_allclose(elements, layout_traffic(raw))
     np.testing.assert_allclose(elements, Propagation(raw).traffic(configs).sum(1))
 
@@ -181,3 +182,15 @@ def test_the_real_programs_dots_and_convolutions_read_their_operands_in_hlo_orde
                 right.append(tensor.operands == graph.operands[i])
                 assert right[-1] or sorted(tensor.operands) == tensor.operands, path  # node order where shapes tie
     assert len(right) >= 20 and np.mean(right) >= 0.9
+
+
+def test_bytes_moved_follow_the_element_type_and_multiply_adds_do_not():
+    configs = np.array([[blocks(given=[0, 1])], [blocks()]])
+    graphs = {kind: raw_graph(["parameter", "parameter", "dot"], [[16, 256], [256, 128], [16, 128]],
+                              [[], [], [0, 1]], configs, element_type=kind) for kind in ("f32", "bf16", "s8")}
+    parts = {kind: Propagation(raw).parts(configs) for kind, raw in graphs.items()}  # [2, K] each
+    moved = slice(0, BYTE_PARTS)
+    np.testing.assert_allclose(parts["bf16"][:, moved], parts["f32"][:, moved] / 2)
+    np.testing.assert_allclose(parts["s8"][:, moved], parts["f32"][:, moved] / 4)
+    assert parts["f32"][:, moved].sum(1).min() > 0
+    np.testing.assert_allclose(parts["s8"][:, BYTE_PARTS:], parts["f32"][:, BYTE_PARTS:])

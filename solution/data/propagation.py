@@ -1,6 +1,6 @@
 """Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
-the tensor elements they make the program move in 8 x 128 tiles, per configurable node, and the work they make its
-matrix units do."""
+the bytes they make the program move in 8 x 128 tiles, per configurable node, and the work they make its matrix
+units do."""
 
 from __future__ import annotations
 
@@ -25,19 +25,29 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import CONV, DIMENSIONS, ELEMENT_TYPE, ELEMENT_TYPES, IS_ROOT, LAYOUT, OPCODE_NAMES
+from ..programs.encode import (
+    CONV,
+    DIMENSIONS,
+    ELEMENT_BYTES,
+    ELEMENT_TYPE,
+    ELEMENT_TYPES,
+    IS_ROOT,
+    LAYOUT,
+    OPCODE_NAMES,
+)
 from .reader import RawGraph, read_graph
 
 LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
 TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
+TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
 TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
 PARTS = ("fused", "passes", "configurable", "relayouts", "copies", "transposes", "launches", "lane_reduces",
          "multiply_adds", "second_minor_feeds", "major_feeds")
-ELEMENT_PARTS = 6  # the first PARTS count tensor elements moved (their sum is the traffic; "configurable": by dots and
-# convolutions, "relayouts": by reshapes that are no bitcast); then kernels, elements, then multiply-adds: all of the
+BYTE_PARTS = 6  # the first PARTS count bytes moved (their sum is the traffic; "configurable": by dots and
+# convolutions, "relayouts": by reshapes that are no bitcast); then kernels, bytes, then multiply-adds: all of the
 # configurable dots' and convolutions', and those of their operands fed with a key dim second-minor or further out
 # (once per such operand)
 # node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
@@ -52,7 +62,8 @@ class _Tensor:
     name: str  # HLO opcode
     rank: int  # -1: a tuple
     dims: tuple[int, ...]  # its sizes (none for a tuple)
-    tables: ShapeTables | None  # elements stored per order of its dims (None for a tuple)
+    tables: ShapeTables | None  # bytes stored per order of its dims (None for a tuple)
+    element_bytes: int  # of its element type (4 where the file names none)
     text: int  # the file's layout of its output, an index into PERMS[rank]
     operands: list[int]  # producers in node order (the files keep no operand order); a dot's or convolution's two
     # in HLO order (lhs or input first) where their shapes tell it
@@ -84,7 +95,7 @@ class Propagation:
         return (features / TRAFFIC_SCALES).astype(np.float32)
 
     def traffic(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc + 1] the elements moved under configs [C, nc, 18] (values -1..5), per configurable node whose
+        """[C, nc + 1] the bytes moved under configs [C, nc, 18] (values -1..5), per configurable node whose
         layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
         return self._passes(configs)[0]
 
@@ -121,7 +132,7 @@ class Propagation:
             owners.append(owner)
             for k, amount in done.items():
                 parts[:, k] += amount
-            moved[:, owner] += done.elements()
+            moved[:, owner] += done.moved()
         return moved, parts
 
 
@@ -136,6 +147,8 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
     feat = raw.node_feat
     dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
     ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
+    types = feat[:, ELEMENT_TYPE:ELEMENT_TYPE + len(ELEMENT_TYPES)]  # [n, 19] one-hot
+    element_bytes = np.where(types.any(1), TYPE_BYTES[types.argmax(1)], 4)  # [n]
     operands: list[list[int]] = [[] for _ in range(len(feat))]
     for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T[::-1])]:  # by consumer, then producer
         operands[consumer].append(int(producer))
@@ -143,10 +156,10 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
     for i, rank in enumerate(ranks.tolist()):
         opcode = int(raw.node_opcode[i])
         shape = tuple(dims[i, :max(rank, 0)].tolist())
-        tables = shape_tables(shape, 1) if rank >= 0 else None
+        tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
         text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
         tensors.append(_Tensor(
-            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables,
+            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
             tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0),
             tuple(int(v) for v in feat[i, list(CONV_DIMS)])))
@@ -201,9 +214,9 @@ class Work(dict):
             total[part] = total.get(part, 0.0) + amount
         return total
 
-    def elements(self) -> np.ndarray | float:
-        """The tensor elements moved: the sum of the element parts."""
-        return sum((amount for part, amount in self.items() if part < ELEMENT_PARTS), 0.0)
+    def moved(self) -> np.ndarray | float:
+        """The bytes moved: the sum of the byte parts."""
+        return sum((amount for part, amount in self.items() if part < BYTE_PARTS), 0.0)
 
 
 def work(**amounts) -> Work:
@@ -247,7 +260,7 @@ def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Wor
     if keyed is None:
         return Work()
     reduced, keys = keyed  # keys: (operand or -1 for the output, its key dims)
-    multiply_adds = _stored(tensor, out) * reduced
+    multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
     second, major = 0.0, 0.0
     for index, dims in keys:
         owner, layout = (tensor, out) if index < 0 else (tensors[index], operands[index])
@@ -351,7 +364,7 @@ def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
 
 
 def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
-    """Elements a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
+    """Bytes a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
     return tensor.tables.padded[layout]
 
 
@@ -362,7 +375,7 @@ def _seen(operand: int, tensors: list[_Tensor], layouts: list):
 
 
 def _copy(tensor: _Tensor, source, target) -> Work:
-    """The copy of the tensor from layout `source` to `target` where they store it differently: the elements it
+    """The copy of the tensor from layout `source` to `target` where they store it differently: the bytes it
     moves (a transpose where the minor dim changes), and one kernel."""
     if source is None or tensor.rank <= 0:
         return Work()

@@ -1,4 +1,4 @@
-"""A layout ranking from physics: the elements each config's layouts make the program move, the kernels its copies
+"""A layout ranking from physics: the bytes each config's layouts make the program move, the kernels its copies
 launch and the multiply-adds its matrix units do, part by part, weighed as a collection's own runtimes say (eleven
 weights; no model)."""
 
@@ -12,17 +12,17 @@ import torch
 
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from ..data.propagation import CONFIG_CHUNK, ELEMENT_PARTS, PARTS, Propagation, file_propagation
+from ..data.propagation import BYTE_PARTS, CONFIG_CHUNK, PARTS, Propagation, file_propagation
 from ..data.reader import RawGraph
 from ..data.splits import FOLD_GROUP, assign_folds, model_group
 from ..metrics import kendall_tau, mean_over_graphs
 
-UNIT = np.array([1.0] * ELEMENT_PARTS + [0.0] * (len(PARTS) - ELEMENT_PARTS))  # [K] the plain count of elements
-# [K] where a fit starts and its penalty pulls: each element moved counts 1, a kernel launched as 1000 elements, a
-# reduce across lanes adds a tenth of its elements again, a multiply-add a 300th of an element (a TPU's matrix units do
-# a few hundred per element its memory moves), and an operand fed with its key dim not minor as much again
-OTHER_STARTS = {"launches": 1000.0, "lane_reduces": 0.1, "multiply_adds": 1 / 300, "second_minor_feeds": 1 / 300,
-                "major_feeds": 1 / 300}
+UNIT = np.array([1.0] * BYTE_PARTS + [0.0] * (len(PARTS) - BYTE_PARTS))  # [K] the plain count of bytes
+# [K] where a fit starts and its penalty pulls: each byte moved counts 1, a kernel launched as 4000 bytes, a reduce
+# across lanes adds a tenth of its bytes again, a multiply-add a 75th of a byte (a TPU's matrix units do a few hundred
+# per 4-byte element its memory moves), and an operand fed with its key dim not minor as much again
+OTHER_STARTS = {"launches": 4000.0, "lane_reduces": 0.1, "multiply_adds": 4 / 300, "second_minor_feeds": 4 / 300,
+                "major_feeds": 4 / 300}
 START = np.where(UNIT > 0, 1.0, [OTHER_STARTS.get(p, 0.0) for p in PARTS])
 PAIRS = 1024  # config pairs a fit step draws per file
 SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
@@ -33,7 +33,7 @@ class PriorFit:
     """How `solution run` weighs the prior's parts (PARTS): fitted to the runtimes of up to `files` train files
     (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
     the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
-    best (`folds` folds of whole groups); files 0: the plain count of elements (UNIT)."""
+    best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT)."""
 
     files: int = 0
     configs: int = 256
@@ -44,7 +44,7 @@ class PriorFit:
 
 def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     """[c] per config of a layout file, the work its layouts make the program do, its PARTS (`data/propagation.py`)
-    weighed by `weights` [K] (lower = predicted faster); by default the tensor elements moved in 8 x 128 tiles over
+    weighed by `weights` [K] (lower = predicted faster); by default the bytes moved in 8 x 128 tiles over
     each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout and
     reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
     their shapes say (the files keep no operand order); every other node takes its layout as XLA propagates

@@ -40,6 +40,8 @@ UNKNOWN_OPCODE = 0
 # one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
 ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
                  "bf16", "c64", "c128", "tuple", "opaque", "token")
+ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+                 "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}  # bytes per element of each array type
 SPLIT_ROLES = ("body", "condition", "branch_computations", "true_computation", "false_computation")
 GROUPED = ("convolution", "custom-call")  # the instructions whose protos carry feature/batch group counts
 LAYOUT_KEYS = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64, "node_splits": np.int64,

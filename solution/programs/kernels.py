@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import encode, hlo, law
-from .encode import Graph
+from .encode import ELEMENT_BYTES, Graph
 from .hlo import Module
 
 PARAMETER_OPCODE = 63
@@ -74,7 +74,7 @@ def tiled_kernel(graph: Graph, members: list[int]) -> law.TiledKernel | None:
     node, operands = graph.nodes[anchor], [graph.nodes[o] for o in graph.operands[anchor]]
     if not node.shape.dims or len(node.shape.minor_to_major) != len(node.shape.dims):
         return None  # a scalar or a tuple: nothing to tile
-    element = law.ELEMENT_BYTES.get(node.shape.element_type, 4)
+    element = ELEMENT_BYTES.get(node.shape.element_type, 4)
     out_dims, layout = node.shape.dims, node.shape.minor_to_major
     rank = len(out_dims)
     extra_inputs = sum(1 for m in members for o in graph.operands[m] if o not in members and o != anchor

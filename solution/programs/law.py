@@ -22,7 +22,7 @@ from ..layouts import (
     transpose_map,
 )
 from . import hlo
-from .encode import Graph, inlined_computations
+from .encode import ELEMENT_BYTES, Graph, inlined_computations
 from .hlo import Instruction, Module
 
 # machine (ns, bytes): one TPU-like core
@@ -42,8 +42,6 @@ TILE_OVERHEAD = 350.0  # ns per grid step
 LAUNCH_OVERHEAD = 2000.0
 SPILL = 3.0  # slowdown per unit of overflow past VMEM
 
-ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
-                 "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 TRANSCENDENTAL = frozenset({"exponential", "log", "logistic", "rsqrt", "sqrt", "tanh", "tan", "power", "sine",
                             "cosine", "exponential-minus-one", "log-plus-one", "atan2", "cbrt"})
 _CONSTANT = re.compile(r"constant\((-?\d+)\)")
