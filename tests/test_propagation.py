@@ -26,8 +26,8 @@ UNSET = [-1] * 6
 def raw_graph(opcodes: list[str], dims: list[list[int]], operands: list[list[int]], configs: np.ndarray,
               dimensions: dict[int, list[int]] | None = None, element_type: str = "f32") -> RawGraph:
     """A hand-made layout file: node i runs opcodes[i] on its operands into a row-major tensor of dims[i] (with
-    its `dimensions` attribute), all of `element_type`; the reshapes and dots are configurable, with configs [c, nc, 18]; the last node is
-    the root."""
+    its `dimensions` attribute), all of `element_type`; the reshapes and dots are configurable, with configs
+    [c, nc, 18]; the last node is the root."""
     n = len(opcodes)
     feat = np.zeros((n, NODE_FEAT_DIM), np.float32)
     feat[:, ELEMENT_TYPE + ELEMENT_TYPES.index(element_type)] = 1
