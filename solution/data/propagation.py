@@ -264,11 +264,16 @@ def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Wor
     second, major = 0.0, 0.0
     for index, dims in keys:
         owner, layout = (tensor, out) if index < 0 else (tensors[index], operands[index])
-        minor = np.isin(owner.tables.minor[layout], dims)
-        second_minor = ~minor & np.isin(owner.tables.second[layout], dims)
+        minor = _among(owner.tables.minor[layout], dims)
+        second_minor = ~minor & _among(owner.tables.second[layout], dims)
         second = second + np.where(second_minor, multiply_adds, 0.0)
         major = major + np.where(minor | second_minor, 0.0, multiply_adds)
     return work(multiply_adds=multiply_adds, second_minor_feeds=second, major_feeds=major)
+
+
+def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    """Whether each of `values` ([C] or one) is one of `dims` (np.isin's work without its set-up: a few dims)."""
+    return (np.asarray(values)[..., None] == np.asarray(dims)).any(-1)
 
 
 def _keyed(tensor: _Tensor, tensors: list[_Tensor]):
@@ -351,7 +356,7 @@ def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
         read = _stored(operand, source)
         if not valid:
             return tensor.text, work(passes=read)
-        lanes = np.isin(operand.tables.minor[source], reduced)  # across the lanes: shuffles
+        lanes = _among(operand.tables.minor[source], reduced)  # across the lanes: shuffles
         return reduce_map(operand.rank, reduced)[source], work(passes=read, lane_reduces=np.where(lanes, read, 0.0))
     if name in ELEMENTWISE or name in MOVEMENT:
         same = [o for o in tensor.operands if tensors[o].rank == rank and layouts[o] is not None]
