@@ -1360,6 +1360,7 @@ class _Tensor:
     dimensions: tuple[int, ...]  # the `dimensions` attribute (a transpose's permutation, a reduce's dims)
     is_root: bool
     conv: tuple[int, ...]  # a convolution's CONV_DIMS
+    keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its shapes do not say)
 
 
 class Propagation:
@@ -1455,6 +1456,7 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
             tuple(int(v) for v in feat[i, list(CONV_DIMS)])))
     for tensor in tensors:
         tensor.operands = _hlo_order(tensor, tensors)
+        tensor.keyed = _keyed(tensor, tensors)
     return tensors
 
 
@@ -1535,25 +1537,21 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
         if tensor.name == "reshape":
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
     launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
-    feeds = _matmul(tensor, tensors, {o: chosen.get(o, _seen(o, tensors, layouts)) for o in tensor.operands}, out)
+    feeds = _matmul(tensor, tensors, layouts, chosen, out) if tensor.keyed else Work()
     part = "relayouts" if tensor.name == "reshape" else "configurable"
     return out, copies + feeds + work(**{part: np.where(bitcast, 0.0, own)}, launches=launches)
 
 
-def _matmul(tensor: _Tensor, tensors: list[_Tensor], operands: dict, out) -> Work:
+def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out) -> Work:
     """A dot's or convolution's multiply-adds over whole output tiles, and those again per operand (or a
     convolution's output) whose key dim (a contracted one, or a convolution's feature dim) is not minor in its layout
-    (`operands`: operand -> the layout it is read in)."""
-    if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
-        return Work()
-    keyed = _keyed(tensor, tensors)
-    if keyed is None:
-        return Work()
-    reduced, keys = keyed  # keys: (operand or -1 for the output, its key dims)
+    (`chosen`: the layouts the config reads operands in; the others arrive as they are)."""
+    reduced, keys = tensor.keyed  # keys: (operand or -1 for the output, its key dims)
     multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
     second, major = 0.0, 0.0
     for index, dims in keys:
-        owner, layout = (tensor, out) if index < 0 else (tensors[index], operands[index])
+        owner, layout = (tensor, out) if index < 0 else (
+            tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
         minor = _among(owner.tables.minor[layout], dims)
         second_minor = ~minor & _among(owner.tables.second[layout], dims)
         second = second + np.where(second_minor, multiply_adds, 0.0)
@@ -1567,9 +1565,11 @@ def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
 
 
 def _keyed(tensor: _Tensor, tensors: list[_Tensor]):
-    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution;
-    None where its shapes do not say."""
-    ranked = [o for o in tensor.operands if tensors[o].rank > 0]  # in HLO order
+    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution
+    whose operands are in HLO order; None for other nodes and where its shapes do not say."""
+    if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
+        return None
+    ranked = [o for o in tensor.operands if tensors[o].rank > 0]
     if tensor.name == "convolution":
         if len(ranked) < 2:
             return None
