@@ -19,6 +19,7 @@ from solution.data.tasks import LAYOUT, TASKS
 from solution.models.prior import layout_traffic
 from solution.programs import hlo
 from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, arrays, flatten
+from solution.programs.law import computation_weights
 
 UNSET = [-1] * 6
 
@@ -194,3 +195,39 @@ def test_bytes_moved_follow_the_element_type_and_multiply_adds_do_not():
     np.testing.assert_allclose(parts["s8"][:, moved], parts["f32"][:, moved] / 4)
     assert parts["f32"][:, moved].sum(1).min() > 0
     np.testing.assert_allclose(parts["s8"][:, BYTE_PARTS:], parts["f32"][:, BYTE_PARTS:])
+
+
+def test_a_loops_body_runs_as_often_as_its_dynamic_slices_say_nested_loops_multiplied():
+    dims = [[4, 8], [1, 8], [6, 4, 8], [1, 4, 8], [4, 8], [4, 8], [4, 8], [4, 8]]
+    opcodes = ["parameter", "dynamic-slice",  # inner body: reads one of 4 rows per trip
+               "parameter", "dynamic-slice", "while", "add",  # outer body: one of 6 slabs per trip, the inner loop
+               "parameter", "while"]  # entry
+    operands = [[], [0], [], [2], [3, 1], [4, 4], [], [6, 5]]  # a while's edges: its operand and its body's root
+    raw = raw_graph(opcodes, dims, operands, np.zeros((1, 0, 18), np.int8))
+    raw.node_splits = np.array([0, 2, 6, 8])
+    np.testing.assert_array_equal(Propagation(raw).runs, [24, 24, 6, 6, 6, 6, 1, 1])
+    raw.node_splits = None  # one computation: no body to find
+    np.testing.assert_array_equal(Propagation(raw).runs, np.ones(8))
+
+
+def test_a_loop_counts_its_bodys_work_once_per_trip():
+    configs = np.array([[blocks(given=[0, 1])], [blocks()]])
+    opcodes = ["parameter", "parameter", "dynamic-slice", "dot", "while"]
+    dims = [[16, 256], [768, 128], [256, 128], [16, 128], [16, 128]]
+    operands = [[], [], [1], [0, 2], [3]]
+    body = Propagation(raw_graph(opcodes[:4], dims[:4], operands[:4], configs)).parts(configs)  # the dot alone
+    raw = raw_graph(opcodes, dims, operands, configs)
+    once = Propagation(raw).parts(configs)
+    raw.node_splits = np.array([0, 4, 5])  # the dot in a body that slices 1 of 3 weights per trip
+    np.testing.assert_allclose(Propagation(raw).parts(configs), once + 2 * body)
+    assert body[:, PARTS.index("multiply_adds")].min() > 0 and body[0, PARTS.index("transposes")] > 0
+
+
+def test_a_real_scans_body_runs_its_trip_count_times_as_its_hlo_says():
+    path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_scan_rnn.npz"
+    text = FIXTURES.parent / "hlo" / "fixture_scan_rnn.hlo"
+    module = hlo.read_module(text)
+    weights = computation_weights(module, flatten(module), text.read_text().splitlines())  # [N] from the constants
+    runs = Propagation(read_graph(path)).runs  # [N] from the file's shapes
+    assert weights.max() == 11  # two scans of 10 steps, their conditions tested 11 times
+    np.testing.assert_array_equal(runs, np.minimum(weights, 10))

@@ -1,6 +1,6 @@
 """Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
 the bytes they make the program move in 8 x 128 tiles, per configurable node, and the work they make its matrix
-units do."""
+units do, each loop body's once per trip."""
 
 from __future__ import annotations
 
@@ -74,11 +74,12 @@ class _Tensor:
 
 
 class Propagation:
-    """A layout file's graph as the traffic count reads it: its nodes, and which configurable node each config
-    column sets."""
+    """A layout file's graph as the traffic count reads it: its nodes, how often each runs, and which configurable
+    node each config column sets."""
 
     def __init__(self, raw: RawGraph) -> None:
         self.tensors = _tensors(raw)
+        self.runs = loop_runs(self.tensors, raw.computation_bounds())  # [n] times per program run
         blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
         block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
         self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
@@ -131,10 +132,42 @@ class Propagation:
                 done = done + _copy(tensor, layout, tensor.text)
             layouts.append(layout)
             owners.append(owner)
+            runs = self.runs[i]
             for k, amount in done.items():
-                parts[:, k] += amount
-            moved[:, owner] += done.moved()
+                parts[:, k] += runs * amount
+            moved[:, owner] += runs * done.moved()
         return moved, parts
+
+
+def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
+    """[n] how often each node runs per program run: a while loop's body and condition (the computations of the
+    roots the while node has edges to) its trip count times the while node's own runs, nested loops multiplied; 1
+    elsewhere."""
+    computation = np.searchsorted(bounds, np.arange(len(tensors)), side="right") - 1  # [n]
+    runs = np.ones(len(tensors))
+    for i in reversed(range(len(tensors))):  # a loop's computations come before it: outer loops first
+        if tensors[i].name != "while":
+            continue
+        spans = [(bounds[c], bounds[c + 1]) for c in {computation[o] for o in tensors[i].operands} - {computation[i]}]
+        trips = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
+        for start, end in spans:
+            runs[start:end] = runs[i] * trips
+    return runs
+
+
+def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
+    """A loop's trip count as its body's dynamic slices imply it (the files keep no constants): a scan or a decode
+    loop reads or writes one slice of a stacked tensor per trip along one dim (the most slices any of its dims
+    holds), and walks past the end of none, so the fewest of those over the dynamic slices and
+    dynamic-update-slices among the loop's `body` nodes; 1 where there is none."""
+    counts = []
+    for tensor in (tensors[k] for k in body):
+        if tensor.name not in ("dynamic-slice", "dynamic-update-slice"):
+            continue
+        for other in (tensors[o].dims for o in tensor.operands if tensors[o].rank == tensor.rank > 0):
+            whole, piece = (other, tensor.dims) if tensor.name == "dynamic-slice" else (tensor.dims, other)
+            counts.append(max(w // p for w, p in zip(whole, piece) if p > 0))
+    return min([c for c in counts if c > 1], default=1)
 
 
 @functools.lru_cache(maxsize=16)

@@ -51,7 +51,8 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
     reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
     keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
-    in one order, written in the other). No constant of a runtime law enters."""
+    in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
+    stacked tensors its dynamic slices walk. No constant of a runtime law enters."""
     return Propagation(raw).parts(raw.config_feat) @ weights
 
 
