@@ -166,7 +166,7 @@ def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
             continue
         for other in (tensors[o].dims for o in tensor.operands if tensors[o].rank == tensor.rank > 0):
             whole, piece = (other, tensor.dims) if tensor.name == "dynamic-slice" else (tensor.dims, other)
-            counts.append(max(w // p for w, p in zip(whole, piece) if p > 0))
+            counts.append(max((w // p for w, p in zip(whole, piece) if p > 0), default=1))
     return min([c for c in counts if c > 1], default=1)
 
 
