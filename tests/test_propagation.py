@@ -198,16 +198,17 @@ def test_bytes_moved_follow_the_element_type_and_multiply_adds_do_not():
 
 
 def test_a_loops_body_runs_as_often_as_its_dynamic_slices_say_nested_loops_multiplied():
-    dims = [[4, 8], [1, 8], [6, 4, 8], [1, 4, 8], [4, 8], [4, 8], [4, 8], [4, 8]]
+    dims = [[4, 8], [1, 8], [6, 4, 8], [1, 4, 8], [4, 8], [8, 8], [1, 8], [8, 8], [4, 8], [4, 8], [4, 8]]
     opcodes = ["parameter", "dynamic-slice",  # inner body: reads one of 4 rows per trip
-               "parameter", "dynamic-slice", "while", "add",  # outer body: one of 6 slabs per trip, the inner loop
+               "parameter", "dynamic-slice", "while",  # outer body: one of 6 slabs per trip, the inner loop,
+               "parameter", "parameter", "dynamic-update-slice", "add",  # a row into a buffer of 8 (6 trips fit)
                "parameter", "while"]  # entry
-    operands = [[], [0], [], [2], [3, 1], [4, 4], [], [6, 5]]  # a while's edges: its operand and its body's root
+    operands = [[], [0], [], [2], [3, 1], [], [], [5, 6], [4, 4], [], [9, 8]]  # a while's: its operand, body root
     raw = raw_graph(opcodes, dims, operands, np.zeros((1, 0, 18), np.int8))
-    raw.node_splits = np.array([0, 2, 6, 8])
-    np.testing.assert_array_equal(Propagation(raw).runs, [24, 24, 6, 6, 6, 6, 1, 1])
+    raw.node_splits = np.array([0, 2, 9, 11])
+    np.testing.assert_array_equal(Propagation(raw).runs, [24] * 2 + [6] * 7 + [1] * 2)
     raw.node_splits = None  # one computation: no body to find
-    np.testing.assert_array_equal(Propagation(raw).runs, np.ones(8))
+    np.testing.assert_array_equal(Propagation(raw).runs, np.ones(11))
 
 
 def test_a_loop_counts_its_bodys_work_once_per_trip():
