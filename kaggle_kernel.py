@@ -1431,17 +1431,20 @@ class Propagation:
 
 def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
     """[n] how often each node runs per program run: a while loop's body and condition (the computations of the
-    roots the while node has edges to) its trip count times the while node's own runs, nested loops multiplied; 1
-    elsewhere."""
+    roots the while node has edges to) its trip count times the while node's own runs, a conditional's branches an
+    equal share of its runs, nested calls multiplied; 1 elsewhere."""
     computation = np.searchsorted(bounds, np.arange(len(tensors)), side="right") - 1  # [n]
     runs = np.ones(len(tensors))
-    for i in reversed(range(len(tensors))):  # a loop's computations come before it: outer loops first
-        if tensors[i].name != "while":
+    for i in reversed(range(len(tensors))):  # a call's computations come before it: outer calls first
+        if tensors[i].name not in ("while", "conditional"):
             continue
         spans = [(bounds[c], bounds[c + 1]) for c in {computation[o] for o in tensors[i].operands} - {computation[i]}]
-        trips = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
+        if tensors[i].name == "while":
+            share = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
+        else:
+            share = 1 / max(len(spans), 1)
         for start, end in spans:
-            runs[start:end] = runs[i] * trips
+            runs[start:end] = runs[i] * share
     return runs
 
 
@@ -3553,7 +3556,8 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
     keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
     in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
-    stacked tensors its dynamic slices walk. No constant of a runtime law enters."""
+    stacked tensors its dynamic slices walk, and a conditional's branches an equal share each. No constant of a
+    runtime law enters."""
     return Propagation(raw).parts(raw.config_feat) @ weights
 
 

@@ -232,3 +232,18 @@ def test_a_real_scans_body_runs_its_trip_count_times_as_its_hlo_says():
     runs = Propagation(read_graph(path)).runs  # [N] from the file's shapes
     assert weights.max() == 11  # two scans of 10 steps, their conditions tested 11 times
     np.testing.assert_array_equal(runs, np.minimum(weights, 10))
+
+
+def test_a_real_programs_loops_and_branches_run_as_its_hlo_says():
+    text = FIXTURES.parent / "hlo" / "fixture_embed_loop.hlo"
+    module = hlo.read_module(text)
+    graph = flatten(module)
+    encoded = arrays(module, graph)
+    configs = np.zeros((1, len(encoded["node_config_ids"]), 18), np.int8)
+    raw = RawGraph(text, TASKS["layout"], encoded["node_feat"], encoded["node_opcode"], encoded["edge_index"], configs,
+                   np.ones(1), encoded["node_config_ids"], encoded["node_splits"].reshape(-1))
+    weights = computation_weights(module, graph, text.read_text().splitlines())  # [N] from the constants
+    runs = Propagation(raw).runs  # [N] from the shapes
+    assert set(weights[weights > 0]) == {0.5, 1, 3, 4}  # two branches; loops of 3 trips, conditions tested 4 times
+    counted = weights > 0  # (the law leaves reduces' scalar regions to their callers)
+    np.testing.assert_array_equal(runs[counted], np.minimum(weights[counted], 3))

@@ -141,17 +141,20 @@ class Propagation:
 
 def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
     """[n] how often each node runs per program run: a while loop's body and condition (the computations of the
-    roots the while node has edges to) its trip count times the while node's own runs, nested loops multiplied; 1
-    elsewhere."""
+    roots the while node has edges to) its trip count times the while node's own runs, a conditional's branches an
+    equal share of its runs, nested calls multiplied; 1 elsewhere."""
     computation = np.searchsorted(bounds, np.arange(len(tensors)), side="right") - 1  # [n]
     runs = np.ones(len(tensors))
-    for i in reversed(range(len(tensors))):  # a loop's computations come before it: outer loops first
-        if tensors[i].name != "while":
+    for i in reversed(range(len(tensors))):  # a call's computations come before it: outer calls first
+        if tensors[i].name not in ("while", "conditional"):
             continue
         spans = [(bounds[c], bounds[c + 1]) for c in {computation[o] for o in tensors[i].operands} - {computation[i]}]
-        trips = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
+        if tensors[i].name == "while":
+            share = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
+        else:
+            share = 1 / max(len(spans), 1)
         for start, end in spans:
-            runs[start:end] = runs[i] * trips
+            runs[start:end] = runs[i] * share
     return runs
 
 

@@ -52,7 +52,8 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
     keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
     in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
-    stacked tensors its dynamic slices walk. No constant of a runtime law enters."""
+    stacked tensors its dynamic slices walk, and a conditional's branches an equal share each. No constant of a
+    runtime law enters."""
     return Propagation(raw).parts(raw.config_feat) @ weights
 
 
