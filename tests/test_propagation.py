@@ -18,7 +18,7 @@ from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import LAYOUT, TASKS
 from solution.models.prior import layout_traffic
 from solution.programs import hlo
-from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, arrays, flatten
+from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, Graph, arrays, flatten
 from solution.programs.law import computation_weights
 
 UNSET = [-1] * 6
@@ -41,6 +41,17 @@ def raw_graph(opcodes: list[str], dims: list[list[int]], operands: list[list[int
     ids = np.array([i for i, name in enumerate(opcodes) if name in ("reshape", "dot")], np.int64)
     return RawGraph(Path("hand.npz"), TASKS["layout"], feat, np.array([OPCODE_IDS[o] for o in opcodes]), edges,
                     configs.astype(np.int8), np.ones(len(configs), np.int64), ids)
+
+
+def encoded_file(path: Path) -> tuple[hlo.Module, Graph, RawGraph]:
+    """An HLO text file parsed, flattened and encoded by the official rules, as a layout file of one default config."""
+    module = hlo.read_module(path)
+    graph = flatten(module)
+    encoded = arrays(module, graph)
+    configs = np.zeros((1, len(encoded["node_config_ids"]), 18), np.int8)
+    return module, graph, RawGraph(path, TASKS["layout"], encoded["node_feat"], encoded["node_opcode"],
+                                   encoded["edge_index"], configs, np.ones(1), encoded["node_config_ids"],
+                                   encoded["node_splits"].reshape(-1))
 
 
 def blocks(output: list[int] | None = None, given: list[int] | None = None) -> list[int]:
@@ -172,12 +183,8 @@ def test_a_dots_input_is_the_operand_its_shapes_make_the_lhs_whatever_the_node_o
 def test_the_real_programs_dots_and_convolutions_read_their_operands_in_hlo_order_where_shapes_tell():
     right = []
     for path in sorted((FIXTURES.parent / "hlo").glob("*.hlo")):
-        module = hlo.read_module(path)
-        graph = flatten(module)
-        encoded = arrays(module, graph)
-        configs = np.zeros((1, len(encoded["node_config_ids"]), 18), np.int8)
-        tensors = Propagation(RawGraph(path, TASKS["layout"], encoded["node_feat"], encoded["node_opcode"],
-                                       encoded["edge_index"], configs, np.ones(1), encoded["node_config_ids"])).tensors
+        module, graph, raw = encoded_file(path)
+        tensors = Propagation(raw).tensors
         for i, tensor in enumerate(tensors):
             if tensor.name in ("dot", "convolution") and len(set(graph.operands[i])) == 2:
                 right.append(tensor.operands == graph.operands[i])
@@ -236,12 +243,7 @@ def test_a_real_scans_body_runs_its_trip_count_times_as_its_hlo_says():
 
 def test_a_real_programs_loops_and_branches_run_as_its_hlo_says():
     text = FIXTURES.parent / "hlo" / "fixture_embed_loop.hlo"
-    module = hlo.read_module(text)
-    graph = flatten(module)
-    encoded = arrays(module, graph)
-    configs = np.zeros((1, len(encoded["node_config_ids"]), 18), np.int8)
-    raw = RawGraph(text, TASKS["layout"], encoded["node_feat"], encoded["node_opcode"], encoded["edge_index"], configs,
-                   np.ones(1), encoded["node_config_ids"], encoded["node_splits"].reshape(-1))
+    module, graph, raw = encoded_file(text)
     weights = computation_weights(module, graph, text.read_text().splitlines())  # [N] from the constants
     runs = Propagation(raw).runs  # [N] from the shapes
     assert set(weights[weights > 0]) == {0.5, 1, 3, 4}  # two branches; loops of 3 trips, conditions tested 4 times

@@ -149,10 +149,12 @@ def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
         if tensors[i].name not in ("while", "conditional"):
             continue
         spans = [(bounds[c], bounds[c + 1]) for c in {computation[o] for o in tensors[i].operands} - {computation[i]}]
+        if not spans:  # no edge to a computation of its own
+            continue
         if tensors[i].name == "while":
             share = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
         else:
-            share = 1 / max(len(spans), 1)
+            share = 1 / len(spans)
         for start, end in spans:
             runs[start:end] = runs[i] * share
     return runs
