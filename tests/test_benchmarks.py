@@ -28,7 +28,7 @@ def test_benchmark_smoke(name, capsys, tmp_path):
     out_file = ["--out", str(tmp_path / f"{name}.md")] if name != "data_bench" else []
     assert load(name).main(["--smoke", *out_file]) == 0
     out = capsys.readouterr().out
-    expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS"],
+    expected = {"data_bench": ["Node retention", "smaller", "cached", "peak RSS", "faster kept"],
                 "ablations": ["tile:xla", "layout:xla:default", "early fusion", "no pruning", "nodes kept", "±",
                               "no readout attention", "Δ against the full model per collection"],
                 "speed": ["Headline", "Training step", "Ranking", "What pruning buys", "| train | 16 |",

@@ -25,14 +25,12 @@ from solution.data.batch import Batch, Collate, Item
 from solution.data.datamodule import TpuGraphsDataModule
 from solution.data.features import Standardizer
 from solution.data.preprocess import Graph, Preprocessing, load_graph
-from solution.data.propagation import PARTS
 from solution.data.tasks import LAYOUT, TILE, Task
 from solution.errors import SettingsError
 from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.prior import SHARPNESS
 from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features
 from solution.models.spec import build
 
@@ -126,13 +124,10 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool
 
 
 def with_traffic(batch: Batch, seed: int = 3) -> Batch:
-    """The batch with made-up traffic features [G, C, K, 2] and parts [G, C, P] (-1 padded), what data.traffic
-    computes from the files."""
+    """The batch with made-up traffic features [G, C, K, 2] (what data.traffic computes from the files)."""
     g = torch.Generator().manual_seed(seed)
     shape = (*batch.config_mask.shape, batch.config_node.size(1), 2)
-    parts = torch.rand((*batch.config_mask.shape, len(PARTS)), generator=g, dtype=torch.float64) * 1e6
-    return batch.replace(config_traffic=torch.randn(shape, generator=g),
-                         config_parts=parts.masked_fill(~batch.config_mask[..., None], PAD))
+    return batch.replace(config_traffic=torch.randn(shape, generator=g))
 
 
 def score(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
@@ -215,8 +210,7 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     rows = torch.arange(batch.num_graphs)[:, None]
     shuffled = batch.replace(config_feat=batch.config_feat[rows, order], config_mask=batch.config_mask[rows, order],
                              target=batch.target[rows, order], config_index=batch.config_index[rows, order],
-                             config_traffic=None if batch.config_traffic is None else batch.config_traffic[rows, order],
-                             config_parts=None if batch.config_parts is None else batch.config_parts[rows, order])
+                             config_traffic=None if batch.config_traffic is None else batch.config_traffic[rows, order])
     return shuffled, order, rows
 
 
@@ -225,16 +219,16 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
     (LAYOUT, LayoutRanker, {"physical_layout": True}), (LAYOUT, LayoutRanker, {"propagated_traffic": True}),
-    (LAYOUT, LayoutRanker, {"physics_head": True}), (TILE, TileRanker, {"cross_attention": True}),
+    (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
 ], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
-        "layout-traffic", "layout-physics_head", "tile-cross",
+        "layout-traffic", "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
-    batch = with_traffic(batch) if settings.get("propagated_traffic") or settings.get("physics_head") else batch
+    batch = with_traffic(batch) if settings.get("propagated_traffic") else batch
     model = make_model(task, ranker=ranker, live=True, **settings)
     shuffled, order, rows = _shuffled(batch)
     before, after = score(model, batch), score(model, shuffled)
@@ -243,8 +237,8 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
 
 
 @pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"propagated_traffic": True}, {"physics_head": True}],
-                         ids=["per_route", "shared_maps", "narrow", "physical", "traffic", "physics_head"])
+                                      {"propagated_traffic": True}],
+                         ids=["per_route", "shared_maps", "narrow", "physical", "traffic"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
@@ -589,35 +583,9 @@ def test_a_new_model_with_physical_features_scores_as_one_without(setting: str, 
     assert getattr(with_physics, projection).weight.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("setting", ["propagated_traffic", "physics_head"])
-def test_a_model_of_propagated_traffic_asks_for_the_datas_traffic(setting: str):
-    with pytest.raises(SettingsError, match=f"{setting}=true needs .*expected data.traffic=true"):
-        score(make_model(LAYOUT, **{setting: True}), batch_of(LAYOUT, graphs_of(LAYOUT)))
-
-
-def test_the_physics_head_adds_the_priors_log_work_to_the_networks_scores():
-    """A new head adds the gain x log of the parts weighed by its start (padded configs: 0); training moves its
-    weights and gain."""
-    batch = with_traffic(batch_of(LAYOUT, graphs_of(LAYOUT)))
-    start = np.linspace(1.0, 3.0, len(PARTS))
-    without, with_head = make_model(LAYOUT), make_model(LAYOUT, physics_head=True, physics_start=list(start))
-    missing = with_head.load_state_dict(without.state_dict(), strict=False).missing_keys
-    assert sorted(missing) == ["physics_head.log_gain", "physics_head.log_weights", "physics_head.start"]
-    mask = batch.config_mask.numpy()
-    expected = SHARPNESS * np.log(np.where(mask, batch.config_parts.numpy() @ start, 1.0))  # [G, C]
-    added = (score(with_head, batch) - score(without, batch)).numpy()
-    assert not mask.all()
-    np.testing.assert_allclose(added[mask], expected[mask], rtol=1e-5)
-    np.testing.assert_allclose(added[~mask], 0, atol=1e-5)
-    with_head.train()
-    with_head(batch)[batch.config_mask].sum().backward()
-    assert with_head.physics_head.log_weights.grad.abs().min() > 0 and with_head.physics_head.log_gain.grad != 0
-
-
-@pytest.mark.parametrize("start", [[1.0] * (len(PARTS) - 1), [1.0] * (len(PARTS) - 1) + [-1.0], [0.0] * len(PARTS)])
-def test_the_physics_heads_start_must_weigh_every_part(start: list[float]):
-    with pytest.raises(SettingsError, match=f"physics_start=.*expected {len(PARTS)} non-negative part weights"):
-        make_model(LAYOUT, physics_head=True, physics_start=start)
+def test_a_model_of_propagated_traffic_asks_for_the_datas_traffic():
+    with pytest.raises(SettingsError, match="propagated_traffic=true needs .*expected data.traffic=true"):
+        score(make_model(LAYOUT, propagated_traffic=True), batch_of(LAYOUT, graphs_of(LAYOUT)))
 
 
 def test_the_batch_carries_each_configurable_nodes_output_dims():

@@ -17,7 +17,6 @@ from solution.errors import SettingsError
 from solution.models.prior import START, UNIT, PriorFit, fit_weights, graph_prior, layout_traffic
 from solution.submission.ensemble import combine, read_run
 from solution.tools import pipeline
-from solution.tools.settings import layered
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "npz"
 
@@ -83,19 +82,6 @@ def test_prior_fit_without_files_is_the_plain_count_and_a_wrong_key_is_named(tin
     np.testing.assert_array_equal(pipeline.part_weights(COLLECTION, demo_settings(prior_fit={"files": 0}), job), UNIT)
     with pytest.raises(SettingsError, match=r"prior_fit=.*'file': 3.*some of files, configs, steps, penalties, folds"):
         pipeline.part_weights(COLLECTION, demo_settings(prior_fit={"file": 3}), job)
-
-
-def test_a_physics_head_starts_at_the_part_weights_fitted_on_the_train_files(tiny_root, tmp_path):
-    job = pipeline.Job(tiny_root, tmp_path)
-    head = {"data": {"traffic": True}, "model": {"ranker": {"init_args": {"physics_head": True}}}}
-    settings = layered(demo_settings(members=1, trainer={"max_epochs": 1, "check_val_every_n_epoch": 1}), head)
-    fitted = pipeline.part_weights(COLLECTION, settings, job)
-    assert pipeline.with_physics_start(COLLECTION, demo_settings(), job) == demo_settings()  # no head: unchanged
-    given = layered(settings, {"model": {"ranker": {"init_args": {"physics_start": list(START)}}}})
-    assert pipeline.with_physics_start(COLLECTION, given, job) == given  # the user's own start stays
-    [checkpoint] = pipeline.train_members(COLLECTION, settings, None, job)
-    model, _ = pipeline.load(checkpoint, COLLECTION, settings, job)
-    np.testing.assert_allclose(model.ranker.physics_head.start.numpy(), np.log(fitted))
 
 
 @pytest.fixture(scope="module")

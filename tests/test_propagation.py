@@ -7,17 +7,16 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 from test_prior import FIXTURES
 
-from solution.constants import NODE_FEAT_DIM, PAD
+from solution.constants import NODE_FEAT_DIM
 from solution.data.batch import Collate, Item
 from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.propagation import BYTE_PARTS, PARTS, Propagation, dot_keys, file_propagation
 from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import LAYOUT, TASKS
-from solution.models.prior import graph_parts, layout_traffic
+from solution.models.prior import layout_traffic
 from solution.programs import hlo
 from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, Graph, arrays, flatten
 from solution.programs.law import computation_weights
@@ -107,27 +106,21 @@ def test_traffic_is_told_per_configurable_node_whose_layout_the_moved_tensors_ha
     np.testing.assert_allclose(moved[:, 0], [ROW, (COLUMN + ROW) + COLUMN, (COLUMN + ROW) + COLUMN])  # with the negate
     np.testing.assert_allclose(moved[:, 1], [0, ROW + COLUMN, COLUMN + ROW])  # a relayout, then a copy and a bitcast
     np.testing.assert_allclose(moved[:, 2], 0)  # the parameter moves nothing
-    features, parts = Propagation(raw).features(configs)  # [3, 2, 2], [3, P]
-    np.testing.assert_allclose(parts, Propagation(raw).parts(configs))
+    features = Propagation(raw).features(configs)  # [3, 2, 2]
     np.testing.assert_allclose(features[0, :, 0], 0)  # the file's own layouts: no more traffic than the file's
     assert (features[1:, :, 0] > 0).all()
 
 
-def test_a_batch_carries_each_configs_traffic_features_and_parts_from_the_whole_file():
+def test_a_batch_carries_each_configs_traffic_features_from_the_whole_file():
     path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz"
     graph = load_graph(path, "valid", Preprocessing(), None)
-    rows, fewer = np.array([3, 0, 5]), np.array([1])
-    batch = Collate(LAYOUT, traffic=True)([(graph, Item(0, rows)), (graph, Item(0, fewer))])
-    expected = Propagation(read_graph(path)).features(unpack(graph.configs[rows]))  # [3, nc, 2], [3, P]
-    assert batch.config_traffic.shape == (2, 3, len(graph.config_node), 2)
-    np.testing.assert_allclose(batch.config_traffic[0].numpy(), expected[0], rtol=1e-6)
-    assert batch.config_parts.shape == (2, 3, len(PARTS)) and batch.config_parts.dtype == torch.float64
-    np.testing.assert_allclose(batch.config_parts[0].numpy(), expected[1])
-    np.testing.assert_allclose(batch.config_parts[1, 0].numpy(), graph_parts(graph, fewer)[0])
-    assert (batch.config_parts[1, 1:] == PAD).all()  # padded configs
+    rows = np.array([3, 0, 5])
+    batch = Collate(LAYOUT, traffic=True)([(graph, Item(0, rows))])
+    expected = Propagation(read_graph(path)).features(unpack(graph.configs[rows]))  # [3, nc, 2]
+    assert batch.config_traffic.shape == (1, 3, len(graph.config_node), 2)
+    np.testing.assert_allclose(batch.config_traffic[0].numpy(), expected, rtol=1e-6)
     assert file_propagation(str(path), "valid") is file_propagation(str(path), "valid")  # read once per process
-    unasked = Collate(LAYOUT)([(graph, Item(0, rows))])
-    assert unasked.config_traffic is None and unasked.config_parts is None
+    assert Collate(LAYOUT)([(graph, Item(0, rows))]).config_traffic is None
 
 
 def test_the_work_comes_in_parts_whose_elements_add_up_to_the_traffic():

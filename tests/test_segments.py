@@ -18,7 +18,6 @@ from solution.data.partition import partition
 from solution.data.preprocess import Graph, Preprocessing, build_record, pruned_bounds
 from solution.data.reader import RawGraph
 from solution.data.tasks import LAYOUT
-from solution.models.layers import valid_configs
 from solution.models.segments import segmented_scores, split
 
 LAYERS = 6  # hops of the default LayoutRanker: graph_layers 2 + 2 per link block x config_layers 2
@@ -128,16 +127,13 @@ def test_a_halo_of_every_layer_reproduces_the_whole_graph_scores(settings):
     assert (cut - scores).abs().max() > 1e-3  # cutting the edges between segments does change the model
 
 
-@pytest.mark.parametrize("settings", [{}, {"physics_head": True}])
-def test_the_ranker_scores_a_segmented_batch_by_its_segments(settings):
-    """`ranker(batch)` with node_segment set scores it segment by segment, in training and in evaluation (with a
-    physics head, plus its term of the whole program)."""
-    batch, model = with_traffic(segmented(layout_graphs(), budget=9)), make_model(LAYOUT, **settings)
-    head = model.physics_head(batch.config_parts, valid_configs(batch)) if settings else 0.0  # [G, C]
+def test_the_ranker_scores_a_segmented_batch_by_its_segments():
+    """`ranker(batch)` with node_segment set scores it segment by segment, in training and in evaluation."""
+    batch, model = segmented(layout_graphs(), budget=9), make_model(LAYOUT)
     with torch.no_grad():
-        torch.testing.assert_close(model(batch), segmented_scores(model, batch) + head)
+        torch.testing.assert_close(model(batch), segmented_scores(model, batch))
         assert (model(batch) - model(whole(batch))).abs().max() > 1e-3
-    torch.testing.assert_close(model.train()(batch), segmented_scores(model, batch) + head)
+    torch.testing.assert_close(model.train()(batch), segmented_scores(model, batch))
 
 
 def test_one_segment_per_graph_is_the_whole_graph():

@@ -30,7 +30,6 @@ class Batch:
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
     config_traffic: Tensor | None = None  # [G, C, K, 2] the traffic each config's layouts cause per node, 0 padded
-    config_parts: Tensor | None = None  # [G, C, P] float64 what each config makes the whole program do, -1 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -64,8 +63,7 @@ def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
 class Collate:
     """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
     `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training);
-    with `traffic`, the memory traffic each config's layouts cause per configurable node and the parts of the work
-    they make the whole program do (data/propagation.py)."""
+    with `traffic`, the memory traffic each config's layouts cause per configurable node (data/propagation.py)."""
 
     def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0,
                  traffic: bool = False) -> None:
@@ -93,10 +91,9 @@ class Collate:
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
         if self.traffic:  # from each graph's whole file: pruning keeps too little of the paths layouts take
-            traffic, parts = zip(*(file_propagation(g.meta["path"], g.meta["split"]).features(
-                unpack(np.asarray(g.configs[r]))) for g, r in zip(graphs, rows)))  # [C, K, 2] and [C, P] each
-            batch["config_traffic"] = pad(list(traffic), 0)  # [G, C, K, 2]
-            batch["config_parts"] = pad(list(parts), PAD)  # [G, C, P]
+            traffic = [file_propagation(g.meta["path"], g.meta["split"]).features(unpack(np.asarray(g.configs[r])))
+                       for g, r in zip(graphs, rows)]  # [C, K, 2] each
+            batch["config_traffic"] = pad(traffic, 0)  # [G, C, K, 2]
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
         return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})

@@ -89,14 +89,12 @@ class Propagation:
         """[nc + 1] `traffic` under the file's own layouts (every block -1), computed when first needed."""
         return self.traffic(np.full((1, len(self.slots), 3 * LAYOUT_GROUP), -1))[0]
 
-    def features(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """What a batch carries of configs [C, nc, 18], from one pass: per configurable node [C, nc, 2] float32, the
-        log of the traffic its layout causes over that under the file's layouts, and the log of that traffic itself
-        (each over TRAFFIC_SCALES); and the `parts` of the whole program [C, len(PARTS)]."""
-        moved, parts = self._passes(configs)
-        moved = np.log1p(moved[:, :-1])  # [C, nc]
+    def features(self, configs: np.ndarray) -> np.ndarray:
+        """[C, nc, 2] float32 per configurable node under configs [C, nc, 18]: the log of the traffic its layout
+        causes over that under the file's layouts, and the log of that traffic itself (each over TRAFFIC_SCALES)."""
+        moved = np.log1p(self.traffic(configs)[:, :-1])  # [C, nc]
         features = np.stack([moved - np.log1p(self.default[:-1]), moved], -1)  # [C, nc, 2]
-        return (features / TRAFFIC_SCALES).astype(np.float32), parts
+        return (features / TRAFFIC_SCALES).astype(np.float32)
 
     def traffic(self, configs: np.ndarray) -> np.ndarray:
         """[C, nc + 1] the bytes moved under configs [C, nc, 18] (values -1..5), per configurable node whose
@@ -179,8 +177,7 @@ def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
 
 @functools.lru_cache(maxsize=256)
 def file_propagation(path: str, split: str) -> Propagation:
-    """The propagation of a layout file of a split, read once per process for the files in use (reading and
-    building it costs ~100x a batch's pass; it holds ~0.7 KB per node: a 20k-node file ~14 MB)."""
+    """The propagation of a layout file of a split, read once per process for the files in use (~0.7 KB a node)."""
     return Propagation(read_graph(path, split))
 
 

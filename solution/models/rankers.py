@@ -6,14 +6,13 @@ Each ranker is chosen in the YAML as `model.ranker` (`class_path` + `init_args`)
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
 from ..data.batch import Batch
-from ..data.propagation import PARTS, TRAFFIC_FEATURES
+from ..data.propagation import TRAFFIC_FEATURES
 from ..errors import SettingsError
 from .layers import (
     ConfigLinks,
@@ -28,7 +27,6 @@ from .layers import (
     pool,
     valid_configs,
 )
-from .prior import SHARPNESS, START
 from .segments import segmented_scores
 from .spec import Remembered
 
@@ -44,11 +42,8 @@ class LayoutRanker(Ranker):
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
     receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
-    `hidden`); `physical_layout` and `propagated_traffic` add what each config's layouts mean in memory;
-    `physics_head` adds to each config's score the physics prior's log work (`PhysicsHead`, its part weights
-    starting at `physics_start`, as `solution run` fits them on the train files), so that the rest of the model
-    learns what it misses. The config-dependent work scales with the configurable nodes, not the graph,
-    and with w^2.
+    `hidden`); `physical_layout` and `propagated_traffic` add what each config's layouts mean in memory. The
+    config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (see
@@ -73,8 +68,6 @@ class LayoutRanker(Ranker):
         config_hidden: int | None = 96,
         physical_layout: bool = False,
         propagated_traffic: bool = False,
-        physics_head: bool = False,
-        physics_start: list[float] | None = None,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -89,7 +82,6 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
-        self.physics_head = PhysicsHead(physics_start) if physics_head else None
 
     def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor,
                   traffic: torch.Tensor | None = None) -> torch.Tensor:
@@ -117,7 +109,9 @@ class LayoutRanker(Ranker):
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
         per_config_inputs = [values]
         if self.traffic is not None:
-            needs_traffic(batch, "propagated_traffic")
+            if batch.config_traffic is None:
+                raise SettingsError("model.ranker.init_args.propagated_traffic=true needs the traffic features; "
+                                    "expected data.traffic=true")
             per_config_inputs.append(batch.config_traffic[links.graph, :, links.slot])  # [M, C, 2]
         z = in_chunks(lambda *part: self.configure(h_nodes, dims, *part), configs_per_pass, 1,
                       *per_config_inputs)  # [M, C, w]
@@ -130,57 +124,14 @@ class LayoutRanker(Ranker):
         return h, z, links
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        scores = segmented_scores(self, batch) if batch.node_segment is not None else self.whole(batch)  # [G, C]
-        if self.physics_head is None:
-            return scores
-        needs_traffic(batch, "physics_head")
-        return scores + self.physics_head(batch.config_parts, valid_configs(batch))
-
-    def whole(self, batch: Batch) -> torch.Tensor:
-        """Scores [G, C] of a batch run whole (not in segments), without the physics head."""
+        if batch.node_segment is not None:
+            return segmented_scores(self, batch)
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
         return self.readout(features, mask)  # [G, C]
-
-
-def needs_traffic(batch: Batch, setting: str) -> None:
-    """A clear error where a ranker setting reads what only `data.traffic` puts in a batch."""
-    if batch.config_traffic is None:
-        raise SettingsError(f"model.ranker.init_args.{setting}=true needs the traffic features; "
-                            "expected data.traffic=true")
-
-
-class PhysicsHead(nn.Module):
-    """The physics prior (models/prior.py) inside the model: the log of each config's work, its PARTS weighed by
-    learned weights that start at `start` (default: where the prior's fit starts; a part weighed 0 stays out),
-    times a learned gain (the prior's slope per unit of log work to start). The ranker adds it to its scores, so
-    the network learns only what it misses. The parameters are steps from the start, SPEEDUP x each: the
-    optimizer's steps at the network's learning rate move them as fast as the prior's own fit moves its weights,
-    and weight decay pulls them back to the start."""
-
-    SPEEDUP = 50.0
-
-    def __init__(self, start: list[float] | None = None) -> None:
-        super().__init__()
-        start = START if start is None else np.asarray(start, np.float64)
-        if start.shape != START.shape or (start < 0).any() or not start.any():
-            raise SettingsError(f"model.ranker.init_args.physics_start={list(start)}; expected {len(START)} "
-                                f"non-negative part weights, not all 0 ({', '.join(PARTS)})")
-        self.register_buffer("start", torch.log(torch.as_tensor(start, dtype=torch.float64)))  # [P]
-        self.log_weights = nn.Parameter(torch.zeros(len(START)))  # [P] steps from the start
-        self.log_gain = nn.Parameter(torch.zeros(()))
-
-    def forward(self, parts: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """parts [G, C, P] (-1 padded), mask [G, C] -> [G, C] the gain x log work (0 for padded configs), in
-        float64: a config's work differs from its neighbours' in the 7th digit of sums of 1e9 bytes."""
-        weights = (self.start + self.SPEEDUP * self.log_weights.double()).exp()  # [P]
-        work = parts.double() @ weights  # [G, C]
-        log_work = torch.log(torch.where(mask, work, torch.ones_like(work)).clamp(min=1e-9))
-        gain = SHARPNESS * torch.exp(self.SPEEDUP * self.log_gain.double())
-        return (gain * log_work).to(self.log_gain.dtype)
 
 
 def zero_linear(features: int, width: int) -> nn.Linear:

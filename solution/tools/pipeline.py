@@ -178,13 +178,9 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
 
 
 def train_members(collection: str, settings: Mapping, seconds: float | None, job: Job) -> list[Path]:
-    """The checkpoints of the collection's `members` fits, each with an equal part of `seconds` (each its
-    max_epochs without a limit); a ranker with a `physics_head` starts it at the part weights fitted on the
-    train files (in the time of the fits)."""
-    start, count = time.monotonic(), members(settings)
-    settings = with_physics_start(collection, settings, job)
-    if seconds is not None:
-        seconds -= time.monotonic() - start
+    """The checkpoints of the collection's `members` fits, each with an equal part of `seconds`
+    (each its max_epochs without a limit)."""
+    count = members(settings)
     part = None if seconds is None else max(seconds / count, MIN_SECONDS)
     return [train(collection, settings, part, job, member) for member in range(count)]
 
@@ -321,17 +317,6 @@ def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files (penalty {penalty:g}) in "
         f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(PARTS, weights / weights[0])))
     return weights
-
-
-def with_physics_start(collection: str, settings: Mapping, job: Job) -> Mapping:
-    """The settings with `physics_start` set to the part weights fitted on the train files (`part_weights`) where
-    the ranker has a `physics_head` and the user gave none."""
-    init_args = settings["model"]["ranker"].get("init_args", {})
-    if not init_args.get("physics_head") or init_args.get("physics_start") is not None:
-        return settings
-    weights = [float(w) for w in part_weights(collection, settings, job)]
-    ranker = {**settings["model"]["ranker"], "init_args": {**init_args, "physics_start": weights}}
-    return {**settings, "model": {**settings["model"], "ranker": ranker}}
 
 
 def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:

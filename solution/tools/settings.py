@@ -17,7 +17,7 @@ FREE_DATA = frozenset({
     "skip_bad_files", "folds", "fold", "fold_variant_parts",
 })
 FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
-DERIVED = frozenset({"node_feat_dim", "config_width", "task", "physics_start"})  # the model's, from the data
+DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings
 
 
 def configs_folder() -> Path:
