@@ -102,12 +102,12 @@ def epoch_memory(root: str, collection: str, cache_dir: str, loads: int = 200) -
 
 def traffic_loader(root: Path, collection: str, cache_dir: Path, epochs: int = 3) -> list[str]:
     """Seconds per epoch of one-graph training batches with `data.traffic` (each config's traffic from the graph's
-    whole file): each file's propagation built again for every batch, against kept across epochs (as the loader
-    keeps it: `file_propagation`'s cache), side by side."""
+    whole file): each file's propagation built again for every batch, then kept across epochs (as the loader keeps
+    it: `file_propagation`'s cache), each run from an empty cache over the same epochs; and what the kept hold."""
     graphs = GraphSet(list_files(root, collection, "train"), "train", Preprocessing(), record_cache(cache_dir))
     train, collate = TrainSet(graphs, 128, "uniform"), Collate(LAYOUT, traffic=True)
     seconds = {"built every batch": [], "kept": []}
-    for name, times in seconds.items():  # each its own epochs: the kept ones fill the cache once
+    for name, times in seconds.items():
         file_propagation.cache_clear()
         for epoch in range(epochs):
             start = time.perf_counter()
