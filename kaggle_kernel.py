@@ -6079,8 +6079,8 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     (`member_data`), and the validation metrics are those of each file ranked by the one member that never trained
     on it. With `prior_weights` the valid files are always ranked: the weight w that scores best there blends the
     physics prior's ranks in as w against 1 - w for the members together (its ranking under
-    parts/members/<collection>.prior/), in the validation metrics and the test predictions; a data root without
-    valid files ranks by the model alone when not asked to validate."""
+    parts/members/<collection>.prior/), in the validation metrics and the test predictions (at w = 1 the members
+    rank no test file); a data root without valid files ranks by the model alone when not asked to validate."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
     weights = prior_weights(settings, collection)
     if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
@@ -6093,7 +6093,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
     # fold -> (the tables of the members that validate on it, the physics priors of its files)
     groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray]]] = {}
-    folders, files = [], 0
+    folders, loaded, files = [], [], 0
     for member, checkpoint in enumerate(checkpoints):
         pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
         data = member_data(settings, member, len(checkpoints), job.root) if ranks_valid else settings["data"]
@@ -6110,13 +6110,15 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
                 groups[fold] = ([], scored_priors(valid, model.last_table, parts) if len(weights) > 1 else {})
                 files += len(valid)
             groups[fold][0].append(model.last_table)
-        if predict:
-            trainer.predict(model, datamodule=datamodule, return_predictions=False)
+        loaded.append((model, datamodule, trainer))
     metrics = {w: ensemble_metrics(collection, list(groups.values()), w) for w in weights} if ranks_valid else {}
     weight = max(weights, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0  # ties: the smaller
     if len(weights) > 1:
         say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
             f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
+    if predict and weight < 1:  # at weight 1 the physics ranking alone ranks the test files: the members need not
+        for model, datamodule, trainer in loaded:
+            trainer.predict(model, datamodule=datamodule, return_predictions=False)
     if predict and not alone:
         shares = [(1 - weight) / len(folders)] * len(folders)
         if weight > 0:

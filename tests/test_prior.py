@@ -117,6 +117,7 @@ def test_weight_1_ranks_the_test_files_by_the_prior_alone(one_fit, tmp_path, mon
     monkeypatch.setattr(pipeline, "scored_priors", oracle)
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.5, 1.0]), job)
     assert blended["prior_weight"] == 1.0 and blended["score"] == pytest.approx(1.0)
+    assert not (job.parts / "members" / STEM / f"{STEM}.scores.npz").exists()  # the member ranked no test file
     prior = read_run(job.parts / "members" / f"{STEM}.prior" / f"{STEM}.scores.npz").scores
     combined = read_run(job.parts / f"{STEM}.scores.npz").scores
     assert combined.keys() == prior.keys()
