@@ -1467,7 +1467,7 @@ def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
 
 @functools.lru_cache(maxsize=256)
 def file_propagation(path: str, split: str) -> Propagation:
-    """The propagation of a layout file of a split, read once per process for the files in use (~0.7 KB a node)."""
+    """The propagation of a layout file of a split, read once per process for the files in use (~0.6 KiB a node)."""
     return Propagation(read_graph(path, split))
 
 
