@@ -1290,7 +1290,7 @@ def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCach
 SOURCES['solution.data.propagation'] = '''\
 """Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
 the bytes they make the program move in 8 x 128 tiles, per configurable node, and the work they make its matrix
-units do, each loop body's once per trip."""
+units do, dot by dot, each loop body's once per trip."""
 
 from __future__ import annotations
 
@@ -1334,12 +1334,13 @@ CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousan
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
 TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
-PARTS = ("fused", "passes", "configurable", "relayouts", "copies", "transposes", "launches", "lane_reduces",
-         "multiply_adds", "second_minor_feeds", "major_feeds")
-BYTE_PARTS = 6  # the first PARTS count bytes moved (their sum is the traffic; "configurable": by dots and
-# convolutions, "relayouts": by reshapes that are no bitcast); then kernels, bytes, then multiply-adds: all of the
-# configurable dots' and convolutions', and those of their operands fed with a key dim second-minor or further out
-# (once per such operand)
+PARTS = ("fused", "passes", "relayouts", "copies", "transposes", "launches", "lane_reduces")
+BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast); then kernels
+# launched, and bytes reduced across lanes
+MATMUL = ("multiply_adds", "bytes", "second_minor_feeds", "major_feeds")  # per configurable dot or convolution
+# (every configurable node but a reshape): its multiply-adds over whole output tiles and the bytes its output and
+# operands store (each x its runs), and how many of its operands (and a convolution's output) it feeds with their key
+# dim second-minor, and further out
 # node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
 # feature dims, feature group count
 CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14)
@@ -1361,6 +1362,29 @@ class _Tensor:
     is_root: bool
     conv: tuple[int, ...]  # a convolution's CONV_DIMS
     keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its shapes do not say)
+
+
+@dataclass
+class ConfigWork:
+    """What configs make a program do: PARTS summed over its nodes but for the configurable dots' and convolutions'
+    own work ([C, K]), which is kept per dot or convolution (MATMUL, [C, D, 4]): the prior weighs each one's compute
+    against its memory traffic."""
+
+    parts: np.ndarray  # [C, len(PARTS)]
+    matmuls: np.ndarray  # [C, D, len(MATMUL)]
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __getitem__(self, rows) -> ConfigWork:
+        return ConfigWork(self.parts[rows], self.matmuls[rows])
+
+    @staticmethod
+    def concatenate(works: list[ConfigWork], matmuls: int) -> ConfigWork:
+        """The works of successive chunks of configs of one file (with `matmuls` dots and convolutions)."""
+        if not works:
+            return ConfigWork(np.zeros((0, len(PARTS))), np.zeros((0, matmuls, len(MATMUL))))
+        return ConfigWork(np.concatenate([w.parts for w in works]), np.concatenate([w.matmuls for w in works]))
 
 
 class Propagation:
@@ -1391,29 +1415,36 @@ class Propagation:
         layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
         return self._passes(configs)[0]
 
-    def parts(self, configs: np.ndarray) -> np.ndarray:
-        """[C, len(PARTS)] what configs [C, nc, 18] make the whole program do, part by part (PARTS)."""
+    def work(self, configs: np.ndarray) -> ConfigWork:
+        """What configs [C, nc, 18] make the whole program do: its PARTS, and each configurable dot's or
+        convolution's MATMUL."""
         return self._passes(configs)[1]
 
-    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`traffic` and `parts` of configs, a chunk at a time."""
+    @functools.cached_property
+    def matmuls(self) -> int:
+        """How many configurable dots and convolutions the file has (every configurable node but its reshapes)."""
+        return sum(self.tensors[i].name != "reshape" for i in self.slots)
+
+    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
+        """`traffic` and `work` of configs, a chunk at a time."""
         chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
                   for start in range(0, len(configs), CONFIG_CHUNK)]
-        if not chunks:
-            return np.zeros((0, len(self.slots) + 1)), np.zeros((0, len(PARTS)))
-        return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
+        moved = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, len(self.slots) + 1))
+        return moved, ConfigWork.concatenate([c[1] for c in chunks], self.matmuls)
 
-    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`traffic` and `parts` of one chunk of configs, node by node in the file's (topological) order."""
+    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
+        """`traffic` and `work` of one chunk of configs, node by node in the file's (topological) order."""
         tensors = self.tensors
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
         owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
         moved = np.zeros((len(configs), len(self.slots) + 1))
         parts = np.zeros((len(configs), len(PARTS)))
+        matmuls = []
         for i, tensor in enumerate(tensors):
+            matmul = None
             if i in self.slots:
                 owner, block_ranks = self.slots[i]
-                layout, done = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
+                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
             else:
                 source = _layout_source(tensor, tensors, layouts)
                 owner = owners[source] if source >= 0 else -1
@@ -1426,7 +1457,11 @@ class Propagation:
             for k, amount in done.items():
                 parts[:, k] += runs * amount
             moved[:, owner] += runs * done.moved()
-        return moved, parts
+            if matmul is not None:
+                matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]
+                moved[:, owner] += matmul[:, 1] * runs
+        stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
+        return moved, ConfigWork(parts, stacked)
 
 
 def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
@@ -1555,9 +1590,10 @@ def work(**amounts) -> Work:
 
 
 def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
-    """A configurable node's output layout [C] and work: its output and its laid-out operands in the config's
-    layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those. A reshape
-    whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
+    """A configurable node's output layout [C], work and, for a dot or convolution, its MATMUL [C, 4] (else None):
+    its output and its laid-out operands in the config's layouts (-1 blocks: the file's for the output, the
+    producer's for an operand), copies into those. A reshape whose operand and output both keep the file's orders is
+    a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
     out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
     own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
@@ -1574,27 +1610,31 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
         chosen[index] = wanted
         if tensor.name == "reshape":
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
-    launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
-    feeds = _matmul(tensor, tensors, layouts, chosen, out) if tensor.keyed else Work()
-    part = "relayouts" if tensor.name == "reshape" else "configurable"
-    return out, copies + feeds + work(**{part: np.where(bitcast, 0.0, own)}, launches=launches)
+    if tensor.name == "reshape":
+        return out, copies + work(relayouts=np.where(bitcast, 0.0, own), launches=np.where(bitcast, 0.0, 1.0)), None
+    return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(config))  # launches anyway
 
 
-def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out) -> Work:
-    """A dot's or convolution's multiply-adds over whole output tiles, and those again per operand (or a
-    convolution's output) whose key dim (a contracted one, or a convolution's feature dim) is not minor in its layout
+def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
+    """[count, 4] a dot's or convolution's MATMUL: its multiply-adds over whole output tiles (0 where its shapes do
+    not say), the bytes it stores (`own`: its output and the operands the config lays out; and the others as they
+    arrive where its shapes say which they are), and how many of its operands (or a convolution's output) have their
+    key dim (a contracted one, or a convolution's feature dim) second-minor, and further out, in their layouts
     (`chosen`: the layouts the config reads operands in; the others arrive as they are)."""
-    reduced, keys = tensor.keyed  # keys: (operand or -1 for the output, its key dims)
-    multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
-    second, major = 0.0, 0.0
-    for index, dims in keys:
-        owner, layout = (tensor, out) if index < 0 else (
-            tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
-        minor = _among(owner.tables.minor[layout], dims)
-        second_minor = ~minor & _among(owner.tables.second[layout], dims)
-        second = second + np.where(second_minor, multiply_adds, 0.0)
-        major = major + np.where(minor | second_minor, 0.0, multiply_adds)
-    return work(multiply_adds=multiply_adds, second_minor_feeds=second, major_feeds=major)
+    multiply_adds, second, major = 0.0, 0.0, 0.0
+    if tensor.keyed:
+        reduced, keys = tensor.keyed  # keys: (operand or -1 for the output, its key dims)
+        multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
+        own = own + sum(_stored(tensors[i], _seen(i, tensors, layouts)) for i, _ in keys if i >= 0 and i not in chosen)
+        for index, dims in keys:
+            owner, layout = (tensor, out) if index < 0 else (
+                tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
+            minor = _among(owner.tables.minor[layout], dims)
+            second_minor = ~minor & _among(owner.tables.second[layout], dims)
+            second = second + second_minor
+            major = major + ~(minor | second_minor)
+    return np.stack([np.broadcast_to(np.asarray(v, np.float64), (count,)) for v in (multiply_adds, own, second, major)],
+                    -1)
 
 
 def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
@@ -3505,12 +3545,12 @@ class MSE(RankingLoss):
 # ---------------------------------------- solution.models.prior
 SOURCES['solution.models.prior'] = '''\
 """A layout ranking from physics: the bytes each config's layouts make the program move, the kernels its copies
-launch and the multiply-adds its matrix units do, part by part, weighed as a collection's own runtimes say (eleven
-weights; no model)."""
+launch, and each dot's and convolution's time as the larger of its matrix units' work and its memory traffic (a
+roofline), weighed as a collection's own runtimes say (twelve weights; no model)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -3518,25 +3558,32 @@ import torch
 
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from ..data.propagation import BYTE_PARTS, CONFIG_CHUNK, PARTS, Propagation, file_propagation
+from ..data.propagation import BYTE_PARTS, CONFIG_CHUNK, MATMUL, PARTS, ConfigWork, Propagation, file_propagation
 from ..data.reader import RawGraph
 from ..data.splits import FOLD_GROUP, assign_folds, model_group
 from ..metrics import kendall_tau, mean_over_graphs
 
-UNIT = np.array([1.0] * BYTE_PARTS + [0.0] * (len(PARTS) - BYTE_PARTS))  # [K] the plain count of bytes
-# [K] where a fit starts and its penalty pulls: each byte moved counts 1, a kernel launched as 4000 bytes, a reduce
-# across lanes adds a tenth of its bytes again, a multiply-add a 75th of a byte (a TPU's matrix units do a few hundred
-# per 4-byte element its memory moves), and an operand fed with its key dim not minor as much again
-OTHER_STARTS = {"launches": 4000.0, "lane_reduces": 0.1, "multiply_adds": 4 / 300, "second_minor_feeds": 4 / 300,
-                "major_feeds": 4 / 300}
-START = np.where(UNIT > 0, 1.0, [OTHER_STARTS.get(p, 0.0) for p in PARTS])
+# the prior's weights: one per part, then a dot's or convolution's: per multiply-add, per byte it stores, its matrix
+# units' slowdown (log) per operand fed with the key dim second-minor and further out, and the roofline's sharpness
+# (0: compute and memory time add up; large: the larger one alone)
+WEIGHTS = (*PARTS, "multiply_adds", "matmul_bytes", "second_minor_slowdown", "major_slowdown", "roofline_sharpness")
+MATMUL_WEIGHTS = len(PARTS)  # where the matmul weights start
+UNIT = np.array([1.0] * BYTE_PARTS + [0.0] * (len(PARTS) - BYTE_PARTS) + [0.0, 1.0, 0.0, 0.0, 1.0])  # the plain
+# count of bytes
+# where a fit starts and its penalty pulls: each byte moved counts 1, a kernel launched as 4000 bytes, a reduce across
+# lanes adds a tenth of its bytes again, a multiply-add a 75th of a byte (a TPU's matrix units do a few hundred per
+# 4-byte element its memory moves), an operand fed with its key dim not minor doubles them, and a dot's compute and
+# memory time nearly add up (p = 1.1): the runtimes, not the start, say how far they overlap
+STARTS = {"launches": 4000.0, "lane_reduces": 0.1, "multiply_adds": 4 / 300, "second_minor_slowdown": np.log(2.0),
+          "major_slowdown": np.log(2.0), "roofline_sharpness": 0.1}
+START = np.array([STARTS.get(name, 1.0) for name in WEIGHTS])
 PAIRS = 1024  # config pairs a fit step draws per file
 SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
 
 
 @dataclass(frozen=True)
 class PriorFit:
-    """How `solution run` weighs the prior's parts (PARTS): fitted to the runtimes of up to `files` train files
+    """How `solution run` weighs the prior (WEIGHTS): fitted to the runtimes of up to `files` train files
     (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
     the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
     best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT)."""
@@ -3549,10 +3596,10 @@ class PriorFit:
 
 
 def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
-    """[c] per config of a layout file, the work its layouts make the program do, its PARTS (`data/propagation.py`)
-    weighed by `weights` [K] (lower = predicted faster); by default the bytes moved in 8 x 128 tiles over
-    each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout and
-    reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
+    """[c] per config of a layout file, the work its layouts make the program do (`prior_work` of its `ConfigWork`,
+    `data/propagation.py`, under `weights`; lower = predicted faster); by default the bytes moved in 8 x 128 tiles
+    over each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout
+    and reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
     their shapes say (the files keep no operand order); every other node takes its layout as XLA propagates
     it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
     reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
@@ -3560,22 +3607,51 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
     stacked tensors its dynamic slices walk, and a conditional's branches an equal share each. No constant of a
     runtime law enters."""
-    return Propagation(raw).parts(raw.config_feat) @ weights
+    return prior_work(Propagation(raw).work(raw.config_feat), weights)
 
 
-def graph_parts(graph: Graph, rows: np.ndarray | None = None) -> np.ndarray:
-    """[c, K] the PARTS of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
+def graph_work(graph: Graph, rows: np.ndarray | None = None) -> ConfigWork:
+    """The `ConfigWork` of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
     file (read once per process, as the traffic features are)."""
     propagation = file_propagation(graph.meta["path"], graph.meta["split"])
-    configs = graph.configs if rows is None else graph.configs[rows]
-    parts = [propagation.parts(unpack(configs[start:start + CONFIG_CHUNK]))
-             for start in range(0, len(configs), CONFIG_CHUNK)]  # unpacked a chunk at a time: bounded memory
-    return np.concatenate(parts) if parts else np.zeros((0, len(PARTS)))
+    return ConfigWork.concatenate(list(_chunk_works(graph, rows)), propagation.matmuls)
 
 
 def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
-    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order."""
-    return graph_parts(graph) @ weights
+    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, a chunk of configs at a time
+    (a file's [c, D, 4] matmuls at once could take gigabytes)."""
+    return np.concatenate([prior_work(work, weights) for work in _chunk_works(graph)] or [np.zeros(0)])
+
+
+def _chunk_works(graph: Graph, rows: np.ndarray | None = None) -> Iterator[ConfigWork]:
+    """The `ConfigWork` of a graph's configs (or of its `rows`), CONFIG_CHUNK at a time (each unpacked in turn)."""
+    propagation = file_propagation(graph.meta["path"], graph.meta["split"])
+    configs = graph.configs if rows is None else graph.configs[rows]
+    for start in range(0, len(configs), CONFIG_CHUNK):
+        yield propagation.work(unpack(configs[start:start + CONFIG_CHUNK]))
+
+
+def prior_work(work: ConfigWork, weights: np.ndarray) -> np.ndarray:
+    """[c] the prior of configs whose work is `work`, under `weights` [len(WEIGHTS)]."""
+    count, matmuls = work.matmuls.shape[:2]
+    with torch.no_grad():
+        total = weighed(torch.from_numpy(work.parts), torch.from_numpy(work.matmuls.reshape(-1, len(MATMUL))),
+                        torch.arange(count).repeat_interleave(matmuls), torch.from_numpy(weights))
+    return total.numpy()
+
+
+def weighed(parts: torch.Tensor, matmuls: torch.Tensor, owners: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """[N] the weighed work of configs with parts [N, K] and dots or convolutions matmuls [R, 4] (MATMUL), each of
+    the config `owners` [R] says: the weighed parts, plus per dot or convolution the p-norm (p = 1 + sharpness) of
+    its compute time (multiply-adds x their weight x the exp of its slowdowns per badly fed operand) and its memory
+    time (bytes x their weight), taken in logs (no 0 ** p, whose gradient in p is NaN)."""
+    multiply_add, byte, second, major, sharpness = weights[MATMUL_WEIGHTS:]
+    log_compute = (torch.log(multiply_add) + torch.log(matmuls[:, 0].clamp_min(1e-30))  # e^-69 where none
+                   + second * matmuls[:, 2] + major * matmuls[:, 3])  # [R]
+    log_memory = torch.log(byte) + torch.log(matmuls[:, 1].clamp_min(1e-30))  # [R]
+    power = 1 + sharpness
+    matmul_time = torch.exp(torch.logsumexp(torch.stack([log_compute, log_memory]) * power, 0) / power)  # [R]
+    return (parts @ weights[:MATMUL_WEIGHTS]).index_add(0, owners, matmul_time)
 
 
 def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tuple[int, np.ndarray]]:
@@ -3586,11 +3662,11 @@ def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tupl
     return [(int(index), np.sort(rng.permutation(counts[index])[:fit.configs])) for index in chosen]
 
 
-def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
+def fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
                 variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
-    """[K] positive part weights under which the log of the weighed parts orders each sample's configs as its
-    runtimes do, and the penalty they were fitted with; samples: (parts [c, K], runtimes [c]) per file, named by
-    `stems`, whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
+    """[len(WEIGHTS)] positive weights under which the log of the weighed work orders each sample's configs as its
+    runtimes do, and the penalty they were fitted with; samples: (work, runtimes [c]) per file, named by `stems`,
+    whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a fit's ops are tiny: more threads only add overhead (3x the time on 2 cores)
     try:
@@ -3599,7 +3675,7 @@ def fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit,
         torch.set_num_threads(threads)
 
 
-def _fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit, stems: Sequence[str],
+def _fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str],
                  variant_parts: str, seed: int) -> tuple[np.ndarray, float]:
     """`fit_weights` in the calling thread's torch settings."""
     penalty = fit.penalties[0]
@@ -3610,36 +3686,40 @@ def _fit_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], fit: PriorFit
     return fitted_weights(samples, fit.steps, penalty, seed), penalty
 
 
-def held_out_tau(samples: Sequence[tuple[np.ndarray, np.ndarray]], folds: np.ndarray, steps: int, penalty: float,
+def held_out_tau(samples: Sequence[tuple[ConfigWork, np.ndarray]], folds: np.ndarray, steps: int, penalty: float,
                  seed: int) -> float:
     """Mean Kendall tau over the samples of each fold, ranked by weights fitted to the other folds."""
     taus = []
     for fold in np.unique(folds):
         weights = fitted_weights([s for s, f in zip(samples, folds) if f != fold], steps, penalty, seed)
-        taus += [kendall_tau(parts @ weights, runtimes) for (parts, runtimes), f in zip(samples, folds) if f == fold]
+        taus += [kendall_tau(prior_work(work, weights), runtimes)
+                 for (work, runtimes), f in zip(samples, folds) if f == fold]
     return mean_over_graphs(taus)
 
 
-def fitted_weights(samples: Sequence[tuple[np.ndarray, np.ndarray]], steps: int, penalty: float,
+def fitted_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], steps: int, penalty: float,
                    seed: int) -> np.ndarray:
-    """[K] the part weights of one fit; PAIRS pairs of configs of every file are drawn afresh each step."""
-    samples = [(parts, runtimes) for parts, runtimes in samples if len(runtimes) > 1]
+    """[len(WEIGHTS)] the weights of one fit; PAIRS pairs of configs of every file are drawn afresh each step."""
+    samples = [(work, runtimes) for work, runtimes in samples if len(runtimes) > 1]
     start = torch.tensor(np.log(START))
     if not samples or not steps:
         return START.copy()
     longest = max(len(runtimes) for _, runtimes in samples)
-    parts = torch.zeros(len(samples), longest, len(PARTS), dtype=torch.float64)  # [F, M, K], padded with zeros
+    parts = torch.zeros(len(samples) * longest, len(PARTS), dtype=torch.float64)  # [F x M, K], padded with zeros
     runtimes = torch.zeros(len(samples), longest, dtype=torch.float64)  # [F, M]
-    for f, (file_parts, file_runtimes) in enumerate(samples):
-        parts[f, :len(file_runtimes)] = torch.from_numpy(np.asarray(file_parts, np.float64))
-        runtimes[f, :len(file_runtimes)] = torch.from_numpy(np.asarray(file_runtimes, np.float64))
+    for f, (work, file_runtimes) in enumerate(samples):
+        parts[f * longest:f * longest + len(work)] = torch.from_numpy(np.asarray(work.parts, np.float64))
+        runtimes[f, :len(work)] = torch.from_numpy(np.asarray(file_runtimes, np.float64))
+    matmuls = torch.from_numpy(np.concatenate([work.matmuls.reshape(-1, len(MATMUL)) for work, _ in samples]))
+    owners = torch.from_numpy(np.concatenate([f * longest + np.repeat(np.arange(len(work)), work.matmuls.shape[1])
+                                              for f, (work, _) in enumerate(samples)]))  # [R] their rows of parts
     counts = torch.tensor([len(r) for _, r in samples], dtype=torch.float64)[:, None]  # [F, 1]
     generator = torch.Generator().manual_seed(seed)
     log_weights = start.clone().requires_grad_(True)
     log_temperature = torch.zeros((), dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.Adam([log_weights, log_temperature], lr=0.05)
     for _ in range(steps):
-        work = torch.log(parts @ log_weights.exp() + 1e-9)  # [F, M]
+        work = torch.log(weighed(parts, matmuls, owners, log_weights.exp()) + 1e-9).reshape(len(samples), longest)
         i, j = (torch.rand((2, len(samples), PAIRS), generator=generator, dtype=torch.float64) * counts).long()
         order = torch.sign(runtimes.gather(1, i) - runtimes.gather(1, j))  # [F, PAIRS] +1 where config i is slower
         margin = SHARPNESS * log_temperature.exp() * (work.gather(1, i) - work.gather(1, j)) * order
@@ -5857,7 +5937,7 @@ SOURCES['solution.tools.pipeline'] = '''\
 every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `prior_weights` name weights above 0
-blends the physics ranking of models/prior.py (its parts weighed on the train files, `prior_fit`) into the
+blends the physics ranking of models/prior.py (its weights fitted on the train files, `prior_fit`) into the
 model's ranks with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel
 all run this; it needs neither the Lightning CLI nor W&B."""
 
@@ -5880,14 +5960,13 @@ from lightning.pytorch.callbacks import Callback
 from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
-from ..data.propagation import PARTS
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
 from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..models.prior import UNIT, PriorFit, fit_sample, fit_weights, graph_parts, graph_prior
+from ..models.prior import UNIT, WEIGHTS, PriorFit, fit_sample, fit_weights, graph_prior, graph_work
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
@@ -6150,7 +6229,7 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
 
 
 def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
-    """[K] the weights of the physics prior's parts: fitted to the runtimes of the collection's train files as
+    """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
     `prior_fit` says (`models/prior.py`), or the plain count of elements where it names no files."""
     try:
         fit = PriorFit(**settings.get("prior_fit", {}))
@@ -6165,19 +6244,19 @@ def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     samples = []
     for index, rows in chosen:
         graph = graphs.load(index)
-        samples.append((graph_parts(graph, rows), graph.target[rows]))
+        samples.append((graph_work(graph, rows), graph.target[rows]))
     if not samples:
         return UNIT
     weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen],
                                    settings["data"].get("fold_variant_parts", FOLD_GROUP),
                                    settings.get("seed_everything", 0))
-    say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files (penalty {penalty:g}) in "
-        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(PARTS, weights / weights[0])))
+    say(f"[{collection}] physics prior's weights fitted on {len(samples)} train files (penalty {penalty:g}) in "
+        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(WEIGHTS, weights)))
     return weights
 
 
 def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:
-    """[configs of the file] the physics prior (part weights `weights`) of a split's graph by the file's config row
+    """[configs of the file] the physics prior (weights `weights`) of a split's graph by the file's config row
     (NaN for a row the preprocessing dropped as a duplicate)."""
     graph = graphs.load(index)
     values = np.full(int(graph.meta["configs_raw"]), np.nan)

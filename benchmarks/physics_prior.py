@@ -47,10 +47,10 @@ from scipy import stats
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.propagation import Propagation
+from solution.data.propagation import ConfigWork, Propagation
 from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import FOLD_GROUP
-from solution.models.prior import UNIT, PriorFit, fit_sample, fit_weights
+from solution.models.prior import UNIT, PriorFit, fit_sample, fit_weights, prior_work
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools.settings import read_settings
 
@@ -58,24 +58,24 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @functools.lru_cache(maxsize=None)
-def file_parts(path: Path) -> np.ndarray:
-    """[C, K] the physics prior's parts of every config of a layout file, in its row order."""
+def file_work(path: Path) -> ConfigWork:
+    """The physics prior's work of every config of a layout file, in its row order."""
     raw = read_graph(path)
-    return Propagation(raw).parts(raw.config_feat)
+    return Propagation(raw).work(raw.config_feat)
 
 
 def file_prior(path: Path, weights: np.ndarray = UNIT) -> np.ndarray:
-    """[C] the physics ranking's work (part weights `weights`) of every config of a layout file, in its row order."""
-    return file_parts(path) @ weights
+    """[C] the physics ranking's work (weights `weights`) of every config of a layout file, in its row order."""
+    return prior_work(file_work(path), weights)
 
 
 def fitted(files: list[tuple[Path, np.ndarray]], collection: str) -> tuple[np.ndarray, float]:
-    """[K] part weights fitted as `solution run` fits them (the collection's shipped `prior_fit`) to the runtimes of
-    (file, runtimes) pairs, and the penalty its held-out model groups picked."""
+    """[len(WEIGHTS)] weights fitted as `solution run` fits them (the collection's shipped `prior_fit`) to the
+    runtimes of (file, runtimes) pairs, and the penalty its held-out model groups picked."""
     settings = read_settings()[collection]
     fit = PriorFit(**settings["prior_fit"])
     chosen = fit_sample([len(runtimes) for _, runtimes in files], fit)
-    samples = [(file_parts(files[i][0])[rows], files[i][1][rows]) for i, rows in chosen]
+    samples = [(file_work(files[i][0])[rows], files[i][1][rows]) for i, rows in chosen]
     variant_parts = settings["data"].get("fold_variant_parts", FOLD_GROUP)
     return fit_weights(samples, fit, [files[i][0].stem for i, _ in chosen], variant_parts)
 
@@ -114,14 +114,14 @@ def npz_path(corpus: Path, f: CorpusFile) -> Path:
 
 
 def file_gains(scored: list[tuple[Path, np.ndarray]], weights: np.ndarray) -> list[float]:
-    """Per (file, runtimes): Kendall tau of the prior with part weights `weights` less that of the plain count."""
+    """Per (file, runtimes): Kendall tau of the prior with weights `weights` less that of the plain count."""
     return [stats.kendalltau(file_prior(path, weights), runtimes)[0] - stats.kendalltau(file_prior(path), runtimes)[0]
             for path, runtimes in scored]
 
 
 def prior_alone(corpus: Path, folds: int, fit: bool) -> list[str]:
     """Report rows: per layout collection and fold of families, the physics ranking's score and the noise ceiling
-    of the fold's files, and their means over the folds; with `fit`, also the score with the part weights fitted
+    of the fold's files, and their means over the folds; with `fit`, also the score with the weights fitted
     to the other folds' labelled files, and its gain per file."""
     files = read_manifest(corpus)
     extra = " fitted parts | % of the ceiling | Δ per file |" if fit else ""
@@ -159,7 +159,7 @@ def prior_alone(corpus: Path, folds: int, fit: bool) -> list[str]:
 def generator_alone(root: Path, fit: bool) -> list[str]:
     """Report rows: per layout collection of a folder without families, the physics ranking's mean Kendall tau
     over its labelled (train and valid) files; with `fit`, over its valid and test files (runtimes of answers.csv),
-    the plain count's and that with the part weights fitted to its train files, with the gain per file."""
+    the plain count's and that with the weights fitted to its train files, with the gain per file."""
     answers = read_answers(root / "answers.csv") if fit else {}
     rows = ["| collection | files | physics alone |" + (" fitted parts | Δ per file |" if fit else ""),
             "|---|---|---|" + ("---|---|" if fit else "")]

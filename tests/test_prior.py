@@ -11,10 +11,19 @@ from scipy import stats
 from test_members import COLLECTION, STEM, demo_settings
 
 from solution.data.preprocess import Preprocessing, load_graph
-from solution.data.propagation import PARTS
+from solution.data.propagation import MATMUL, PARTS, ConfigWork
 from solution.data.reader import read_graph
 from solution.errors import SettingsError
-from solution.models.prior import START, UNIT, PriorFit, fit_weights, graph_prior, layout_traffic
+from solution.models.prior import (
+    START,
+    UNIT,
+    WEIGHTS,
+    PriorFit,
+    fit_weights,
+    graph_prior,
+    layout_traffic,
+    prior_work,
+)
 from solution.submission.ensemble import combine, read_run
 from solution.tools import pipeline
 
@@ -45,26 +54,65 @@ def test_the_prior_ranks_layouts_only():
         pipeline.prior_weights({"prior_weights": [0.5]}, "tile:xla")
 
 
-def test_the_fitted_part_weights_rank_configs_as_a_law_that_weighs_the_parts_otherwise():
-    rng = np.random.default_rng(0)
-    law = np.array([1.0, 2.0, 1.5, 2.5, 3.0, 8.0, 5e4, 0.5, 0.01, 0.005, 0.02])  # [K] per part, e.g. transposing
-    # copies dearer than others
-    files = [rng.lognormal(8, 1, (64, len(PARTS))) * rng.integers(0, 2, (64, len(PARTS))) for _ in range(12)]
-    files = [(parts, parts @ law) for parts in files]
+def roofline_files(count: int, law: np.ndarray, compute: float, combine,
+                   seed: int) -> list[tuple[ConfigWork, np.ndarray]]:
+    """`count` files of random work whose runtimes a law gives: its parts weighed by `law` [K], and per dot
+    `combine`(its multiply-adds x `compute` x 1.3 per operand fed second-minor x 2 per one fed further out, its
+    bytes)."""
+    rng = np.random.default_rng(seed)
+    files = []
+    for _ in range(count):
+        parts = rng.lognormal(8, 1, (64, len(PARTS))) * rng.integers(0, 2, (64, len(PARTS)))
+        matmuls = np.stack([rng.lognormal(14, 1, (64, 3)), rng.lognormal(9.5, 1, (64, 3)), rng.integers(0, 3, (64, 3)),
+                            rng.integers(0, 3, (64, 3))], -1)  # [64 configs, 3 dots, 4]
+        time = combine(compute * matmuls[..., 0] * 1.3 ** matmuls[..., 2] * 2.0 ** matmuls[..., 3], matmuls[..., 1])
+        files.append((ConfigWork(parts, matmuls), parts @ law + time.sum(1)))
+    return files
+
+
+def test_the_fitted_weights_rank_configs_as_a_law_that_weighs_the_parts_otherwise():
+    law = np.array([1.0, 2.0, 2.5, 3.0, 8.0, 5e4, 0.5])  # [K] per part, e.g. transposing copies dearer than others
+    files = roofline_files(12, law, 0.005, np.maximum, seed=0)
     weights, penalty = fit_weights(files[:8], PriorFit(files=8, steps=200), seed=0)
-    assert penalty == 0.01 and weights.shape == (len(PARTS),) and (weights > 0).all()
-    held_out = [(stats.kendalltau(parts @ weights, runtime)[0], stats.kendalltau(parts @ UNIT, runtime)[0])
-                for parts, runtime in files[8:]]
+    assert penalty == 0.01 and weights.shape == (len(WEIGHTS),) and (weights > 0).all()
+    held_out = [(stats.kendalltau(prior_work(work, weights), runtime)[0],
+                 stats.kendalltau(prior_work(work, UNIT), runtime)[0]) for work, runtime in files[8:]]
     fitted, plain = np.mean(held_out, axis=0)
     assert fitted > 0.9 and fitted > plain + 0.1
     assert weights[PARTS.index("transposes")] / weights[PARTS.index("fused")] > 4  # the law's 8, not START's 1
+    named = dict(zip(WEIGHTS, weights))
+    assert named["major_slowdown"] > named["second_minor_slowdown"]  # the law's log 2 against its log 1.3
+
+
+def test_the_fit_learns_whether_a_dots_compute_and_memory_time_overlap():
+    law = np.full(len(PARTS), 1e-3)  # the dots' time dominates
+    sharpness = {}
+    for name, law_combines in (("larger", np.maximum), ("sum", np.add)):
+        files = roofline_files(8, law, 0.005, law_combines, seed=1)
+        weights, _ = fit_weights(files, PriorFit(files=8, steps=300), seed=0)
+        sharpness[name] = dict(zip(WEIGHTS, weights))["roofline_sharpness"]
+    start = START[WEIGHTS.index("roofline_sharpness")]  # p = 1.1: nearly a sum
+    assert sharpness["sum"] < start < sharpness["larger"] and sharpness["larger"] > 2 * sharpness["sum"]
+
+
+def test_a_dots_time_is_the_p_norm_of_its_compute_and_its_memory_time():
+    work = ConfigWork(np.zeros((3, len(PARTS))), np.array([[[100.0, 30.0, 0, 0]], [[100.0, 30.0, 1, 1]],
+                                                           [[0.0, 30.0, 2, 0]]]))  # [3 configs, 1 dot, 4]
+    weights = dict(zip(WEIGHTS, START), multiply_adds=1.0, matmul_bytes=2.0, second_minor_slowdown=np.log(1.5),
+                   major_slowdown=np.log(2.0))
+    compute, memory = np.array([100.0, 300.0, 0.0]), 60.0
+    for sharpness, expected in ((0.0, compute + memory), (1.0, np.hypot(compute, memory)),
+                                (200.0, np.maximum(compute, memory))):
+        weights["roofline_sharpness"] = sharpness
+        np.testing.assert_allclose(prior_work(work, np.array(list(weights.values()))), expected, rtol=1e-6)
+    np.testing.assert_allclose(prior_work(work, UNIT), [30.0] * 3)  # the plain count: its bytes
 
 
 def test_of_several_penalties_the_one_whose_fits_rank_held_out_model_groups_best_is_chosen():
     rng = np.random.default_rng(1)
-    law = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 30.0] + [0.0] * 5)  # transposing copies far dearer than START says
-    files = [rng.lognormal(8, 1, (64, len(PARTS))) for _ in range(6)]
-    files = [(parts, parts @ law) for parts in files]
+    law = np.array([1.0, 1.0, 1.0, 1.0, 30.0, 0.0, 0.0])  # transposing copies far dearer than START says
+    files = [ConfigWork(rng.lognormal(8, 1, (64, len(PARTS))), np.zeros((64, 0, len(MATMUL)))) for _ in range(6)]
+    files = [(work, work.parts @ law) for work in files]
     stems = ["mlp_a", "mlp_b", "cnn_a", "cnn_b", "rnn_a", "rnn_b"]  # three model groups: one per fold
     fit = PriorFit(files=6, steps=100, penalties=(1000.0, 0.01))
     weights, penalty = fit_weights(files, fit, stems, "_.*$")
@@ -74,7 +122,8 @@ def test_of_several_penalties_the_one_whose_fits_rank_held_out_model_groups_best
 
 def test_without_files_or_steps_the_fit_stays_where_it_starts():
     np.testing.assert_allclose(fit_weights([], PriorFit(files=4))[0], START)
-    np.testing.assert_allclose(fit_weights([(np.ones((3, len(PARTS))), np.arange(3.0))], PriorFit(steps=0))[0], START)
+    work = ConfigWork(np.ones((3, len(PARTS))), np.zeros((3, 0, len(MATMUL))))
+    np.testing.assert_allclose(fit_weights([(work, np.arange(3.0))], PriorFit(steps=0))[0], START)
 
 
 def test_prior_fit_without_files_is_the_plain_count_and_a_wrong_key_is_named(tiny_root, tmp_path):

@@ -1,6 +1,6 @@
 """Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
 the bytes they make the program move in 8 x 128 tiles, per configurable node, and the work they make its matrix
-units do, each loop body's once per trip."""
+units do, dot by dot, each loop body's once per trip."""
 
 from __future__ import annotations
 
@@ -44,12 +44,13 @@ CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousan
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 TRAFFIC_FEATURES = 2
 TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
-PARTS = ("fused", "passes", "configurable", "relayouts", "copies", "transposes", "launches", "lane_reduces",
-         "multiply_adds", "second_minor_feeds", "major_feeds")
-BYTE_PARTS = 6  # the first PARTS count bytes moved (their sum is the traffic; "configurable": by dots and
-# convolutions, "relayouts": by reshapes that are no bitcast); then kernels, bytes, then multiply-adds: all of the
-# configurable dots' and convolutions', and those of their operands fed with a key dim second-minor or further out
-# (once per such operand)
+PARTS = ("fused", "passes", "relayouts", "copies", "transposes", "launches", "lane_reduces")
+BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast); then kernels
+# launched, and bytes reduced across lanes
+MATMUL = ("multiply_adds", "bytes", "second_minor_feeds", "major_feeds")  # per configurable dot or convolution
+# (every configurable node but a reshape): its multiply-adds over whole output tiles and the bytes its output and
+# operands store (each x its runs), and how many of its operands (and a convolution's output) it feeds with their key
+# dim second-minor, and further out
 # node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
 # feature dims, feature group count
 CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14)
@@ -71,6 +72,29 @@ class _Tensor:
     is_root: bool
     conv: tuple[int, ...]  # a convolution's CONV_DIMS
     keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its shapes do not say)
+
+
+@dataclass
+class ConfigWork:
+    """What configs make a program do: PARTS summed over its nodes but for the configurable dots' and convolutions'
+    own work ([C, K]), which is kept per dot or convolution (MATMUL, [C, D, 4]): the prior weighs each one's compute
+    against its memory traffic."""
+
+    parts: np.ndarray  # [C, len(PARTS)]
+    matmuls: np.ndarray  # [C, D, len(MATMUL)]
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __getitem__(self, rows) -> ConfigWork:
+        return ConfigWork(self.parts[rows], self.matmuls[rows])
+
+    @staticmethod
+    def concatenate(works: list[ConfigWork], matmuls: int) -> ConfigWork:
+        """The works of successive chunks of configs of one file (with `matmuls` dots and convolutions)."""
+        if not works:
+            return ConfigWork(np.zeros((0, len(PARTS))), np.zeros((0, matmuls, len(MATMUL))))
+        return ConfigWork(np.concatenate([w.parts for w in works]), np.concatenate([w.matmuls for w in works]))
 
 
 class Propagation:
@@ -101,29 +125,36 @@ class Propagation:
         layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
         return self._passes(configs)[0]
 
-    def parts(self, configs: np.ndarray) -> np.ndarray:
-        """[C, len(PARTS)] what configs [C, nc, 18] make the whole program do, part by part (PARTS)."""
+    def work(self, configs: np.ndarray) -> ConfigWork:
+        """What configs [C, nc, 18] make the whole program do: its PARTS, and each configurable dot's or
+        convolution's MATMUL."""
         return self._passes(configs)[1]
 
-    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`traffic` and `parts` of configs, a chunk at a time."""
+    @functools.cached_property
+    def matmuls(self) -> int:
+        """How many configurable dots and convolutions the file has (every configurable node but its reshapes)."""
+        return sum(self.tensors[i].name != "reshape" for i in self.slots)
+
+    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
+        """`traffic` and `work` of configs, a chunk at a time."""
         chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
                   for start in range(0, len(configs), CONFIG_CHUNK)]
-        if not chunks:
-            return np.zeros((0, len(self.slots) + 1)), np.zeros((0, len(PARTS)))
-        return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
+        moved = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, len(self.slots) + 1))
+        return moved, ConfigWork.concatenate([c[1] for c in chunks], self.matmuls)
 
-    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`traffic` and `parts` of one chunk of configs, node by node in the file's (topological) order."""
+    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
+        """`traffic` and `work` of one chunk of configs, node by node in the file's (topological) order."""
         tensors = self.tensors
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
         owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
         moved = np.zeros((len(configs), len(self.slots) + 1))
         parts = np.zeros((len(configs), len(PARTS)))
+        matmuls = []
         for i, tensor in enumerate(tensors):
+            matmul = None
             if i in self.slots:
                 owner, block_ranks = self.slots[i]
-                layout, done = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
+                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
             else:
                 source = _layout_source(tensor, tensors, layouts)
                 owner = owners[source] if source >= 0 else -1
@@ -136,7 +167,11 @@ class Propagation:
             for k, amount in done.items():
                 parts[:, k] += runs * amount
             moved[:, owner] += runs * done.moved()
-        return moved, parts
+            if matmul is not None:
+                matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]
+                moved[:, owner] += matmul[:, 1] * runs
+        stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
+        return moved, ConfigWork(parts, stacked)
 
 
 def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
@@ -265,9 +300,10 @@ def work(**amounts) -> Work:
 
 
 def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
-    """A configurable node's output layout [C] and work: its output and its laid-out operands in the config's
-    layouts (-1 blocks: the file's for the output, the producer's for an operand), copies into those. A reshape
-    whose operand and output both keep the file's orders is a bitcast and moves nothing itself."""
+    """A configurable node's output layout [C], work and, for a dot or convolution, its MATMUL [C, 4] (else None):
+    its output and its laid-out operands in the config's layouts (-1 blocks: the file's for the output, the
+    producer's for an operand), copies into those. A reshape whose operand and output both keep the file's orders is
+    a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
     out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
     own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
@@ -284,27 +320,31 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
         chosen[index] = wanted
         if tensor.name == "reshape":
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
-    launches = np.where(bitcast, 0.0, 1.0) if tensor.name == "reshape" else 0.0  # a dot or conv launches anyway
-    feeds = _matmul(tensor, tensors, layouts, chosen, out) if tensor.keyed else Work()
-    part = "relayouts" if tensor.name == "reshape" else "configurable"
-    return out, copies + feeds + work(**{part: np.where(bitcast, 0.0, own)}, launches=launches)
+    if tensor.name == "reshape":
+        return out, copies + work(relayouts=np.where(bitcast, 0.0, own), launches=np.where(bitcast, 0.0, 1.0)), None
+    return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(config))  # launches anyway
 
 
-def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out) -> Work:
-    """A dot's or convolution's multiply-adds over whole output tiles, and those again per operand (or a
-    convolution's output) whose key dim (a contracted one, or a convolution's feature dim) is not minor in its layout
+def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
+    """[count, 4] a dot's or convolution's MATMUL: its multiply-adds over whole output tiles (0 where its shapes do
+    not say), the bytes it stores (`own`: its output and the operands the config lays out; and the others as they
+    arrive where its shapes say which they are), and how many of its operands (or a convolution's output) have their
+    key dim (a contracted one, or a convolution's feature dim) second-minor, and further out, in their layouts
     (`chosen`: the layouts the config reads operands in; the others arrive as they are)."""
-    reduced, keys = tensor.keyed  # keys: (operand or -1 for the output, its key dims)
-    multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
-    second, major = 0.0, 0.0
-    for index, dims in keys:
-        owner, layout = (tensor, out) if index < 0 else (
-            tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
-        minor = _among(owner.tables.minor[layout], dims)
-        second_minor = ~minor & _among(owner.tables.second[layout], dims)
-        second = second + np.where(second_minor, multiply_adds, 0.0)
-        major = major + np.where(minor | second_minor, 0.0, multiply_adds)
-    return work(multiply_adds=multiply_adds, second_minor_feeds=second, major_feeds=major)
+    multiply_adds, second, major = 0.0, 0.0, 0.0
+    if tensor.keyed:
+        reduced, keys = tensor.keyed  # keys: (operand or -1 for the output, its key dims)
+        multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
+        own = own + sum(_stored(tensors[i], _seen(i, tensors, layouts)) for i, _ in keys if i >= 0 and i not in chosen)
+        for index, dims in keys:
+            owner, layout = (tensor, out) if index < 0 else (
+                tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
+            minor = _among(owner.tables.minor[layout], dims)
+            second_minor = ~minor & _among(owner.tables.second[layout], dims)
+            second = second + second_minor
+            major = major + ~(minor | second_minor)
+    return np.stack([np.broadcast_to(np.asarray(v, np.float64), (count,)) for v in (multiply_adds, own, second, major)],
+                    -1)
 
 
 def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:

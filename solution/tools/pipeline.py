@@ -2,7 +2,7 @@
 every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `prior_weights` name weights above 0
-blends the physics ranking of models/prior.py (its parts weighed on the train files, `prior_fit`) into the
+blends the physics ranking of models/prior.py (its weights fitted on the train files, `prior_fit`) into the
 model's ranks with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel
 all run this; it needs neither the Lightning CLI nor W&B."""
 
@@ -25,14 +25,13 @@ from lightning.pytorch.callbacks import Callback
 from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
-from ..data.propagation import PARTS
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
 from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..models.prior import UNIT, PriorFit, fit_sample, fit_weights, graph_parts, graph_prior
+from ..models.prior import UNIT, WEIGHTS, PriorFit, fit_sample, fit_weights, graph_prior, graph_work
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
@@ -295,7 +294,7 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
 
 
 def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
-    """[K] the weights of the physics prior's parts: fitted to the runtimes of the collection's train files as
+    """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
     `prior_fit` says (`models/prior.py`), or the plain count of elements where it names no files."""
     try:
         fit = PriorFit(**settings.get("prior_fit", {}))
@@ -310,19 +309,19 @@ def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     samples = []
     for index, rows in chosen:
         graph = graphs.load(index)
-        samples.append((graph_parts(graph, rows), graph.target[rows]))
+        samples.append((graph_work(graph, rows), graph.target[rows]))
     if not samples:
         return UNIT
     weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen],
                                    settings["data"].get("fold_variant_parts", FOLD_GROUP),
                                    settings.get("seed_everything", 0))
-    say(f"[{collection}] physics prior's parts fitted on {len(samples)} train files (penalty {penalty:g}) in "
-        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(PARTS, weights / weights[0])))
+    say(f"[{collection}] physics prior's weights fitted on {len(samples)} train files (penalty {penalty:g}) in "
+        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(WEIGHTS, weights)))
     return weights
 
 
 def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:
-    """[configs of the file] the physics prior (part weights `weights`) of a split's graph by the file's config row
+    """[configs of the file] the physics prior (weights `weights`) of a split's graph by the file's config row
     (NaN for a row the preprocessing dropped as a duplicate)."""
     graph = graphs.load(index)
     values = np.full(int(graph.meta["configs_raw"]), np.nan)
