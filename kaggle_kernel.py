@@ -83,7 +83,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                             'configs': 256,
                             'steps': 300,
                             'penalties': [0.01, 0.1, 0.3, 1.0],
-                            'folds': 3},
+                            'folds': 3,
+                            'matmul_rows': 1048576},
               'trainer': {'accelerator': 'auto',
                           'devices': 1,
                           'max_epochs': 60,
@@ -132,7 +133,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                      'configs': 256,
                                      'steps': 300,
                                      'penalties': [0.01, 0.1, 0.3, 1.0],
-                                     'folds': 3},
+                                     'folds': 3,
+                                     'matmul_rows': 1048576},
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 400,
@@ -190,7 +192,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                       'configs': 256,
                                       'steps': 300,
                                       'penalties': [0.01, 0.1, 0.3, 1.0],
-                                      'folds': 3},
+                                      'folds': 3,
+                                      'matmul_rows': 1048576},
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 400,
@@ -247,7 +250,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                      'configs': 256,
                                      'steps': 300,
                                      'penalties': [0.01, 0.1, 0.3, 1.0],
-                                     'folds': 3},
+                                     'folds': 3,
+                                     'matmul_rows': 1048576},
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 200,
@@ -305,7 +309,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                       'configs': 256,
                                       'steps': 300,
                                       'penalties': [0.01, 0.1, 0.3, 1.0],
-                                      'folds': 3},
+                                      'folds': 3,
+                                      'matmul_rows': 1048576},
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 200,
@@ -1458,8 +1463,8 @@ class Propagation:
                 parts[:, k] += runs * amount
             moved[:, owner] += runs * done.moved()
             if matmul is not None:
-                matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]
-                moved[:, owner] += matmul[:, 1] * runs
+                matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]: multiply-adds and bytes per program run
+                moved[:, owner] += matmuls[-1][:, 1]
         stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
         return moved, ConfigWork(parts, stacked)
 
@@ -3586,13 +3591,16 @@ class PriorFit:
     """How `solution run` weighs the prior (WEIGHTS): fitted to the runtimes of up to `files` train files
     (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
     the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
-    best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT)."""
+    best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT). A step's time grows with the
+    dot records it weighs (configs x dots per file): files with many dots bring fewer configs, so that all together
+    bring at most `matmul_rows`."""
 
     files: int = 0
     configs: int = 256
     steps: int = 300
     penalties: tuple[float, ...] = (0.01,)
     folds: int = 3
+    matmul_rows: int = 2**20
 
 
 def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
@@ -3678,12 +3686,26 @@ def fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit,
 def _fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str],
                  variant_parts: str, seed: int) -> tuple[np.ndarray, float]:
     """`fit_weights` in the calling thread's torch settings."""
+    samples = within_rows(samples, fit.matmul_rows, seed)
     penalty = fit.penalties[0]
     if len(fit.penalties) > 1 and len({model_group(stem, variant_parts) for stem in stems}) >= fit.folds > 1:
         folds = assign_folds(list(stems), fit.folds, variant_parts)  # [F]
         held_out = [held_out_tau(samples, folds, fit.steps, p, seed) for p in fit.penalties]
         penalty = fit.penalties[int(np.argmax(held_out))]  # ties: the first
     return fitted_weights(samples, fit.steps, penalty, seed), penalty
+
+
+def within_rows(samples: Sequence[tuple[ConfigWork, np.ndarray]], rows: int,
+                seed: int) -> list[tuple[ConfigWork, np.ndarray]]:
+    """The samples, each file keeping an even share of `rows` dot records: a file with D dots keeps share / D of its
+    configs (at least 2), drawn with `seed`."""
+    share, rng = rows // max(len(samples), 1), np.random.default_rng(seed)
+    kept = []
+    for work, runtimes in samples:
+        count = max(share // max(work.matmuls.shape[1], 1), 2)
+        chosen = np.sort(rng.permutation(len(work))[:count]) if count < len(work) else np.arange(len(work))
+        kept.append((work[chosen], np.asarray(runtimes)[chosen]))
+    return kept
 
 
 def held_out_tau(samples: Sequence[tuple[ConfigWork, np.ndarray]], folds: np.ndarray, steps: int, penalty: float,

@@ -26,15 +26,17 @@ mean Kendall tau over the train and valid files of each layout collection.
     python benchmarks/physics_prior.py --fit --corpus /tmp/gen-small \\
         --out benchmarks/results/physics_prior-fit-generator.md
 
-With --fit, beside the plain count of elements, the prior with its parts weighed as `solution run` weighs them
-(`prior_fit` of the shipped YAMLs): on the corpus fitted to the labelled files of the other folds' families, on the
-generator to its train files (then scored on its valid and test files); the Δ is paired by file.
+With --fit, beside the plain count of elements, the prior with its weights fitted as `solution run` fits them
+(`prior_fit` of the shipped YAMLs): on the corpus to the labelled files of the other folds' families, on the
+generator to its train files (then scored on its valid and test files); the Δ is paired by file. With --taus FILE,
+each file's tau under the fitted weights is also written (JSON), to pair the runs of two commits file by file.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import sys
 import tempfile
 from datetime import date
@@ -113,16 +115,20 @@ def npz_path(corpus: Path, f: CorpusFile) -> Path:
     return collection_dir(corpus, f.collection) / f.split / f"{f.stem}.npz"
 
 
-def file_gains(scored: list[tuple[Path, np.ndarray]], weights: np.ndarray) -> list[float]:
-    """Per (file, runtimes): Kendall tau of the prior with weights `weights` less that of the plain count."""
-    return [stats.kendalltau(file_prior(path, weights), runtimes)[0] - stats.kendalltau(file_prior(path), runtimes)[0]
-            for path, runtimes in scored]
+def file_gains(scored: list[tuple[str, Path, np.ndarray]], weights: np.ndarray, taus: dict[str, float]) -> list[float]:
+    """Per (ID, file, runtimes): Kendall tau of the prior with weights `weights` less that of the plain count; the
+    former goes into `taus` under the file's ID."""
+    gains = []
+    for name, path, runtimes in scored:
+        taus[name] = stats.kendalltau(file_prior(path, weights), runtimes)[0]
+        gains.append(taus[name] - stats.kendalltau(file_prior(path), runtimes)[0])
+    return gains
 
 
-def prior_alone(corpus: Path, folds: int, fit: bool) -> list[str]:
+def prior_alone(corpus: Path, folds: int, fit: bool, taus: dict[str, float]) -> list[str]:
     """Report rows: per layout collection and fold of families, the physics ranking's score and the noise ceiling
     of the fold's files, and their means over the folds; with `fit`, also the score with the weights fitted
-    to the other folds' labelled files, and its gain per file."""
+    to the other folds' labelled files, and its gain per file (each file's tau into `taus`)."""
     files = read_manifest(corpus)
     extra = " fitted parts | % of the ceiling | Δ per file |" if fit else ""
     rows = [f"| collection | fold (families) | physics alone | noise ceiling | % of the ceiling |{extra}",
@@ -144,7 +150,7 @@ def prior_alone(corpus: Path, folds: int, fit: bool) -> list[str]:
                                 and f.split != "test" and fold_of.get(f.family) != fold]
                     weights, penalty = fitted(labelled, collection)
                     scores[-1] += (fold_scores(corpus, held, collection, Path(work), weights)[0],)
-                    gains += file_gains([(npz_path(corpus, f), runtimes[f.id]) for f in held], weights)
+                    gains += file_gains([(f.id, npz_path(corpus, f), runtimes[f.id]) for f in held], weights, taus)
                     row += f" {scores[-1][2]:.3f} (penalty {penalty:g}) | {100 * scores[-1][2] / scores[-1][1]:.1f} | |"
                 rows.append(row)
             means = np.mean(scores, 0)
@@ -156,10 +162,11 @@ def prior_alone(corpus: Path, folds: int, fit: bool) -> list[str]:
     return rows
 
 
-def generator_alone(root: Path, fit: bool) -> list[str]:
+def generator_alone(root: Path, fit: bool, taus: dict[str, float]) -> list[str]:
     """Report rows: per layout collection of a folder without families, the physics ranking's mean Kendall tau
     over its labelled (train and valid) files; with `fit`, over its valid and test files (runtimes of answers.csv),
-    the plain count's and that with the weights fitted to its train files, with the gain per file."""
+    the plain count's and that with the weights fitted to its train files, with the gain per file (each file's tau
+    into `taus`)."""
     answers = read_answers(root / "answers.csv") if fit else {}
     rows = ["| collection | files | physics alone |" + (" fitted parts | Δ per file |" if fit else ""),
             "|---|---|---|" + ("---|---|" if fit else "")]
@@ -172,7 +179,8 @@ def generator_alone(root: Path, fit: bool) -> list[str]:
         row = f"| {collection} | {len(judged)} | **{count:.3f}** |"
         if fit:
             weights, penalty = fitted(scored["train"], collection)
-            gains = file_gains(judged, weights)
+            gains = file_gains([(f"{collection}:{path.parent.name}:{path.stem}", path, runtimes)
+                                for path, runtimes in judged], weights, taus)
             row += f" **{count + np.mean(gains):.3f}** (penalty {penalty:g}) | {t_interval(gains, sign='+')} |"
         rows.append(row)
     return rows
@@ -194,20 +202,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=REPO / "data" / "programs-small")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "physics_prior.md")
+    parser.add_argument("--taus", type=Path, help="with --fit: also write each file's tau with the fitted weights "
+                        "(JSON, file ID -> tau), to pair two commits' runs file by file")
     args = parser.parse_args(argv)
+    taus: dict[str, float] = {}
     command = f"python benchmarks/physics_prior.py {' '.join(argv if argv is not None else sys.argv[1:])}"
     if args.runs is None and not (args.corpus / "programs.csv").is_file():
         lines = [f"# The untrained physics ranking on the random-graph generator ({date.today()})", "",
                  f"Command: `{command}`. Mean Kendall tau over the "
                  f"{'valid and test files (parts fitted on the train files)' if args.fit else 'train and valid files'}"
                  " of each collection.", "",
-                 *generator_alone(args.corpus, args.fit)]
-        return write_report(lines, args.out)
+                 *generator_alone(args.corpus, args.fit, taus)]
+        return write_report(lines, args.out, args.taus, taus)
     if args.runs is None:
         lines = [f"# The untrained physics ranking on every fold of families ({date.today()})", "",
                  f"Command: `{command}`. Mean Kendall tau over the files of each fold's families (train, valid and "
-                 "test), scored as `solution score` does.", "", *prior_alone(args.corpus, args.folds, args.fit)]
-        return write_report(lines, args.out)
+                 "test), scored as `solution score` does.", "", *prior_alone(args.corpus, args.folds, args.fit, taus)]
+        return write_report(lines, args.out, args.taus, taus)
     answers = read_answers(args.corpus / "answers.csv")
     lines = [f"# An untrained physics ranking blended with the model's ({date.today()})", "",
              f"Command: `{command}`."
@@ -235,13 +246,17 @@ def main(argv: list[str] | None = None) -> int:
     return write_report(lines, args.out)
 
 
-def write_report(lines: list[str], out: Path) -> int:
-    """Print the report and write it to `out`."""
+def write_report(lines: list[str], out: Path, taus_out: Path | None = None,
+                 taus: dict[str, float] | None = None) -> int:
+    """Print the report and write it to `out` (and `taus` as JSON to `taus_out`, when given)."""
     text = "\n".join(lines) + "\n"
     print(text)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out) as handle:
         handle.write(text)
+    if taus_out is not None:
+        with atomic_write(taus_out) as handle:
+            json.dump(taus, handle, indent=0, sort_keys=True)
     return 0
 
 

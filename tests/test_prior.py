@@ -23,6 +23,7 @@ from solution.models.prior import (
     graph_prior,
     layout_traffic,
     prior_work,
+    within_rows,
 )
 from solution.submission.ensemble import combine, read_run
 from solution.tools import pipeline
@@ -198,3 +199,17 @@ def test_without_valid_files_the_test_files_are_ranked_by_the_model_alone(one_fi
     assert pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.5]), ranked, validate=False) == {}
     assert "no valid files to pick the physics prior's weight by" in capsys.readouterr().out
     assert not (ranked.parts / "members").exists() and (ranked.parts / f"{STEM}.scores.npz").is_file()
+
+
+def test_files_with_many_dots_bring_fewer_configs_to_a_fit():
+    rng = np.random.default_rng(2)
+    samples = [(ConfigWork(rng.random((64, len(PARTS))), rng.random((64, dots, len(MATMUL)))), rng.random(64))
+               for dots in (1, 10, 100)]
+    kept = within_rows(samples, 3 * 320, seed=0)  # a share of 320 dot records a file
+    assert [len(work) for work, _ in kept] == [64, 32, 3]
+    work, runtimes = kept[2]
+    rows = [int(np.flatnonzero((samples[2][0].parts == part).all(1))[0]) for part in work.parts]  # the configs kept
+    assert rows == sorted(rows) and len(set(rows)) == 3
+    np.testing.assert_array_equal(work.matmuls, samples[2][0].matmuls[rows])
+    np.testing.assert_array_equal(runtimes, samples[2][1][rows])
+    assert [len(work) for work, _ in within_rows(samples, 30, seed=0)] == [10, 2, 2]  # at least 2: a pair to rank

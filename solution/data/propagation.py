@@ -168,8 +168,8 @@ class Propagation:
                 parts[:, k] += runs * amount
             moved[:, owner] += runs * done.moved()
             if matmul is not None:
-                matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]
-                moved[:, owner] += matmul[:, 1] * runs
+                matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]: multiply-adds and bytes per program run
+                moved[:, owner] += matmuls[-1][:, 1]
         stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
         return moved, ConfigWork(parts, stacked)
 
