@@ -1384,6 +1384,11 @@ class ConfigWork:
     def __getitem__(self, rows) -> ConfigWork:
         return ConfigWork(self.parts[rows], self.matmuls[rows])
 
+    def flat_matmuls(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dot records one after the other, [C x D, 4], and the config each is of, [C x D]."""
+        count, matmuls = self.matmuls.shape[:2]
+        return self.matmuls.reshape(-1, len(MATMUL)), np.repeat(np.arange(count), matmuls)
+
     @staticmethod
     def concatenate(works: list[ConfigWork], matmuls: int) -> ConfigWork:
         """The works of successive chunks of configs of one file (with `matmuls` dots and convolutions)."""
@@ -3550,8 +3555,9 @@ class MSE(RankingLoss):
 # ---------------------------------------- solution.models.prior
 SOURCES['solution.models.prior'] = '''\
 """A layout ranking from physics: the bytes each config's layouts make the program move, the kernels its copies
-launch, and each dot's and convolution's time as the larger of its matrix units' work and its memory traffic (a
-roofline), weighed as a collection's own runtimes say (twelve weights; no model)."""
+launch, and each dot's and convolution's time as a fitted p-norm of its matrix units' work and its memory traffic
+(from their sum to the larger of the two: a roofline), weighed as a collection's own runtimes say (twelve weights; no
+model)."""
 
 from __future__ import annotations
 
@@ -3563,7 +3569,7 @@ import torch
 
 from ..data.packing import unpack
 from ..data.preprocess import Graph
-from ..data.propagation import BYTE_PARTS, CONFIG_CHUNK, MATMUL, PARTS, ConfigWork, Propagation, file_propagation
+from ..data.propagation import BYTE_PARTS, CONFIG_CHUNK, PARTS, ConfigWork, Propagation, file_propagation
 from ..data.reader import RawGraph
 from ..data.splits import FOLD_GROUP, assign_folds, model_group
 from ..metrics import kendall_tau, mean_over_graphs
@@ -3641,10 +3647,10 @@ def _chunk_works(graph: Graph, rows: np.ndarray | None = None) -> Iterator[Confi
 
 def prior_work(work: ConfigWork, weights: np.ndarray) -> np.ndarray:
     """[c] the prior of configs whose work is `work`, under `weights` [len(WEIGHTS)]."""
-    count, matmuls = work.matmuls.shape[:2]
+    matmuls, owners = work.flat_matmuls()
     with torch.no_grad():
-        total = weighed(torch.from_numpy(work.parts), torch.from_numpy(work.matmuls.reshape(-1, len(MATMUL))),
-                        torch.arange(count).repeat_interleave(matmuls), torch.from_numpy(weights))
+        total = weighed(torch.from_numpy(work.parts), torch.from_numpy(matmuls), torch.from_numpy(owners),
+                        torch.from_numpy(weights))
     return total.numpy()
 
 
@@ -3732,9 +3738,9 @@ def fitted_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], steps: int,
     for f, (work, file_runtimes) in enumerate(samples):
         parts[f * longest:f * longest + len(work)] = torch.from_numpy(np.asarray(work.parts, np.float64))
         runtimes[f, :len(work)] = torch.from_numpy(np.asarray(file_runtimes, np.float64))
-    matmuls = torch.from_numpy(np.concatenate([work.matmuls.reshape(-1, len(MATMUL)) for work, _ in samples]))
-    owners = torch.from_numpy(np.concatenate([f * longest + np.repeat(np.arange(len(work)), work.matmuls.shape[1])
-                                              for f, (work, _) in enumerate(samples)]))  # [R] their rows of parts
+    flat = [work.flat_matmuls() for work, _ in samples]
+    matmuls = torch.from_numpy(np.concatenate([records for records, _ in flat]))  # [R, 4]
+    owners = torch.from_numpy(np.concatenate([f * longest + of for f, (_, of) in enumerate(flat)]))  # [R] rows of parts
     counts = torch.tensor([len(r) for _, r in samples], dtype=torch.float64)[:, None]  # [F, 1]
     generator = torch.Generator().manual_seed(seed)
     log_weights = start.clone().requires_grad_(True)

@@ -89,6 +89,11 @@ class ConfigWork:
     def __getitem__(self, rows) -> ConfigWork:
         return ConfigWork(self.parts[rows], self.matmuls[rows])
 
+    def flat_matmuls(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dot records one after the other, [C x D, 4], and the config each is of, [C x D]."""
+        count, matmuls = self.matmuls.shape[:2]
+        return self.matmuls.reshape(-1, len(MATMUL)), np.repeat(np.arange(count), matmuls)
+
     @staticmethod
     def concatenate(works: list[ConfigWork], matmuls: int) -> ConfigWork:
         """The works of successive chunks of configs of one file (with `matmuls` dots and convolutions)."""
