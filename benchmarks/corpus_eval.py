@@ -1,7 +1,10 @@
-"""Leave-family-out evaluation on the real-program corpus: what the shipped settings score on program families
+"""Leave-family-out evaluation on a world of real programs: what the shipped settings score on program families
 they never trained on, against the noise ceiling of each collection, over seeds with 95 % intervals.
 
     python benchmarks/corpus_eval.py                  # small corpus, 3 seeds, 480 s per fit (8 CPU-minutes)
+    python benchmarks/corpus_eval.py --data ../shared/datasets/zoo-law/npz --ceilings layout:xla:default=0.858 \
+        layout:xla:random=0.937 layout:nlp:default=0.899 layout:nlp:random=0.943 --budget 2400
+                                                      # a Kaggle-format world whose runtimes the package did not write
     python benchmarks/corpus_eval.py --quick          # the same at 60 s per fit: a first look (~35 min on 2 cores)
     python benchmarks/corpus_eval.py --variant wide=path/to/wide.yaml   # + a settings layer, paired against shipped
     python benchmarks/corpus_eval.py --smoke          # tiny corpus, 1 seed, seconds of training: checks the script
@@ -17,24 +20,33 @@ valid split, never on a held-out family), the held-out files are ranked by `pipe
 submission part is scored by `solution score`'s code against the measured (noisy) runtimes: layout by Kendall
 tau, tile by the top-5 score. With as many seeds as folds, every family is held out once.
 
+Any Kaggle-format data root with runtimes on its train and valid files is a world too (--data, no programs.csv):
+its train + valid files are the pool, a file's family is its name up to the first '_', and its test files (no
+runtimes) take no part. Such a world has no noise-free runtimes: --ceilings gives each layout collection's noise
+ceiling (as its README states it; tile's is 1, the best top-5 score), the same for every replicate.
+
 The noise ceiling of a replicate is the same score of a submission ranked by the noise-free runtimes
 (noiseless.csv) on the same held-out files: what a perfect model of the runtime law reaches. A cell is the mean
-over replicates with its 95 % t interval; "% of ceiling" is 100 x model / ceiling per replicate. Each
---variant NAME=YAML layers that file over the shipped settings (and any --config layers) and is fitted on the
-same replicates; its Δ against the shipped settings is paired by replicate. A setting with `members` > 1 fits that
-many seeds in equal parts of --seconds and ranks by their rank ensemble, as `solution run`. With --members K,
-every setting instead fits K members of --seconds each (seeds as `solution run` gives them) and the ensemble of
-its first k is scored as a setting of its own, "NAME xk", paired against the first alone. Replicates run in seed
-order, each over every collection, and the report is rewritten after each: a run stopped early keeps the report of
-the replicates it finished.
+over replicates with its 95 % t interval; "% of ceiling" is 100 x model / ceiling per replicate. Each --variant
+NAME=YAML layers that file over the shipped settings (and any --config layers) and is fitted on the same replicates;
+its Δ against the shipped settings is paired by replicate. With --budget S, each collection trains for its share of S
+as `solution run --budget S` gives it (pipeline.SHARES), instead of --seconds each. The physics prior's fit of a
+replicate is made once and shared by every setting whose fit would be the same. A setting with `members` > 1 fits that
+many seeds in equal parts of --seconds and ranks by their rank ensemble, as `solution run`. With --members K, every
+setting instead fits K members of --seconds each (seeds as `solution run` gives them) and the ensemble of its first k
+is scored as a setting of its own, "NAME xk", paired against the first alone. Replicates run in seed order, each over
+every collection, and the report is rewritten after each: a run stopped early keeps the report of the replicates it
+finished.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -50,8 +62,9 @@ from intervals import t_interval
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.reader import collection_dir, read_graph
+from solution.data.reader import collection_dir, find_collections, list_files, read_graph
 from solution.data.splits import assign_folds
+from solution.data.tasks import task_of
 from solution.submission.ensemble import ensemble
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools import pipeline
@@ -115,10 +128,15 @@ def build_corpus(root: Path, size: str, seed: int, collections: Sequence[str]) -
 
 
 def read_manifest(root: Path) -> list[CorpusFile]:
-    """Every file of the corpus with its family (test files are named by a hash: programs.csv knows theirs)."""
-    with open(root / "programs.csv", newline="") as handle:
-        return [CorpusFile(row["collection"], row["split"], row["file"], row["family"])
-                for row in csv.DictReader(handle)]
+    """Every file of the world with its family: the corpus's programs.csv (its test files are named by a hash), or
+    for any other Kaggle-format root, its train and valid files, each of the family its name begins with."""
+    if (root / "programs.csv").is_file():
+        with open(root / "programs.csv", newline="") as handle:
+            return [CorpusFile(row["collection"], row["split"], row["file"], row["family"])
+                    for row in csv.DictReader(handle)]
+    return [CorpusFile(collection, split, path.stem, re.sub(FAMILY, "", path.stem))
+            for collection in find_collections(root) for split in ("train", "valid")
+            for path in list_files(root, collection, split)]
 
 
 def family_folds(files: list[CorpusFile], collection: str, folds: int) -> dict[str, int]:
@@ -158,17 +176,24 @@ def measured(corpus: Path, files: list[CorpusFile]) -> dict[str, np.ndarray]:
             read_graph(collection_dir(corpus, f.collection) / f.split / f"{f.stem}.npz").target() for f in files}
 
 
-def noise_ceiling(corpus: Path, files: list[CorpusFile], answers: dict[str, np.ndarray], out: Path) -> float:
-    """The collection score of a submission ranked by the noise-free runtimes of `files` (one collection)."""
-    noiseless = read_answers(corpus / "noiseless.csv")  # ID <collection>:<split>:<stem>
+def noise_ceiling(corpus: Path, files: list[CorpusFile], answers: dict[str, np.ndarray], out: Path,
+                  ceilings: Mapping[str, float]) -> float:
+    """The collection score of a submission ranked by the noise-free runtimes of `files` (one collection), or,
+    for a world without them, its ceiling in `ceilings` (tile: 1, the best top-5 score)."""
     collection = files[0].collection
+    if not (corpus / "noiseless.csv").is_file():
+        if collection not in ceilings and task_of(collection).name != "tile":
+            raise SystemExit(f"{corpus}: no noiseless.csv; give {collection}'s noise ceiling with --ceilings")
+        return ceilings.get(collection, 1.0)
+    noiseless = read_answers(corpus / "noiseless.csv")  # ID <collection>:<split>:<stem>
     part = write_collection(out / f"{collection_file_stem(collection)}.ceiling.csv", collection,
                             {f.stem: noiseless[f"{collection}:{f.split}:{f.stem}"] for f in files})
     return float(score(part, answers)[collection]["score"])
 
 
 def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, work: Path,
-               always_train: Sequence[str] = (), excluded: Sequence[str] = ()) -> list[Replicate]:
+               always_train: Sequence[str] = (), excluded: Sequence[str] = (),
+               ceilings: Mapping[str, float] | None = None) -> list[Replicate]:
     """Replicate i: seed seeds[i], fold i mod `folds` held out; its data root, answers and ceiling. Families in
     `always_train` are never held out (the folds are made of the others) and always train; families in `excluded`
     take no part at all. Both leave the held-out files as they are: a paired test of what training families add."""
@@ -183,11 +208,30 @@ def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, 
                               work / "folds" / collection_file_stem(collection) / f"fold{fold}")
         answers = measured(corpus, held)
         made.append(Replicate(collection, seed, fold, families, root, answers,
-                              noise_ceiling(corpus, held, answers, root)))
+                              noise_ceiling(corpus, held, answers, root, ceilings or {})))
     return made
 
 
 # ---------------------------------------------------------------- fitting and scoring
+
+
+def shared_prior_fits() -> None:
+    """Make `pipeline.part_weights` fit each (collection, data root, data and fit settings, seed) once in this
+    process: settings that differ only in training (members, epochs, the ranker) share their replicate's fit."""
+    original = pipeline.part_weights
+    if getattr(original, "shared", False):
+        return
+    fitted: dict[tuple[str, str, str], np.ndarray] = {}
+
+    def part_weights(collection: str, settings: Mapping, job: pipeline.Job) -> np.ndarray:
+        key = json.dumps({k: settings.get(k) for k in ("data", "prior_fit", "seed_everything")}, sort_keys=True,
+                         default=str)
+        if (collection, str(job.root), key) not in fitted:
+            fitted[collection, str(job.root), key] = original(collection, settings, job)
+        return fitted[collection, str(job.root), key]
+
+    part_weights.shared = True
+    pipeline.part_weights = part_weights
 
 
 def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path,
@@ -322,22 +366,27 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip() or "unknown"
     layers = ", ".join(str(p) for p in args.config) or "none"
+    corpus = (args.data / "programs.csv").is_file()
     lines = [
-        "# Leave-family-out evaluation on the real-program corpus", "",
+        f"# Leave-family-out evaluation on {'the real-program corpus' if corpus else args.data}", "",
         f"Command: `{command}`  ", f"Written by benchmarks/corpus_eval.py on {date.today()}, commit {commit}, "
         f"{os.cpu_count()} CPU cores; {minutes:.0f} min in all; replicates finished: "
         f"{len(of(fits, SHIPPED, collections[0]))} of {args.seeds}.", "",
-        f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
-        f"Settings: configs/<collection>.yaml over configs/base.yaml, extra layers: {layers}. "
+        (f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
+         if corpus else
+         f"World: {args.data}, its train + valid files; a file's family is its name up to the first '_'. Noise "
+         f"ceilings as given: {', '.join(f'{c} {v:g}' for c, v in args.ceilings.items()) or 'none'} (tile: 1). ")
+        + f"Settings: configs/<collection>.yaml over configs/base.yaml, extra layers: {layers}. "
         + (f"No training: every setting ranks the shipped fits saved under {args.trained}. " if args.trained else
-           f"Each fit trains {args.seconds:g} s (`pipeline.train`, as `solution run`), selecting its checkpoint on "
+           f"Each fit trains {trained_for(args)} (`pipeline.train`, as `solution run`), selecting its checkpoint on "
            "the valid files of the families it trains on. ")
         + f"Families in {args.folds} folds (data.folds={args.folds}, "
         f'data.fold_variant_parts="_.*$"); replicate i (0..{args.seeds - 1}) is seed {args.first_seed} + i holding '
         f"out fold i mod {args.folds}: every file of those families (train, valid and "
         "test) is ranked and scored against its measured runtimes by `solution score`'s code (layout: Kendall "
-        "tau; tile: top-5 score). The noise ceiling is the same score of the ranking by the noise-free runtimes "
-        "on the same files. Cells: mean over replicates [95 % t interval]; % of ceiling = 100 x model / ceiling "
+        "tau; tile: top-5 score). "
+        + ("The noise ceiling is the same score of the ranking by the noise-free runtimes on the same files. "
+           if corpus else "") + "Cells: mean over replicates [95 % t interval]; % of ceiling = 100 x model / ceiling "
         "per replicate.", *([f"Families never held out, always training: {', '.join(args.always_train)}."]
                             if args.always_train else []),
         *([f"Families left out of everything: {', '.join(args.exclude)}."] if args.exclude else []), "",
@@ -356,6 +405,30 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
 
 
 # ---------------------------------------------------------------- the command
+
+
+def seconds_of(args: argparse.Namespace, collection: str) -> float:
+    """A collection's training seconds per fit: its share of --budget as `solution run` gives it, or --seconds."""
+    return args.budget * pipeline.SHARES[collection] if args.budget is not None else args.seconds
+
+
+def trained_for(args: argparse.Namespace) -> str:
+    if args.budget is None:
+        return f"{args.seconds:g} s"
+    return (f"its share of a {args.budget:g} s budget (" +
+            ", ".join(f"{c} {seconds_of(args, c):g} s" for c in args.collections) + ")")
+
+
+def ceiling(text: str) -> tuple[str, float]:
+    """'layout:xla:random=0.937' -> (collection, ceiling)."""
+    collection, sep, value = text.partition("=")
+    try:
+        if sep and collection in COLLECTIONS and 0 < float(value) <= 1:
+            return collection, float(value)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: expected COLLECTION=CEILING, a collection of {', '.join(COLLECTIONS)} "
+                                     "and a ceiling in (0, 1]")
 
 
 def named_layer(text: str) -> tuple[str, Path]:
@@ -383,6 +456,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exclude", nargs="*", default=[], metavar="FAMILY",
                         help="families left out of training and of the held-out files")
     parser.add_argument("--seconds", type=float, default=480.0, help="training time per fit")
+    parser.add_argument("--budget", type=float, default=None, help="a whole job's seconds: each collection trains "
+                        "its `solution run --budget` share of it per fit (instead of --seconds)")
+    parser.add_argument("--ceilings", type=ceiling, nargs="*", default=[], metavar="COLLECTION=CEILING",
+                        help="noise ceilings of a world without noiseless.csv (e.g. its README's valid ceilings)")
     parser.add_argument("--config", type=Path, action="append", default=[],
                         help="a YAML layered over every collection's shipped settings (repeatable)")
     parser.add_argument("--variant", type=named_layer, action="append", default=[],
@@ -407,8 +484,10 @@ def main(argv: list[str] | None = None) -> int:
         args.collections, args.runs = ["tile:xla", "layout:xla:default"], work / "runs"
         args.config = [configs_folder() / "demo.yaml", *args.config]
     args.data = args.data or Path(f"data/programs-{args.size}")
-    if not (args.data / "programs.csv").is_file():
+    args.ceilings = dict(args.ceilings)
+    if not args.data.exists():
         build_corpus(args.data, args.size, args.corpus_seed, args.collections)
+    shared_prior_fits()
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # pipeline.train prints its own progress
     variants = dict(args.variant)
     settings = {SHIPPED: read_settings(layers=args.config),
@@ -416,13 +495,13 @@ def main(argv: list[str] | None = None) -> int:
     start, fits = time.monotonic(), []
     command = shlex.join(["python", "benchmarks/corpus_eval.py", *given])
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    rounds = {c: replicates(args.data, c, seeds, args.folds, args.runs, args.always_train, args.exclude)
-              for c in args.collections}
+    rounds = {c: replicates(args.data, c, seeds, args.folds, args.runs, args.always_train, args.exclude,
+                            args.ceilings) for c in args.collections}
     for index in range(args.seeds):
         for collection in args.collections:
             for name, chosen in settings.items():
-                fits += fit(name, chosen[collection], rounds[collection][index], args.seconds, args.runs,
-                            args.members, args.trained)
+                fits += fit(name, chosen[collection], rounds[collection][index], seconds_of(args, collection),
+                            args.runs, args.members, args.trained)
         text = report(fits, args.collections, variants, args, command, (time.monotonic() - start) / 60)
         with atomic_write(args.out) as handle:
             handle.write(text)
