@@ -156,7 +156,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
                                                           'propagated_traffic': False,
-                                                          'inference_rows': 2048}},
+                                                          'inference_rows': 32768}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
                                  'lr': 0.001,
@@ -215,7 +215,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
                                                            'propagated_traffic': False,
-                                                           'inference_rows': 2048}},
+                                                           'inference_rows': 32768}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
                                   'lr': 0.001,
@@ -273,7 +273,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
                                                           'propagated_traffic': False,
-                                                          'inference_rows': 2048}},
+                                                          'inference_rows': 32768}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
                                  'lr': 0.001,
@@ -332,7 +332,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
                                                            'propagated_traffic': False,
-                                                           'inference_rows': 2048}},
+                                                           'inference_rows': 32768}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
                                   'lr': 0.001,
@@ -385,7 +385,8 @@ import ctypes.util
 import os
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-MAP_FROM = 32 << 20  # bytes: allocations this large are mapped and unmapped (a big file's arrays go back at once)
+MAP_FROM = 256 << 20  # bytes: allocations this large are mapped and unmapped (a big file's arrays go back at once);
+# a config-aware layer's buffers on a real-size graph (30-150 MB) stay below it: mapped, every step faulted them in anew
 KEEP = 256 << 20  # bytes of freed heap kept at its top before the rest is returned to the OS
 
 
@@ -3825,7 +3826,7 @@ class LayoutRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        inference_rows: int = 2048,
+        inference_rows: int = 32768,
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,

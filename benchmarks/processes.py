@@ -37,15 +37,16 @@ def descendants(pid: int) -> set[int]:
     return tree
 
 
-def measured(command: list[str], log: Path, interval: float = 0.1) -> dict[str, float]:
-    """Run `command` (output to `log`): its wall seconds, the main process's peak RSS and the tree's peak RssAnon,
-    in MiB. A failure raises with the log's tail."""
+def measured(command: list[str], log: Path, interval: float = 0.1, env: dict[str, str] | None = None,
+             cwd: Path = REPO) -> dict[str, float]:
+    """Run `command` in `cwd` (output to `log`, `env` added to the environment): its wall seconds, the main
+    process's peak RSS and the tree's peak RssAnon, in MiB. A failure raises with the log's tail."""
     peak = {"main": 0, "tree": 0}
     done = threading.Event()
     start = time.perf_counter()
     with open(log, "w") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO,
-                                   env={**os.environ, "WANDB_MODE": "disabled"})
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd,
+                                   env={**os.environ, "WANDB_MODE": "disabled", **(env or {})})
 
         def sample() -> None:
             while not done.is_set():

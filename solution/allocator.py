@@ -7,7 +7,8 @@ import ctypes.util
 import os
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-MAP_FROM = 32 << 20  # bytes: allocations this large are mapped and unmapped (a big file's arrays go back at once)
+MAP_FROM = 256 << 20  # bytes: allocations this large are mapped and unmapped (a big file's arrays go back at once);
+# a config-aware layer's buffers on a real-size graph (30-150 MB) stay below it: mapped, every step faulted them in anew
 KEEP = 256 << 20  # bytes of freed heap kept at its top before the rest is returned to the OS
 
 

@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from solution.data.reader import list_files
+from solution.synth.files import generate
+from solution.tools.settings import configs_folder
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -74,3 +78,36 @@ def test_smoke_members_scores_each_prefix_ensemble_against_one_fit(tmp_path):
         assert means(one[2]) == pytest.approx(sum(members) / 2, abs=1e-3)
         assert means(two[4]) == pytest.approx(fits[collection, "shipped x2"] - sum(members) / 2, abs=2e-3)
         assert means(two[5]) == pytest.approx(fits[collection, "shipped x2"] - members[0], abs=2e-3)
+
+
+def test_a_kaggle_format_world_holds_out_families_by_name_against_given_ceilings(tmp_path):
+    """A data root without programs.csv (as zoo-law): its train + valid files are the pool, families by file name,
+    the layout ceiling as given (tile's is 1); its test files take no part."""
+    corpus_eval = load_corpus_eval()
+    world = tmp_path / "world"
+    generate(world, "tiny", 0, ["tile:xla", "layout:xla:default"])
+    files = corpus_eval.read_manifest(world)
+    assert {f.split for f in files} == {"train", "valid"}
+    assert all(f.stem.startswith(f.family + "_") for f in files)
+    assert len(files) == sum(len(list_files(world, c, s)) for c in ("tile:xla", "layout:xla:default")
+                             for s in ("train", "valid"))
+    out = tmp_path / "world.md"
+    argv = ["--data", str(world), "--ceilings", "layout:xla:default=0.8", "--collections", "tile:xla",
+            "layout:xla:default", "--seeds", "1", "--folds", "2", "--seconds", "2", "--config",
+            str(configs_folder() / "demo.yaml"), "--runs", str(tmp_path / "runs"), "--out", str(out)]
+    assert corpus_eval.main(argv) == 0
+    fits = table_rows(out.read_text(), "| collection | settings | seed |")
+    ceilings = {row[0]: float(row[6]) for row in fits}
+    assert ceilings == {"tile:xla": 1.0, "layout:xla:default": 0.8}
+    for row in fits:  # every held-out file is one of the pool's, of the families held out
+        held = row[3].rsplit(" (", 1)[0].split(", ")
+        assert int(row[4]) == sum(f.family in held for f in files if f.collection == row[0])
+
+
+def test_a_world_without_noiseless_runtimes_needs_its_layout_ceilings(tmp_path):
+    world = tmp_path / "world"
+    generate(world, "tiny", 0, ["layout:xla:default"])
+    with pytest.raises(SystemExit, match="layout:xla:default's noise ceiling"):
+        load_corpus_eval().main(["--data", str(world), "--collections", "layout:xla:default", "--seeds", "1",
+                                 "--folds", "2", "--seconds", "1", "--runs", str(tmp_path / "runs"),
+                                 "--out", str(tmp_path / "out.md")])

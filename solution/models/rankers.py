@@ -63,7 +63,7 @@ class LayoutRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        inference_rows: int = 2048,
+        inference_rows: int = 32768,
         shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,

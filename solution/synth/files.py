@@ -3,7 +3,7 @@
 Run: `solution synth --out data/synthetic --size tiny` (solution/tools/synth.py); `--programs` writes the
 real-program corpus instead (solution/programs/corpus.py).
 
-Files (solution/synth/writing.py): deflated for tiny/small, stored for realistic (1 GB config blocks deflate
+Files (solution/synth/writing.py): deflated for tiny/small, stored for medium and realistic (1 GB config blocks deflate
 slowly and load faster raw). Config blocks stream in chunks of 8192, so a 100,040 x 150 x 18 block needs ~0.1 GB of
 memory. Same (size, seed, collections) -> same bytes.
 """
@@ -29,7 +29,7 @@ from .layouts import LayoutGraph, build_layout_graph, config_features, hash_weig
 from .tiles import NORMALIZER_NOISE, sample_tiles, tile_features, tile_kernel
 from .writing import AnswerRows, Chunked, fresh_npz_folder, named_rng, write_npz
 
-SIZES = ("tiny", "small", "realistic")
+SIZES = ("tiny", "small", "medium", "realistic")
 
 CHUNK = 8192  # configs per streamed block
 BIG_CONFIGS = 100_040
@@ -57,6 +57,9 @@ SIZE_SPECS = {
     "tiny": SizeSpec((6, 3, 3), (150, 400), (30, 120), (30, 120), (5, 20), 0, (30, 8, 8), (10, 40), True),
     "small": SizeSpec((30, 8, 8), (500, 3000), (300, 2000), (300, 1000), (15, 60), 0, (400, 60, 60), (10, 100),
                       True),
+    # layout files of the sizes Kaggle's test files have: 5k-18k nodes, 116-472 configurable, 1k-4k configs
+    "medium": SizeSpec((4, 1, 2), (5_000, 18_000), (1_000, 4_000), (1_000, 1_000), (116, 472), 0, (30, 8, 8),
+                       (10, 40), False),
     "realistic": SizeSpec((4, 2, 2), (10_000, 40_000), (2_000, 20_000), (1_000, 1_000), (100, 150), 1,
                           (1500, 200, 200), (10, 500), False),
 }

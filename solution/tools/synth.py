@@ -16,7 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="solution synth", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="data/synthetic", help="dataset folder (the Kaggle root)")
     parser.add_argument("--size", default="tiny", choices=(*SIZES, "full"),
-                        help="tiny | small | realistic; with --programs: tiny | small | full")
+                        help="tiny | small | medium (layout files of Kaggle's test sizes) | realistic; "
+                             "with --programs: tiny | small | full")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=COLLECTIONS)
     parser.add_argument("--programs", action="store_true",
