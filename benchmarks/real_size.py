@@ -8,9 +8,11 @@ commit's code in the same run.
 
 Each round runs both codes in turn (the earlier first), as a user runs them, each in fresh processes with the
 settings files of its own tree (`configs/layout_xla_random.yaml`), float32, on the CPU:
-- training: `solution fit` for --epochs epochs without validation; configs/s is the real configs of the timed steps
-  (all but each fit's first 3) over their seconds (benchmarks/step_meter.py), and the peak memory is the fit
-  process's (VmHWM) and its tree's (RssAnon summed over the loader workers), sampled from /proc;
+- training: `solution fit` for --epochs epochs, validating as its settings say; configs/s of the steps is the real
+  configs of the timed steps (all but each fit's first 3) over their seconds (benchmarks/step_meter.py), configs/s
+  of the fit is every step's configs over the fit's wall time (start-up, preprocessing and validation included),
+  and the peak memory is the fit process's (VmHWM) and its tree's (RssAnon summed over the loader workers),
+  sampled from /proc;
 - ranking: `solution predict` of the test files with the fit's last checkpoint, with an empty preprocessing cache:
   wall seconds from start-up to the written CSV, and test configs over them.
 The earlier code is checked out with `git worktree` into a scratch folder and run by this interpreter (its
@@ -65,7 +67,7 @@ def run_code(tree: Path, data: Path, epochs: int, scratch: Path, smoke: bool) ->
     layers = ["layout_xla_random.yaml", *(["demo.yaml"] if smoke else [])]
     settings = [*(f"--config={tree / 'configs' / layer}" for layer in layers), "--data.root", str(data)]
     fit = measured([sys.executable, "-m", "solution", "fit", *settings, "--trainer.max_epochs", str(epochs),
-                    "--trainer.limit_val_batches", "0", "--trainer.logger", "false",
+                    "--trainer.logger", "false",
                     "--trainer.default_root_dir", str(scratch / "fit"),
                     "--trainer.callbacks+=step_meter.StepMeter"], scratch / "fit.log", env=env, cwd=tree)
     steps = json.loads((scratch / "steps.json").read_text())
@@ -73,8 +75,10 @@ def run_code(tree: Path, data: Path, epochs: int, scratch: Path, smoke: bool) ->
     predict = measured([sys.executable, "-m", "solution", "predict", *settings, "--ckpt_path",
                         str(scratch / "fit" / "checkpoints" / "last.ckpt"), "--submission.out_dir",
                         str(scratch / "predict")], scratch / "predict.log", env=env, cwd=tree)
-    return {"train_configs_per_s": steps["configs"] / steps["seconds"], "configs_per_step": steps["configs"] /
-            steps["steps"], "fit_peak_mib": fit["main_mib"], "fit_tree_mib": fit["tree_mib"],
+    return {"train_configs_per_s": steps["configs"] / steps["seconds"],
+            "configs_per_step": steps["configs"] / steps["steps"],
+            "fit_configs_per_s": steps["all_configs"] / fit["seconds"],
+            "fit_peak_mib": fit["main_mib"], "fit_tree_mib": fit["tree_mib"],
             "predict_s": predict["seconds"], "predict_peak_mib": predict["main_mib"]}
 
 
@@ -83,7 +87,8 @@ def report(rows: dict[str, list[dict[str, float]]], labels: dict[str, str], conf
     earlier, current = rows
     for r in (*rows[earlier], *rows[current]):
         r["predict_configs_per_s"] = configs / r["predict_s"]
-    names = {"train_configs_per_s": "training configs/s", "configs_per_step": "configs a training step",
+    names = {"train_configs_per_s": "training configs/s of the steps", "configs_per_step": "configs a training step",
+             "fit_configs_per_s": "training configs/s of the whole fit (start-up, validation included)",
              "fit_peak_mib": "fit peak RSS (MiB)", "fit_tree_mib": "fit tree RssAnon (MiB)",
              "predict_s": f"`solution predict` of {configs} test configs, start-up included (s)",
              "predict_configs_per_s": "predict configs/s, start-up included",
@@ -108,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=REPO / "data" / "medium", help="built there when missing")
     parser.add_argument("--against", default="28cff30", help="the earlier commit")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--epochs", type=int, default=2, help="training epochs per fit (4 train files each)")
+    parser.add_argument("--epochs", type=int, default=5, help="training epochs per fit (4 train files each)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "real_size.md")
     parser.add_argument("--smoke", action="store_true", help="tiny files, one round, one epoch")
     args = parser.parse_args(argv)

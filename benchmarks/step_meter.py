@@ -1,7 +1,7 @@
-"""A Lightning callback that times training steps: seconds and configs of every step after the first few, written
-as JSON to $STEP_METER_OUT when training ends. benchmarks/real_size.py passes it to `solution fit` of any commit
-(`--trainer.callbacks+=step_meter.StepMeter`, benchmarks/ on PYTHONPATH): configs a step = the batch's real
-(unpadded) configs, in every version of the package's batch."""
+"""A Lightning callback that times training steps: seconds and configs of every step after the first few (and the
+configs of all), written as JSON to $STEP_METER_OUT when training ends. benchmarks/real_size.py passes it to
+`solution fit` of any commit (`--trainer.callbacks+=step_meter.StepMeter`, benchmarks/ on PYTHONPATH): configs a step
+= the batch's real (unpadded) configs, in every version of the package's batch."""
 
 from __future__ import annotations
 
@@ -27,5 +27,5 @@ class StepMeter(pl.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         kept = self.steps[self.warmup:]
         with open(os.environ["STEP_METER_OUT"], "w") as handle:
-            json.dump({"seconds": sum(s for s, _ in kept), "configs": sum(c for _, c in kept), "steps": len(kept)},
-                      handle)
+            json.dump({"seconds": sum(s for s, _ in kept), "configs": sum(c for _, c in kept), "steps": len(kept),
+                       "all_configs": sum(c for _, c in self.steps)}, handle)
