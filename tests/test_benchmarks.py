@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from solution.tools import pipeline
+from solution.tools.settings import read_settings
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -133,6 +136,7 @@ def test_prior_blend_ranks_the_same_fit_with_and_without_the_blend(capsys, tmp_p
     alone, blend, weight = (cell.strip() for cell in row.strip("|").split("|")[2:5])
     assert weight in ("0", "0.5") and (weight == "0.5" or alone == blend)
     assert (tmp_path / "prior_blend.md").read_text() in out
-    fitted = (tmp_path / "runs").glob("layout_xla_random/seed0/fit/checkpoints/*.ckpt")  # the shipped members: 3
-    assert sorted(path.name for path in fitted) == ["layout_xla_random.ckpt", "layout_xla_random.member1.ckpt",
-                                                    "layout_xla_random.member2.ckpt"]
+    fitted = (tmp_path / "runs").glob("layout_xla_random/seed0/fit/checkpoints/*.ckpt")  # the shipped members
+    count = pipeline.members(read_settings()["layout:xla:random"])
+    assert sorted(path.name for path in fitted) == [f"{pipeline.member_name('layout:xla:random', j)}.ckpt"
+                                                    for j in range(count)]
