@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -140,3 +141,21 @@ def test_prior_blend_ranks_the_same_fit_with_and_without_the_blend(capsys, tmp_p
     count = pipeline.members(read_settings()["layout:xla:random"])
     assert sorted(path.name for path in fitted) == [f"{pipeline.member_name('layout:xla:random', j)}.ckpt"
                                                     for j in range(count)]
+
+
+def test_real_size_runs_two_commits_and_reports_their_ratios(capsys, tmp_path):
+    """The smoke run of benchmarks/real_size.py against HEAD (any clone has it): both codes fit and predict, and
+    the report holds each figure with a finite ratio; the scratch worktree is gone afterwards."""
+    out = tmp_path / "real_size.md"
+    assert load("real_size").main(["--smoke", "--against", "HEAD", "--out", str(out)]) == 0
+    rows = {line.split("|")[1].strip(): line.split("|")[2:5] for line in out.read_text().splitlines()
+            if line.startswith("| ") and not line.startswith("| figure")}
+    figures = {"training configs/s of the steps", "fit peak RSS (MiB)", "predict configs/s, start-up included"}
+    assert figures <= set(rows)
+    for earlier, current, ratio in rows.values():
+        assert float(earlier.split()[0]) > 0 and float(current.split()[0]) > 0
+        assert np.isfinite(float(ratio.strip().rstrip("x")))
+    assert rows["configs a training step"][0].split()[0] == "32.0"  # the demo's configs_per_graph, both codes
+    assert out.read_text() in capsys.readouterr().out
+    assert "tree-HEAD" not in subprocess.run(["git", "worktree", "list"], cwd=BENCHMARKS.parent, capture_output=True,
+                                             text=True).stdout
