@@ -413,6 +413,7 @@ def seconds_of(args: argparse.Namespace, collection: str) -> float:
 
 
 def trained_for(args: argparse.Namespace) -> str:
+    """How long each fit trains, in the report's words."""
     if args.budget is None:
         return f"{args.seconds:g} s"
     return (f"its share of a {args.budget:g} s budget (" +

@@ -31,7 +31,7 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-import numpy as np
+from predict_scale import configs_in
 from processes import REPO, measured
 
 from solution.atomic import atomic_write
@@ -43,15 +43,11 @@ BENCHMARKS = REPO / "benchmarks"
 
 def test_configs(root: Path) -> int:
     """The configs of every test file of the collection."""
-    total = 0
-    for path in list_files(root, COLLECTION, "test"):
-        with np.load(path) as npz:
-            total += len(npz["config_runtime"])
-    return total
+    return sum(configs_in(path) for path in list_files(root, COLLECTION, "test"))
 
 
 def checkout(commit: str, work: Path) -> Path:
-    """A worktree of `commit` under `work` (detached; removed with `git worktree prune` once `work` is gone)."""
+    """A detached worktree of `commit` under `work` (main removes it when the rounds end)."""
     tree = work / f"tree-{commit.replace('/', '_')}"
     subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), commit], cwd=REPO, check=True,
                    capture_output=True)
