@@ -9,11 +9,11 @@ Settings (environment variables; on Kaggle all are optional):
   SOLUTION_DATA_ROOT       the competition data; default /kaggle/input/predict-ai-model-runtime, else the first
                            attached input that holds npz_all/npz
   SOLUTION_OUTPUT_DIR      where submission.csv, parts/ and checkpoints/<collection>.ckpt go; default /kaggle/working
-  SOLUTION_TIME_BUDGET     seconds of training for all five collections together, preprocessing included;
-                           default 25200, shared out as
+  SOLUTION_TIME_BUDGET     wall-clock seconds of the whole job, start to checked submission.csv; default
+                           39600; the job plans its steps from the files' sizes and trains each
+                           collection for its share of what they leave:
                            tile:xla=10%, layout:xla:random=20%, layout:xla:default=20%,
                            layout:nlp:random=25%, layout:nlp:default=25%
-                           (time a collection leaves unused is shared among the rest)
   SOLUTION_CHECKPOINTS     a folder of <collection>.ckpt (e.g. an earlier run's checkpoints/, attached as a
                            dataset, or `solution fit` checkpoints renamed): those collections are not trained
   SOLUTION_CACHE           preprocessed graphs; default <temp dir>/solution-cache (never the read-only input)
@@ -85,6 +85,14 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                             'penalties': [0.01, 0.1, 0.3, 1.0],
                             'folds': 3,
                             'matmul_rows': 1048576},
+              'budget': {'share': 0.1,
+                         'start': 3.0,
+                         'node': 2e-05,
+                         'row': 5e-05,
+                         'prior': 0.0003,
+                         'train_at_least': 0.5,
+                         'min_prior_steps': 50,
+                         'min_valid_configs': 64},
               'trainer': {'accelerator': 'auto',
                           'devices': 1,
                           'max_epochs': 60,
@@ -135,6 +143,14 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                      'penalties': [0.01, 0.1, 0.3, 1.0],
                                      'folds': 3,
                                      'matmul_rows': 1048576},
+                       'budget': {'share': 0.2,
+                                  'start': 3.0,
+                                  'node': 2e-05,
+                                  'row': 4e-06,
+                                  'prior': 0.0003,
+                                  'train_at_least': 0.5,
+                                  'min_prior_steps': 50,
+                                  'min_valid_configs': 64},
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 400,
@@ -194,6 +210,14 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                       'penalties': [0.01, 0.1, 0.3, 1.0],
                                       'folds': 3,
                                       'matmul_rows': 1048576},
+                        'budget': {'share': 0.2,
+                                   'start': 3.0,
+                                   'node': 2e-05,
+                                   'row': 4e-06,
+                                   'prior': 0.0003,
+                                   'train_at_least': 0.5,
+                                   'min_prior_steps': 50,
+                                   'min_valid_configs': 64},
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 400,
@@ -252,6 +276,14 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                      'penalties': [0.01, 0.1, 0.3, 1.0],
                                      'folds': 3,
                                      'matmul_rows': 1048576},
+                       'budget': {'share': 0.25,
+                                  'start': 3.0,
+                                  'node': 2e-05,
+                                  'row': 4e-06,
+                                  'prior': 0.0003,
+                                  'train_at_least': 0.5,
+                                  'min_prior_steps': 50,
+                                  'min_valid_configs': 64},
                        'trainer': {'accelerator': 'auto',
                                    'devices': 1,
                                    'max_epochs': 200,
@@ -311,6 +343,14 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                       'penalties': [0.01, 0.1, 0.3, 1.0],
                                       'folds': 3,
                                       'matmul_rows': 1048576},
+                        'budget': {'share': 0.25,
+                                   'start': 3.0,
+                                   'node': 2e-05,
+                                   'row': 4e-06,
+                                   'prior': 0.0003,
+                                   'train_at_least': 0.5,
+                                   'min_prior_steps': 50,
+                                   'min_valid_configs': 64},
                         'trainer': {'accelerator': 'auto',
                                     'devices': 1,
                                     'max_epochs': 200,
@@ -2121,6 +2161,23 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
                 raise DataError(path, "<file>", f"unreadable array '{key}' ({type(err).__name__}: {err})",
                                 expected) from err
     return arrays
+
+
+def array_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Each array's shape in an .npz, read from its header alone (no array is decompressed past it); a file that
+    is not a readable archive of .npy arrays is a DataError naming it."""
+    path = Path(path)
+    headers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    shapes = {}
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            for key in npz.files:
+                with npz.zip.open(f"{key}.npy") as member:
+                    shapes[key] = headers[np.lib.format.read_magic(member)](member)[0]
+    except Exception as err:  # no such file, not a zip, a cut member, an unknown .npy version
+        raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})",
+                        "a complete .npz (zip) file of numeric arrays") from err
+    return shapes
 
 
 def _read_compact(npz: np.lib.npyio.NpzFile, key: str) -> np.ndarray | None:
@@ -5898,11 +5955,11 @@ from .settings import layered
 COMPETITION = "predict-ai-model-runtime"
 KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
 KAGGLE_WORKING = Path("/kaggle/working")  # the notebook's saved output
-DEFAULT_BUDGET = 7 * 3600.0  # seconds of training in a 12-hour GPU session; the rest preprocesses and predicts
+DEFAULT_BUDGET = 11 * 3600.0  # seconds of the whole job in a 12-hour session, an hour to spare
 # Settings layered on each collection's settings; "smoke" is a seconds-long run for tests on a CPU.
 PROFILES = {
     "kaggle": {},
-    "smoke": {"trainer": {"check_val_every_n_epoch": 1, "num_sanity_val_steps": 0},
+    "smoke": {"trainer": {"max_epochs": 2, "check_val_every_n_epoch": 1, "num_sanity_val_steps": 0},
               "model": {"ranker": {"init_args": {"hidden": 16, "opcode_dim": 8}}, "warmup_steps": 0},
               "data": {"configs_per_graph": 8, "eval_chunk": 64, "num_workers": 0}},
 }
@@ -5940,7 +5997,7 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
               output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
               cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
               budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
-              checkpoints=Path(checkpoints) if checkpoints else None)
+              checkpoints=Path(checkpoints) if checkpoints else None, budget_source="SOLUTION_TIME_BUDGET")
     return job, profile
 
 
@@ -5955,7 +6012,7 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
     submission.csv and print the validation scores."""
     job, profile = job_from_environment(environ)
     say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {profile}, "
-        f"training budget {job.budget:.0f} s, {torch.cuda.device_count()} GPU(s)")
+        f"budget {job.budget:.0f} s for the whole job, {torch.cuda.device_count()} GPU(s)")
     pipeline.run(job, {c: layered(s, PROFILES[profile]) for c, s in settings.items()})
     return 0
 '''
@@ -5973,13 +6030,11 @@ all run this; it needs neither the Lightning CLI nor W&B."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -6003,10 +6058,9 @@ from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
-from .settings import read_settings, with_checkpoint
+from .plan import Plan, collection_sizes, prior_fitted
+from .settings import read_settings, section, with_checkpoint
 
-SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
-          "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
 MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
 QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
@@ -6027,7 +6081,7 @@ class Job:
     root: Path  # the data (read only)
     output: Path  # submission.csv, parts/, checkpoints/
     cache: Path | None = None  # preprocessed graphs; None: the default ($SOLUTION_CACHE or ~/.cache/solution)
-    budget: float | None = None  # seconds of training for all collections together; None: each its max_epochs
+    budget: float | None = None  # wall-clock seconds of the whole job (`plan.py`); None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
     runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
     # collection -> the settings given when the user sets nothing (a checkpoint's settings replace those freely;
@@ -6035,6 +6089,8 @@ class Job:
     defaults: Mapping[str, Mapping] | None = None
     # extra Trainer arguments of a collection's fit (e.g. a logger and run-record callbacks): (collection, settings)
     trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
+    clock: Callable[[], float] = time.monotonic  # the job's seconds (tests give their own)
+    budget_source: str = "--budget"  # what the user set the budget with, for the plan's errors
 
     @property
     def parts(self) -> Path:
@@ -6112,9 +6168,25 @@ class Progress(Callback):
                 f"({time.monotonic() - self.start:.0f} s)")
 
 
+class Deadline(Callback):
+    """Stops a fit once the job's clock passes `deadline`, checked after each training batch and each validation:
+    preprocessing and validation count, as they do on the wall clock; the first batch always trains."""
+
+    def __init__(self, deadline: float, clock: Callable[[], float]) -> None:
+        self.deadline, self.clock = deadline, clock
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args) -> None:
+        trainer.should_stop = trainer.should_stop or self.clock() >= self.deadline
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self.on_train_batch_end(trainer)
+
+
 def train(collection: str, settings: Mapping, seconds: float | None, job: Job, member: int = 0) -> Path:
-    """Fit one collection (for at most `seconds`, when given); its best checkpoint by val/score (the last
-    weights when no validation ran) goes to <output>/checkpoints/<collection>.ckpt (ensemble member j > 0:
+    """Fit one collection (for at most `seconds` of the job's clock from now, preprocessing included, when given);
+    its best checkpoint by val/score (the last weights when no validation ran) goes to
+    <output>/checkpoints/<collection>.ckpt (ensemble member j > 0:
     <collection>.member<j>.ckpt, trained with seed_everything + 1000 j, and with `member_folds` on the data of
     `member_data`)."""
     path = job.checkpoint_path(collection, member)
@@ -6129,36 +6201,26 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
     callbacks = [best, Progress(collection), *extras.pop("callbacks", [])]
+    if seconds is not None:
+        callbacks.append(Deadline(job.clock() + seconds, job.clock))
     trainer = pl.Trainer(**{**QUIET, **settings["trainer"], **extras}, callbacks=callbacks,
-                         max_time=timedelta(seconds=seconds) if seconds is not None else None,
                          plugins=[AtomicCheckpointIO()])
     trainer.fit(model, datamodule=datamodule)
     if not best.best_model_path:
         trainer.save_checkpoint(path)
-    stop = "the time limit" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
+    stop = "its time" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
     say(f"[{collection}] stopped by {stop} after {trainer.current_epoch} epochs; saved {path}")
     return path
 
 
 def train_members(collection: str, settings: Mapping, seconds: float | None, job: Job) -> list[Path]:
-    """The checkpoints of the collection's `members` fits, each with an equal part of `seconds`
-    (each its max_epochs without a limit)."""
+    """The checkpoints of the collection's `members` fits, each with an equal part of the `seconds` still left
+    when it starts (each its max_epochs without a limit)."""
     count = members(settings)
-    part = None if seconds is None else max(seconds / count, MIN_SECONDS)
-    return [train(collection, settings, part, job, member) for member in range(count)]
-
-
-def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, list[Path]]:
-    """Train `collections` in turn (each its ensemble members); under a budget each gets its share of what is
-    still left (preprocessing counts)."""
-    start, trained = time.monotonic(), {}
-    for index, collection in enumerate(collections):
-        seconds = None
-        if job.budget is not None:
-            left = job.budget - (time.monotonic() - start)
-            seconds = max(left * SHARES[collection] / sum(SHARES[c] for c in collections[index:]), MIN_SECONDS)
-        trained[collection] = train_members(collection, settings[collection], seconds, job)
-    return trained
+    end = None if seconds is None else job.clock() + seconds
+    return [train(collection, settings, None if end is None else max((end - job.clock()) / (count - member),
+                                                                     MIN_SECONDS), job, member)
+            for member in range(count)]
 
 
 def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
@@ -6178,7 +6240,7 @@ def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tupl
 
 
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
-             validate: bool = True) -> dict[str, float]:
+             validate: bool = True, parts: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), and write its test predictions to
     <output>/parts/<collection>.csv (with `predict`); returns its validation metrics (`score`, ...) and the number
     of validation files, or nothing when it does not validate. An ensemble ranks by the mean of its members'
@@ -6188,14 +6250,16 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     on it. With `prior_weights` the valid files are always ranked: the weight w that scores best there blends the
     physics prior's ranks in as w against 1 - w for the members together (its ranking under
     parts/members/<collection>.prior/), in the validation metrics and the test predictions (at w = 1 the members
-    rank no test file); a data root without valid files ranks by the model alone when not asked to validate."""
+    rank no test file); a data root without valid files ranks by the model alone when not asked to validate. The
+    prior's weights are `parts` where given, else fitted here (`part_weights`)."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
     weights = prior_weights(settings, collection)
     if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
         say(f"[{collection}] no valid files to pick the physics prior's weight by: ranking by the model alone")
         weights = [0.0]
     ranks_valid = validate or len(weights) > 1
-    parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
+    if parts is None:
+        parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
@@ -6260,12 +6324,7 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
 def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
     `prior_fit` says (`models/prior.py`), or the plain count of elements where it names no files."""
-    try:
-        fit = PriorFit(**settings.get("prior_fit", {}))
-    except TypeError as error:
-        keys = ", ".join(field.name for field in dataclasses.fields(PriorFit))
-        raise SettingsError(f"{collection}: prior_fit={settings.get('prior_fit')!r} ({error}); expected a mapping of "
-                            f"some of {keys}") from None
+    fit = section(settings, "prior_fit", PriorFit, collection)
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
     start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
@@ -6330,7 +6389,8 @@ def given_checkpoints(folder: Path | None) -> dict[str, list[Path]]:
 def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     """Fit (or load) every collection the data root holds, predict its test files, write a checked
     <output>/submission.csv and print the validation scores; returns collection -> validation metrics (and
-    `final` when all five are present)."""
+    `final` when all five are present). Under a budget the job plans its time first (`plan.py`): a budget too
+    small for these files is a SettingsError before anything runs."""
     logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
     warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
     warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
@@ -6339,12 +6399,17 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     missing = [c for c in COLLECTIONS if c not in present]
     if not present:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
+    given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    plan = None
+    if job.budget is not None:
+        plan = Plan(job.budget, {c: dict(settings[c]) for c in present},
+                    {c: collection_sizes(job.root, c) for c in present}, job.clock, say, given=set(given))
+        plan.check_enough(job.budget_source)
     if missing:
         say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
             f" skipped, and submission.csv covers only {', '.join(present)}")
-    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
-    checkpoints.update(train_all([c for c in present if c not in checkpoints], settings, job))
-    scores: dict[str, dict] = {c: evaluate(c, checkpoints[c], settings[c], job) for c in present}
+    scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c))
+              for index, c in enumerate(present)}
     parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
     say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
@@ -6352,6 +6417,34 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
         scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
     say(f"\\nvalidation scores of the checkpoints used:\\n{format_scores(scores)}")
     return scores
+
+
+def rank_collection(collection: str, remaining: list[str], settings: Mapping, job: Job, plan: Plan | None,
+                    checkpoints: list[Path] | None) -> dict[str, float]:
+    """One collection of the job (remaining[0]; the others follow it): fit its members (or use `checkpoints`), fit
+    its physics prior, validate and predict; under a `plan`, with the settings and training time it re-plans,
+    each later step timed for the plan's estimates."""
+    start = job.clock()
+    seconds = plan.training_seconds(remaining) if plan else None
+    planned = seconds + plan.reserved(collection) if plan else None
+    settings = plan.settings[collection] if plan else settings
+    if checkpoints is None:
+        setup = plan.estimate(collection, "setup") if plan else 0.0
+        checkpoints = train_members(collection, settings, None if plan is None else setup + seconds, job)
+    if plan:
+        plan.before_later_steps(remaining)
+        settings = plan.settings[collection]
+    began, parts = job.clock(), None
+    if len(prior_weights(settings, collection)) > 1:
+        parts = part_weights(collection, settings, job)
+        if plan and prior_fitted(settings):
+            plan.measured(collection, "prior", job.clock() - began)
+    began = job.clock()
+    metrics = evaluate(collection, checkpoints, settings, job, parts=parts)
+    if plan:
+        plan.measured(collection, "evaluate", job.clock() - began)
+        plan.progress(collection, planned, job.clock() - start, remaining[1:])
+    return metrics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -6363,7 +6456,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a YAML layered over every collection's configs/ settings (repeatable), "
                              "e.g. configs/demo.yaml")
     parser.add_argument("--budget", type=float, default=None,
-                        help="seconds of training for all collections together; default: each its max_epochs")
+                        help="wall-clock seconds of the whole job, start to checked submission.csv (planned from the "
+                             "files' sizes, re-planned as it goes); default: each collection its max_epochs")
     parser.add_argument("--checkpoints", type=Path, default=None,
                         help="a folder of <collection>.ckpt to use instead of training those collections")
     parser.add_argument("--cache", type=Path, default=None, help="preprocessed graphs; default: the data module's")
@@ -6378,12 +6472,316 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 '''
 
+# ---------------------------------------- solution.tools.plan
+SOURCES['solution.tools.plan'] = '''\
+"""The wall-clock plan of a budgeted job (`solution run --budget S`, the kernel's SOLUTION_TIME_BUDGET): what the
+steps around each collection's training will take, estimated from its files' sizes; how long each collection then
+trains; what is cut, in a fixed order, when time is short; and the progress lines that say where the job stands.
+
+A collection's time is its preprocessing (inside its training time), its training, the physics prior's fit, then
+validating and predicting. Estimates are `BudgetSettings` rates x the sizes the files' headers give, each kind of
+step re-scaled by what the job's own steps of that kind took (so that a slower machine is learned, not assumed).
+Training gets what the estimates leave, shared out by `share`; where it would get less than `train_at_least` of
+the time left, the later steps are cut, in this order: the prior's penalty search, the prior's steps (to
+`min_prior_steps`), the validation configs per file (to `min_valid_configs`), the ensemble members (to one)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..constants import SPLITS
+from ..data.reader import array_shapes, list_files
+from ..data.tasks import task_of
+from ..errors import SettingsError
+from .settings import section
+
+OVERHEAD_SECONDS = 10.0  # the process's start-up before the plan begins (imports), the final merge and check
+
+STEP_NAMES = {"setup": "preprocessing", "prior": "the physics prior's fit", "evaluate": "validating and predicting"}
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """A collection's part in a budgeted job (`budget:` in configs/): its `share` of the training time, and the
+    seconds per unit of work that the plan reserves for its other steps (measured on 2 CPU cores)."""
+
+    share: float = 0.2  # of the training time, against the shares of the other collections present
+    start: float = 3.0  # per collection: building its data modules, models and trainers; one training step
+    node: float = 2e-5  # preprocessing: per node of a file
+    row: float = 4e-6  # preprocessing and scoring: per config row (layout: config x configurable node; tile: config)
+    prior: float = 3e-4  # the physics prior's fit: per train file it reads, per Adam step of each of its fits
+    train_at_least: float = 0.5  # of the time left: below it the later steps are cut
+    min_prior_steps: int = 50  # cuts leave the prior's fit at least this many steps
+    min_valid_configs: int = 64  # ... and validation at least this many configs of each valid file
+
+
+def training_shares(settings: Mapping[str, Mapping]) -> dict[str, float]:
+    """Collection -> its share of the training time when every collection in `settings` is present (sums to 1)."""
+    shares = {c: budget_settings(s, c).share for c, s in settings.items()}
+    return {c: share / sum(shares.values()) for c, share in shares.items()}
+
+
+def budget_settings(settings: Mapping, collection: str) -> BudgetSettings:
+    """The collection's `budget:` settings; an unknown key or a negative number is a SettingsError."""
+    budget = section(settings, "budget", BudgetSettings, collection)
+    if not all(isinstance(value, (int, float)) and value >= 0 for value in dataclasses.astuple(budget)):
+        raise SettingsError(f"{collection}: budget={settings.get('budget')!r}; expected numbers >= 0")
+    return budget
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """One collection's files by split, from their headers: [files, 3] nodes, configs, configurable nodes (tile: 1)."""
+
+    files: Mapping[str, np.ndarray]
+
+    def nodes(self, *splits: str) -> int:
+        return int(sum(self.files[s][:, 0].sum() for s in splits))
+
+    def rows(self, split: str, configs: int = 0) -> int:
+        """Config rows of a split's files, each file's configs cut to `configs` where above 0."""
+        counts = self.files[split][:, 1]
+        return int((np.minimum(counts, configs or counts) * self.files[split][:, 2]).sum())
+
+
+def collection_sizes(root, collection: str) -> Sizes:
+    """The sizes of every file of `collection` under `root` (a split without files counts none)."""
+    task, found = task_of(collection), {}
+    for split in SPLITS:
+        try:
+            paths = list_files(root, collection, split)
+        except ValueError:  # no such split folder, or no files in it
+            paths = []
+        rows = []
+        for path in paths:
+            shapes = array_shapes(path)
+            configurable = shapes.get("node_config_ids", (1,))[0] if task.name == "layout" else 1
+            rows.append((shapes["node_feat"][0], shapes["config_runtime"][0], configurable))
+        found[split] = np.array(rows, np.int64).reshape(-1, 3)
+    return Sizes(found)
+
+
+def cut_penalties(settings: Mapping, rates: BudgetSettings, most_valid: int) -> dict | None:
+    """One fit of the prior with its first penalty instead of a search among several by held-out folds."""
+    fit = settings.get("prior_fit", {})
+    if len(fit.get("penalties", ())) <= 1 or not prior_fitted(settings):
+        return None
+    return {**settings, "prior_fit": {**fit, "penalties": list(fit["penalties"][:1])}}
+
+
+def cut_prior_steps(settings: Mapping, rates: BudgetSettings, most_valid: int) -> dict | None:
+    """Half the prior's Adam steps, down to `min_prior_steps`."""
+    fit, least = settings.get("prior_fit", {}), rates.min_prior_steps
+    steps = fit.get("steps", 0)
+    if not prior_fitted(settings) or steps <= least:
+        return None
+    return {**settings, "prior_fit": {**fit, "steps": max(steps // 2, least)}}
+
+
+def cut_valid_configs(settings: Mapping, rates: BudgetSettings, most_valid: int) -> dict | None:
+    """Half the configs validated per valid file (all of them: `most_valid`, the most a valid file holds), down
+    to `min_valid_configs`."""
+    data, least = settings["data"], rates.min_valid_configs
+    now = data.get("valid_configs") or most_valid
+    if now <= least:
+        return None
+    return {**settings, "data": {**data, "valid_configs": max(now // 2, least)}}
+
+
+def cut_members(settings: Mapping, rates: BudgetSettings, most_valid: int) -> dict | None:
+    """One member fewer."""
+    count = settings.get("members", 1)
+    return {**settings, "members": count - 1} if count > 1 else None
+
+
+# what is cut when time is short, in order: (the setting it changes, the cut)
+CUTS = (("prior_fit.penalties", cut_penalties), ("prior_fit.steps", cut_prior_steps),
+        ("data.valid_configs", cut_valid_configs), ("members", cut_members))
+
+
+def prior_fitted(settings: Mapping) -> bool:
+    """Whether the collection fits the physics prior: blend weights above 0 and train files to fit on."""
+    return any(settings.get("prior_weights", [])) and settings.get("prior_fit", {}).get("files", 0) > 0
+
+
+def clock_time(seconds: float) -> str:
+    """A moment `seconds` from now as the wall clock reads it, hh:mm:ss."""
+    return time.strftime("%H:%M:%S", time.localtime(time.time() + seconds))
+
+
+@dataclass
+class Plan:
+    """A budgeted job's time: each collection's estimated steps (seconds) and its training time, re-planned from
+    the clock before each collection trains and before its later steps run."""
+
+    budget: float
+    settings: dict[str, dict]  # collection -> its settings, as cut so far
+    sizes: Mapping[str, Sizes]
+    clock: Callable[[], float] = time.monotonic
+    say: Callable[[str], None] = print
+    given: set[str] = field(default_factory=set)  # collections that load checkpoints instead of training
+    # (task, 'prior' or 'files') -> seconds estimated and taken by the job's steps so far; 'files' (preprocessing
+    # and scoring) is measured on the steps after training and scales the preprocessing before it too
+    totals: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.begin = self.clock()
+        self.rates = {c: budget_settings(s, c) for c, s in self.settings.items()}
+
+    # ---------------------------------------------------------------- estimates
+
+    def kind(self, collection: str, step: str) -> tuple[str, str]:
+        """The key of `totals` a step's estimates are scaled by."""
+        return task_of(collection).name, "prior" if step == "prior" else "files"
+
+    def scale(self, collection: str, step: str) -> float:
+        """Measured over estimated seconds of the job's steps of this kind so far (1 before any)."""
+        estimated, took = self.totals.get(self.kind(collection, step), (0.0, 0.0))
+        return took / estimated if estimated > 0 else 1.0
+
+    def estimate(self, collection: str, step: str, scaled: bool = True) -> float:
+        """Seconds of one step ('setup': start and preprocessing of train and valid files; 'prior': the physics
+        prior's fit; 'evaluate': start, preprocessing of test files, scoring valid and test configs) as the
+        collection's settings stand."""
+        settings, sizes, rates = self.settings[collection], self.sizes[collection], self.rates[collection]
+        members = settings.get("members", 1)
+        if step == "setup" and collection in self.given:
+            seconds = 0.0
+        elif step == "setup":
+            seconds = members * (rates.start + rates.node * sizes.nodes("train", "valid")
+                                 + rates.row * (sizes.rows("train") + sizes.rows("valid")))
+        elif step == "prior":
+            seconds = rates.prior * prior_work(settings, len(sizes.files["train"])) if prior_fitted(settings) else 0.0
+        else:
+            valid = sizes.rows("valid", settings["data"].get("valid_configs", 0))
+            seconds = members * (rates.start + rates.row * (valid + sizes.rows("test"))) \\
+                + rates.node * sizes.nodes("test") + rates.row * sizes.rows("test")
+        return seconds * (self.scale(collection, step) if scaled else 1.0)
+
+    def reserved(self, collection: str, trained: bool = False) -> float:
+        """Seconds of the collection's steps other than training (those after it once `trained`)."""
+        steps = ("prior", "evaluate") if trained else ("setup", "prior", "evaluate")
+        return sum(self.estimate(collection, step) for step in steps)
+
+    def left(self) -> float:
+        """Seconds of the budget left, less the final merge."""
+        return self.budget - (self.clock() - self.begin) - OVERHEAD_SECONDS
+
+    def training_pool(self, remaining: list[str], trained: bool) -> float:
+        """Seconds of training left to `remaining` (the first of them `trained` or not) after their other steps."""
+        return self.left() - self.reserved(remaining[0], trained) - sum(self.reserved(c) for c in remaining[1:])
+
+    # ---------------------------------------------------------------- planning
+
+    def check_enough(self, source: str) -> None:
+        """A SettingsError before anything runs when even every cut leaves no time to train: the budget is below
+        what preprocessing, validating and predicting these files need."""
+        need = OVERHEAD_SECONDS
+        for collection, settings in self.settings.items():
+            for _, cut in CUTS:
+                while (smaller := self.cut_once(cut, collection)) is not None:
+                    self.settings[collection] = smaller
+            need += self.reserved(collection)
+            self.settings[collection] = settings
+        if need > self.budget:
+            raise SettingsError(f"{source} {self.budget:g} is below the ~{need:.0f} s that preprocessing, "
+                                f"validating and predicting these files need here (estimated, with every cut); "
+                                f"give at least {math.ceil(need * 1.25 / 10) * 10}")
+
+    def training_seconds(self, remaining: list[str]) -> float:
+        """Re-plan before remaining[0] trains: cut where training would get less than `train_at_least` of the time
+        left (each cut said), then its share of what is left to train; prints the plan."""
+        self.cut(remaining, trained=False, least=self.rates[remaining[0]].train_at_least)
+        pool = max(self.training_pool(remaining, trained=False), 0.0)
+        shares = {c: 0.0 if c in self.given else self.rates[c].share for c in remaining}
+        trains = {c: pool * share / sum(shares.values()) if sum(shares.values()) else pool / len(remaining)
+                  for c, share in shares.items()}
+        lines = [f"[plan] {self.left() + OVERHEAD_SECONDS:.0f} s of the {self.budget:g} s budget left; per collection: "
+                 "training s, then preprocessing / prior fit / validating and predicting s (estimated)"]
+        lines += [f"[plan]   {c:<20} {trains[c]:6.0f}   " + " / ".join(f"{self.estimate(c, step):.0f}" for step in
+                                                                  ("setup", "prior", "evaluate")) for c in remaining]
+        self.say("\\n".join(lines))
+        return trains[remaining[0]]
+
+    def before_later_steps(self, remaining: list[str]) -> None:
+        """Re-plan after remaining[0] trained: cut its later steps (and the others') where they no longer fit."""
+        self.cut(remaining, trained=True, least=0.0)
+
+    def cut(self, remaining: list[str], trained: bool, least: float) -> None:
+        """Apply CUTS in order, each to every remaining collection as far as needed, until training keeps `least`
+        of the time left; says each setting cut, from what to what, and the seconds it saves."""
+        for key, cut in CUTS:
+            for collection in remaining:
+                now_trained = trained and collection == remaining[0]
+                if now_trained and cut is cut_members:
+                    continue  # its members are trained
+                before, seconds = self.settings[collection], self.reserved(collection, now_trained)
+                while self.training_pool(remaining, trained) < least * self.left():
+                    smaller = self.cut_once(cut, collection)
+                    if smaller is None:
+                        break
+                    self.settings[collection] = smaller
+                if self.settings[collection] is not before:
+                    self.say(f"[plan] time is short: {collection} cuts {key} from {setting(before, key)} to "
+                             f"{setting(self.settings[collection], key)}, saving ~"
+                             f"{seconds - self.reserved(collection, now_trained):.0f} s")
+
+    def cut_once(self, cut: Callable, collection: str) -> dict | None:
+        """The collection's settings with one more step of `cut`, or None where it cannot cut further."""
+        most_valid = int(self.sizes[collection].files["valid"][:, 1].max(initial=0))
+        return cut(self.settings[collection], self.rates[collection], most_valid)
+
+    # ---------------------------------------------------------------- measuring
+
+    def measured(self, collection: str, step: str, seconds: float) -> None:
+        """Record that a step took `seconds`: later estimates of its kind (per task) are re-scaled by all the
+        job's steps of that kind so far."""
+        self.say(f"[{collection}] {STEP_NAMES[step]} took {seconds:.0f} s "
+                 f"(planned {self.estimate(collection, step):.0f} s)")
+        key = self.kind(collection, step)
+        estimated, took = self.totals.get(key, (0.0, 0.0))
+        self.totals[key] = (estimated + self.estimate(collection, step, scaled=False), took + seconds)
+
+    def progress(self, collection: str, planned: float, used: float, remaining: list[str]) -> None:
+        """The line after a collection is done: its time used against its plan, and when the job should finish."""
+        elapsed = self.clock() - self.begin
+        ahead = sum(self.reserved(c) for c in remaining) + OVERHEAD_SECONDS
+        finish = elapsed + max(self.left() + OVERHEAD_SECONDS if remaining else 0.0, ahead)
+        self.say(f"[{collection}] done in {used:.0f} s of its planned {planned:.0f} s ({planned - used:+.0f} s to "
+                 f"the rest); the job: {elapsed:.0f} s of {self.budget:g} s, finish estimated at "
+                 f"{clock_time(finish - elapsed)} ({finish:.0f} s)")
+
+
+def prior_work(settings: Mapping, train_files: int) -> float:
+    """File x step units of the prior's fit: its files read, each fit's steps, its fits (one, or one per penalty
+    and held-out fold plus the final one)."""
+    fit = settings.get("prior_fit", {})
+    penalties, folds = len(fit.get("penalties", (0.01,))), fit.get("folds", 3)
+    fits = 1 + (penalties * folds if penalties > 1 else 0)
+    return min(fit.get("files", 0), train_files) * fit.get("steps", 300) * fits
+
+
+def setting(settings: Mapping, key: str) -> object:
+    """The value of a dotted key ('prior_fit.steps'); 'all' for valid_configs 0."""
+    value = settings
+    for part in key.split("."):
+        value = value.get(part, {"members": 1}.get(part, 0))
+    return "all" if key == "data.valid_configs" and not value else value
+'''
+
 # ---------------------------------------- solution.tools.settings
 SOURCES['solution.tools.settings'] = '''\
 """Settings: where the package's configs live, how YAML files layer over them, and what a checkpoint fixes."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -6425,6 +6823,17 @@ def layered(base: Mapping, override: Mapping) -> dict:
         else:
             out[key] = value
     return out
+
+
+def section(settings: Mapping, key: str, kind: type, collection: str):
+    """The `key:` mapping of a collection's settings as the dataclass `kind` (its defaults where absent); a key the
+    dataclass does not have is a SettingsError naming the ones it has."""
+    try:
+        return kind(**settings.get(key, {}))
+    except TypeError as error:
+        keys = ", ".join(field.name for field in dataclasses.fields(kind))
+        raise SettingsError(f"{collection}: {key}={settings.get(key)!r} ({error}); expected a mapping of some of "
+                            f"{keys}") from None
 
 
 def read_yaml(path: str | Path) -> dict:

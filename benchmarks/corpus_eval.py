@@ -30,9 +30,9 @@ The noise ceiling of a replicate is the same score of a submission ranked by the
 over replicates with its 95 % t interval; "% of ceiling" is 100 x model / ceiling per replicate. Each --variant
 NAME=YAML layers that file over the shipped settings (and any --config layers) and is fitted on the same replicates;
 its Δ against the shipped settings is paired by replicate. With --budget S, each collection trains for its share of S
-as `solution run --budget S` gives it (pipeline.SHARES), instead of --seconds each. The physics prior's fit of a
-replicate is made once and shared by every setting whose fit would be the same. A setting with `members` > 1 fits that
-many seeds in equal parts of --seconds and ranks by their rank ensemble, as `solution run`. With --members K, every
+(`budget.share`, preprocessing included), instead of --seconds each. The physics prior's fit of a replicate is made
+once and shared by every setting whose fit would be the same. A setting with `members` > 1 fits that many seeds in
+equal parts of --seconds and ranks by their rank ensemble, as `solution run`. With --members K, every
 setting instead fits K members of --seconds each (seeds as `solution run` gives them) and the ensemble of its first k
 is scored as a setting of its own, "NAME xk", paired against the first alone. Replicates run in seed order, each over
 every collection, and the report is rewritten after each: a run stopped early keeps the report of the replicates it
@@ -68,6 +68,7 @@ from solution.data.tasks import task_of
 from solution.submission.ensemble import ensemble
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools import pipeline
+from solution.tools.plan import training_shares
 from solution.tools.settings import configs_folder, read_settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -409,7 +410,7 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
 
 def seconds_of(args: argparse.Namespace, collection: str) -> float:
     """A collection's training seconds per fit: its share of --budget as `solution run` gives it, or --seconds."""
-    return args.budget * pipeline.SHARES[collection] if args.budget is not None else args.seconds
+    return args.budget * training_shares(read_settings())[collection] if args.budget is not None else args.seconds
 
 
 def trained_for(args: argparse.Namespace) -> str:

@@ -131,7 +131,7 @@ def test_predict_stops_on_a_bad_test_file_naming_it(fixtures, tmp_path, capsys):
 
 def test_kernel_names_missing_collections_and_writes_what_it_can(fixtures, tmp_path):
     log, _ = run_kernel(tmp_path, {"SOLUTION_DATA_ROOT": str(fixtures), "SOLUTION_CACHE": str(tmp_path / "cache"),
-                                   "SOLUTION_OUTPUT_DIR": str(tmp_path / "out"), "SOLUTION_TIME_BUDGET": "4"})
+                                   "SOLUTION_OUTPUT_DIR": str(tmp_path / "out"), "SOLUTION_TIME_BUDGET": "600"})
     missing = [c for c in COLLECTIONS if c != COLLECTION]
     assert f"the data root holds no {', '.join(missing)}" in log
     assert (tmp_path / "out" / "parts" / "layout_xla_random.csv").is_file()

@@ -76,13 +76,22 @@ def test_one_member_validates_as_lightning_does_and_a_repeated_member_changes_no
     assert twice == pytest.approx(alone) and alone["files"] == len(datamodule.graphs("valid"))
 
 
-def test_members_share_the_time_equally(monkeypatch, tmp_path):
-    calls = []
-    monkeypatch.setattr(pipeline, "train", lambda collection, settings, seconds, job, member: calls.append(
-        (seconds, member)) or Path(f"{member}.ckpt"))
-    job = pipeline.Job(tmp_path, tmp_path)
+def test_members_share_the_time_equally_and_what_one_leaves_moves_on(monkeypatch, tmp_path):
+    calls, clock, used = [], [0.0], {}
+
+    def train(collection, settings, seconds, job, member):  # takes `used` of its time, all of it by default
+        calls.append((seconds, member))
+        clock[0] += used.get(member, 1.0) * seconds
+        return Path(f"{member}.ckpt")
+
+    monkeypatch.setattr(pipeline, "train", train)
+    job = pipeline.Job(tmp_path, tmp_path, clock=lambda: clock[0])
     assert pipeline.train_members(COLLECTION, {"members": 4}, 100.0, job) == [Path(f"{j}.ckpt") for j in range(4)]
     assert calls == [(25.0, 0), (25.0, 1), (25.0, 2), (25.0, 3)]
+    calls.clear()
+    used[0] = 0.0  # the first member stops at once: the others share its time
+    pipeline.train_members(COLLECTION, {"members": 4}, 90.0, job)
+    assert [seconds for seconds, _ in calls] == pytest.approx([22.5, 30.0, 30.0, 30.0])
     calls.clear()
     pipeline.train_members(COLLECTION, {"members": 2}, 0.5, job)
     assert calls == [(pipeline.MIN_SECONDS, 0), (pipeline.MIN_SECONDS, 1)]

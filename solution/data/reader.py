@@ -228,6 +228,23 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
+def array_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Each array's shape in an .npz, read from its header alone (no array is decompressed past it); a file that
+    is not a readable archive of .npy arrays is a DataError naming it."""
+    path = Path(path)
+    headers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    shapes = {}
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            for key in npz.files:
+                with npz.zip.open(f"{key}.npy") as member:
+                    shapes[key] = headers[np.lib.format.read_magic(member)](member)[0]
+    except Exception as err:  # no such file, not a zip, a cut member, an unknown .npy version
+        raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})",
+                        "a complete .npz (zip) file of numeric arrays") from err
+    return shapes
+
+
 def _read_compact(npz: np.lib.npyio.NpzFile, key: str) -> np.ndarray | None:
     """The member `key` read _BLOCK elements at a time into int8, each block checked to hold only whole numbers
     within the key's bounds: the array never sits in memory at its stored width (a 100k-config float32

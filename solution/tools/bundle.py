@@ -20,7 +20,7 @@ from pathlib import Path
 from ..atomic import atomic_write
 from ..errors import OK
 from .kernel import COMPETITION, DEFAULT_BUDGET
-from .pipeline import SHARES
+from .plan import training_shares
 from .settings import configs_folder, read_settings
 
 KERNEL_FILE = "kaggle_kernel.py"
@@ -85,10 +85,10 @@ Settings (environment variables; on Kaggle all are optional):
   SOLUTION_DATA_ROOT       the competition data; default /kaggle/input/{competition}, else the first
                            attached input that holds npz_all/npz
   SOLUTION_OUTPUT_DIR      where submission.csv, parts/ and checkpoints/<collection>.ckpt go; default /kaggle/working
-  SOLUTION_TIME_BUDGET     seconds of training for all five collections together, preprocessing included;
-                           default {budget:.0f}, shared out as
+  SOLUTION_TIME_BUDGET     wall-clock seconds of the whole job, start to checked submission.csv; default
+                           {budget:.0f}; the job plans its steps from the files' sizes and trains each
+                           collection for its share of what they leave:
                            {shares}
-                           (time a collection leaves unused is shared among the rest)
   SOLUTION_CHECKPOINTS     a folder of <collection>.ckpt (e.g. an earlier run's checkpoints/, attached as a
                            dataset, or `solution fit` checkpoints renamed): those collections are not trained
   SOLUTION_CACHE           preprocessed graphs; default <temp dir>/solution-cache (never the read-only input)
@@ -189,7 +189,8 @@ def literal(text: str) -> str:
 def render() -> str:
     """The text of kaggle_kernel.py: deterministic (sorted modules, no timestamps), so that it can be checked."""
     sources, packages = bundled_sources(package_dir())
-    shares = "\n".join(textwrap.wrap(", ".join(f"{c}={share:.0%}" for c, share in SHARES.items()), 80,
+    shares = "\n".join(textwrap.wrap(", ".join(f"{c}={share:.0%}" for c, share in training_shares(
+        read_settings(configs_folder())).items()), 80,
                                       subsequent_indent=" " * 27))
     header = HEADER.format(competition=COMPETITION, budget=DEFAULT_BUDGET, shares=shares)
     settings = pprint.pformat(read_settings(configs_folder()), width=110, sort_dicts=False)

@@ -16,6 +16,7 @@ from ..submission.writer import SubmissionWriter
 from ..training.callbacks import LaterOnTies, LRMonitor
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
 from ..training.module import RankingModule
+from .plan import BudgetSettings
 from .settings import DERIVED, configs_folder, read_settings, read_yaml, with_checkpoint
 from .tracking import RunRecorder, describe, unfinished_run
 
@@ -49,6 +50,10 @@ class CLI(LightningCLI):
                             help="how `solution run` weighs the physics prior's parts: fitted to the runtimes of up "
                                  "to `files` train files (0: the plain count of elements); fit and the other "
                                  "commands ignore it")
+        parser.add_argument("--budget", type=BudgetSettings, default=BudgetSettings(),
+                            help="the collection's part in `solution run --budget S`: its share of the training "
+                                 "time and the rates its other steps are planned at; fit and the other commands "
+                                 "ignore it")
 
     def _parse_ckpt_path(self) -> None:
         """With `--ckpt_path FILE`, the checkpoint's settings (read as data: `read_checkpoint`) replace the model and

@@ -9,13 +9,11 @@ all run this; it needs neither the Lightning CLI nor W&B."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -39,10 +37,9 @@ from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
-from .settings import read_settings, with_checkpoint
+from .plan import Plan, collection_sizes, prior_fitted
+from .settings import read_settings, section, with_checkpoint
 
-SHARES = {"tile:xla": 0.10, "layout:xla:random": 0.20, "layout:xla:default": 0.20, "layout:nlp:random": 0.25,
-          "layout:nlp:default": 0.25}  # of the training budget; time one leaves unused is shared among the rest
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
 MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
 QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
@@ -63,7 +60,7 @@ class Job:
     root: Path  # the data (read only)
     output: Path  # submission.csv, parts/, checkpoints/
     cache: Path | None = None  # preprocessed graphs; None: the default ($SOLUTION_CACHE or ~/.cache/solution)
-    budget: float | None = None  # seconds of training for all collections together; None: each its max_epochs
+    budget: float | None = None  # wall-clock seconds of the whole job (`plan.py`); None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
     runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
     # collection -> the settings given when the user sets nothing (a checkpoint's settings replace those freely;
@@ -71,6 +68,8 @@ class Job:
     defaults: Mapping[str, Mapping] | None = None
     # extra Trainer arguments of a collection's fit (e.g. a logger and run-record callbacks): (collection, settings)
     trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
+    clock: Callable[[], float] = time.monotonic  # the job's seconds (tests give their own)
+    budget_source: str = "--budget"  # what the user set the budget with, for the plan's errors
 
     @property
     def parts(self) -> Path:
@@ -148,9 +147,25 @@ class Progress(Callback):
                 f"({time.monotonic() - self.start:.0f} s)")
 
 
+class Deadline(Callback):
+    """Stops a fit once the job's clock passes `deadline`, checked after each training batch and each validation:
+    preprocessing and validation count, as they do on the wall clock; the first batch always trains."""
+
+    def __init__(self, deadline: float, clock: Callable[[], float]) -> None:
+        self.deadline, self.clock = deadline, clock
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args) -> None:
+        trainer.should_stop = trainer.should_stop or self.clock() >= self.deadline
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self.on_train_batch_end(trainer)
+
+
 def train(collection: str, settings: Mapping, seconds: float | None, job: Job, member: int = 0) -> Path:
-    """Fit one collection (for at most `seconds`, when given); its best checkpoint by val/score (the last
-    weights when no validation ran) goes to <output>/checkpoints/<collection>.ckpt (ensemble member j > 0:
+    """Fit one collection (for at most `seconds` of the job's clock from now, preprocessing included, when given);
+    its best checkpoint by val/score (the last weights when no validation ran) goes to
+    <output>/checkpoints/<collection>.ckpt (ensemble member j > 0:
     <collection>.member<j>.ckpt, trained with seed_everything + 1000 j, and with `member_folds` on the data of
     `member_data`)."""
     path = job.checkpoint_path(collection, member)
@@ -165,36 +180,26 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
     callbacks = [best, Progress(collection), *extras.pop("callbacks", [])]
+    if seconds is not None:
+        callbacks.append(Deadline(job.clock() + seconds, job.clock))
     trainer = pl.Trainer(**{**QUIET, **settings["trainer"], **extras}, callbacks=callbacks,
-                         max_time=timedelta(seconds=seconds) if seconds is not None else None,
                          plugins=[AtomicCheckpointIO()])
     trainer.fit(model, datamodule=datamodule)
     if not best.best_model_path:
         trainer.save_checkpoint(path)
-    stop = "the time limit" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
+    stop = "its time" if trainer.current_epoch < trainer.max_epochs else "max_epochs"
     say(f"[{collection}] stopped by {stop} after {trainer.current_epoch} epochs; saved {path}")
     return path
 
 
 def train_members(collection: str, settings: Mapping, seconds: float | None, job: Job) -> list[Path]:
-    """The checkpoints of the collection's `members` fits, each with an equal part of `seconds`
-    (each its max_epochs without a limit)."""
+    """The checkpoints of the collection's `members` fits, each with an equal part of the `seconds` still left
+    when it starts (each its max_epochs without a limit)."""
     count = members(settings)
-    part = None if seconds is None else max(seconds / count, MIN_SECONDS)
-    return [train(collection, settings, part, job, member) for member in range(count)]
-
-
-def train_all(collections: list[str], settings: Mapping[str, Mapping], job: Job) -> dict[str, list[Path]]:
-    """Train `collections` in turn (each its ensemble members); under a budget each gets its share of what is
-    still left (preprocessing counts)."""
-    start, trained = time.monotonic(), {}
-    for index, collection in enumerate(collections):
-        seconds = None
-        if job.budget is not None:
-            left = job.budget - (time.monotonic() - start)
-            seconds = max(left * SHARES[collection] / sum(SHARES[c] for c in collections[index:]), MIN_SECONDS)
-        trained[collection] = train_members(collection, settings[collection], seconds, job)
-    return trained
+    end = None if seconds is None else job.clock() + seconds
+    return [train(collection, settings, None if end is None else max((end - job.clock()) / (count - member),
+                                                                     MIN_SECONDS), job, member)
+            for member in range(count)]
 
 
 def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
@@ -214,7 +219,7 @@ def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tupl
 
 
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
-             validate: bool = True) -> dict[str, float]:
+             validate: bool = True, parts: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), and write its test predictions to
     <output>/parts/<collection>.csv (with `predict`); returns its validation metrics (`score`, ...) and the number
     of validation files, or nothing when it does not validate. An ensemble ranks by the mean of its members'
@@ -224,14 +229,16 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     on it. With `prior_weights` the valid files are always ranked: the weight w that scores best there blends the
     physics prior's ranks in as w against 1 - w for the members together (its ranking under
     parts/members/<collection>.prior/), in the validation metrics and the test predictions (at w = 1 the members
-    rank no test file); a data root without valid files ranks by the model alone when not asked to validate."""
+    rank no test file); a data root without valid files ranks by the model alone when not asked to validate. The
+    prior's weights are `parts` where given, else fitted here (`part_weights`)."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
     weights = prior_weights(settings, collection)
     if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
         say(f"[{collection}] no valid files to pick the physics prior's weight by: ranking by the model alone")
         weights = [0.0]
     ranks_valid = validate or len(weights) > 1
-    parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
+    if parts is None:
+        parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
@@ -296,12 +303,7 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
 def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
     `prior_fit` says (`models/prior.py`), or the plain count of elements where it names no files."""
-    try:
-        fit = PriorFit(**settings.get("prior_fit", {}))
-    except TypeError as error:
-        keys = ", ".join(field.name for field in dataclasses.fields(PriorFit))
-        raise SettingsError(f"{collection}: prior_fit={settings.get('prior_fit')!r} ({error}); expected a mapping of "
-                            f"some of {keys}") from None
+    fit = section(settings, "prior_fit", PriorFit, collection)
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
     start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
@@ -366,7 +368,8 @@ def given_checkpoints(folder: Path | None) -> dict[str, list[Path]]:
 def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     """Fit (or load) every collection the data root holds, predict its test files, write a checked
     <output>/submission.csv and print the validation scores; returns collection -> validation metrics (and
-    `final` when all five are present)."""
+    `final` when all five are present). Under a budget the job plans its time first (`plan.py`): a budget too
+    small for these files is a SettingsError before anything runs."""
     logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # these progress lines replace Lightning's banners
     warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")  # shared on purpose
     warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
@@ -375,12 +378,17 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     missing = [c for c in COLLECTIONS if c not in present]
     if not present:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
+    given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    plan = None
+    if job.budget is not None:
+        plan = Plan(job.budget, {c: dict(settings[c]) for c in present},
+                    {c: collection_sizes(job.root, c) for c in present}, job.clock, say, given=set(given))
+        plan.check_enough(job.budget_source)
     if missing:
         say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
             f" skipped, and submission.csv covers only {', '.join(present)}")
-    checkpoints = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
-    checkpoints.update(train_all([c for c in present if c not in checkpoints], settings, job))
-    scores: dict[str, dict] = {c: evaluate(c, checkpoints[c], settings[c], job) for c in present}
+    scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c))
+              for index, c in enumerate(present)}
     parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
     say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
@@ -388,6 +396,34 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
         scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
     say(f"\nvalidation scores of the checkpoints used:\n{format_scores(scores)}")
     return scores
+
+
+def rank_collection(collection: str, remaining: list[str], settings: Mapping, job: Job, plan: Plan | None,
+                    checkpoints: list[Path] | None) -> dict[str, float]:
+    """One collection of the job (remaining[0]; the others follow it): fit its members (or use `checkpoints`), fit
+    its physics prior, validate and predict; under a `plan`, with the settings and training time it re-plans,
+    each later step timed for the plan's estimates."""
+    start = job.clock()
+    seconds = plan.training_seconds(remaining) if plan else None
+    planned = seconds + plan.reserved(collection) if plan else None
+    settings = plan.settings[collection] if plan else settings
+    if checkpoints is None:
+        setup = plan.estimate(collection, "setup") if plan else 0.0
+        checkpoints = train_members(collection, settings, None if plan is None else setup + seconds, job)
+    if plan:
+        plan.before_later_steps(remaining)
+        settings = plan.settings[collection]
+    began, parts = job.clock(), None
+    if len(prior_weights(settings, collection)) > 1:
+        parts = part_weights(collection, settings, job)
+        if plan and prior_fitted(settings):
+            plan.measured(collection, "prior", job.clock() - began)
+    began = job.clock()
+    metrics = evaluate(collection, checkpoints, settings, job, parts=parts)
+    if plan:
+        plan.measured(collection, "evaluate", job.clock() - began)
+        plan.progress(collection, planned, job.clock() - start, remaining[1:])
+    return metrics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -399,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a YAML layered over every collection's configs/ settings (repeatable), "
                              "e.g. configs/demo.yaml")
     parser.add_argument("--budget", type=float, default=None,
-                        help="seconds of training for all collections together; default: each its max_epochs")
+                        help="wall-clock seconds of the whole job, start to checked submission.csv (planned from the "
+                             "files' sizes, re-planned as it goes); default: each collection its max_epochs")
     parser.add_argument("--checkpoints", type=Path, default=None,
                         help="a folder of <collection>.ckpt to use instead of training those collections")
     parser.add_argument("--cache", type=Path, default=None, help="preprocessed graphs; default: the data module's")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,17 @@ def layered(base: Mapping, override: Mapping) -> dict:
         else:
             out[key] = value
     return out
+
+
+def section(settings: Mapping, key: str, kind: type, collection: str):
+    """The `key:` mapping of a collection's settings as the dataclass `kind` (its defaults where absent); a key the
+    dataclass does not have is a SettingsError naming the ones it has."""
+    try:
+        return kind(**settings.get(key, {}))
+    except TypeError as error:
+        keys = ", ".join(field.name for field in dataclasses.fields(kind))
+        raise SettingsError(f"{collection}: {key}={settings.get(key)!r} ({error}); expected a mapping of some of "
+                            f"{keys}") from None
 
 
 def read_yaml(path: str | Path) -> dict:
