@@ -27,7 +27,7 @@ def load(name: str):
 
 
 @pytest.mark.parametrize("name", ["data_bench", "ablations", "speed", "segments", "ensembles", "budget", "scatter",
-                                  "predict_scale", "own_programs", "precision"])
+                                  "predict_scale", "own_programs", "precision", "wall_budget"])
 def test_benchmark_smoke(name, capsys, tmp_path):
     out_file = ["--out", str(tmp_path / f"{name}.md")] if name != "data_bench" else []
     assert load(name).main(["--smoke", *out_file]) == 0
@@ -46,6 +46,7 @@ def test_benchmark_smoke(name, capsys, tmp_path):
                 "precision": ["| layout:xla:default | 1 |", "| layout:xla:default | 0, 0 |", "Δ (paired)"],
                 "predict_scale": ["| 0 (0 started) | cold |", "| 0 (0 started) | warm |", "configs/s", "bert_like"],
                 "budget": ["| layout:xla:random | 0.05 |", "after − before", "budget.svg"],
+                "wall_budget": ["| 240 |", "wall / budget", "models alone", "layout:nlp:default"],
                 "segments": ["| 800 | 4 |", "segments: peak memory of the largest graph / the smallest",
                              "| layout:nlp:random |", "| whole graph | segments |"],
                 "ensembles": ["| tile:xla |", "| layout:xla:random |", "2-seed ensemble", "2-fold ensemble",

@@ -174,8 +174,10 @@ def test_kernel_runs_alone_and_writes_a_checked_submission(kaggle_input, tiny_ro
     report = check(trained, tiny_root)
     assert report.ok and len(report.rows) == report.expected, report.problems
     assert set(score(trained, read_answers(tiny_root / "answers.csv"))) >= {*COLLECTIONS, "final"}
+    assert log.count("[plan] ") >= len(COLLECTIONS) and "s of the 600 s budget left" in log
     for collection in COLLECTIONS:
         assert f"[{collection}] preprocessing and training" in log
+        assert f"[{collection}] done in " in log and "finish estimated at" in log
         assert (tmp_path / "trained" / "checkpoints" / f"{collection_file_stem(collection)}.ckpt").is_file()
     assert "final (mean of 5)" in log
 

@@ -121,8 +121,8 @@ def test_short_time_cuts_the_later_steps_in_order_and_says_so():
     # 305 s left, the steps other than training may take 152.5 s: the prior's cuts fall short, half the valid configs do
     seconds = plan.training_seconds([LAYOUT])
     cuts = [line for line in lines if line.startswith("[plan] time is short")]
-    assert cuts == [f"[plan] time is short: {LAYOUT} cuts prior_fit.penalties from [0.01, 0.1] to [0.01], saving ~2 s",
-                    f"[plan] time is short: {LAYOUT} cuts prior_fit.steps from 400 to 50, saving ~0 s",
+    assert cuts == [f"[plan] time is short: {LAYOUT} cuts prior_fit.steps from 400 to 50, saving ~2 s",
+                    f"[plan] time is short: {LAYOUT} cuts prior_fit.penalties from [0.01, 0.1] to [0.01], saving ~0 s",
                     f"[plan] time is short: {LAYOUT} cuts data.valid_configs from all to 500, saving ~40 s"]
     assert seconds == pytest.approx(305 - 90 - 60 - 0.05)
     assert plan.settings[LAYOUT]["data"]["valid_configs"] == 500 and plan.settings[LAYOUT]["prior_fit"]["steps"] == 50

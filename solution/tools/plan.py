@@ -6,8 +6,9 @@ A collection's time is its preprocessing (inside its training time), its trainin
 validating and predicting. Estimates are `BudgetSettings` rates x the sizes the files' headers give, each kind of
 step re-scaled by what the job's own steps of that kind took (so that a slower machine is learned, not assumed).
 Training gets what the estimates leave, shared out by `share`; where it would get less than `train_at_least` of
-the time left, the later steps are cut, in this order: the prior's penalty search, the prior's steps (to
-`min_prior_steps`), the validation configs per file (to `min_valid_configs`), the ensemble members (to one)."""
+the time left, the later steps are cut, in this order: the prior's steps (halved, down to `min_prior_steps`), its
+penalty search (one fit with the first penalty), the validation configs per file (halved, down to
+`min_valid_configs`), the ensemble members (to one)."""
 
 from __future__ import annotations
 
@@ -125,7 +126,7 @@ def cut_members(settings: Mapping, rates: BudgetSettings, most_valid: int) -> di
 
 
 # what is cut when time is short, in order: (the setting it changes, the cut)
-CUTS = (("prior_fit.penalties", cut_penalties), ("prior_fit.steps", cut_prior_steps),
+CUTS = (("prior_fit.steps", cut_prior_steps), ("prior_fit.penalties", cut_penalties),
         ("data.valid_configs", cut_valid_configs), ("members", cut_members))
 
 
