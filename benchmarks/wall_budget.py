@@ -15,6 +15,7 @@ Writes benchmarks/results/wall_budget.md (--out) and keeps each run's log beside
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -62,7 +63,8 @@ def commit_of(tree: Path) -> str:
 def report(runs: list[dict], root: Path) -> str:
     """The markdown table of every run."""
     lines = [f"# `solution run --budget S`: wall-clock against budget ({date.today()})", "",
-             f"Data: `{root}`; each run in its own process from an empty cache; scores are the run's own validation "
+             f"Data: `{os.path.relpath(root, REPO)}`; each run in its own process from an empty cache; scores are "
+             "the run's own validation "
              "scores (valid files; the physics prior's blend weight is picked on them, so `final` carries that "
              "choice's optimism: `models alone` does not). Target: wall / budget <= 1.05.", "",
              "| tree | budget s | wall s | wall / budget | final | models alone | " + " | ".join(COLLECTIONS)

@@ -27,7 +27,8 @@ def load(name: str):
 
 
 @pytest.mark.parametrize("name", ["data_bench", "ablations", "speed", "segments", "ensembles", "budget", "scatter",
-                                  "predict_scale", "own_programs", "precision", "wall_budget"])
+                                  "predict_scale", "own_programs", "precision", "wall_budget",
+                                  "prior_steps"])
 def test_benchmark_smoke(name, capsys, tmp_path):
     out_file = ["--out", str(tmp_path / f"{name}.md")] if name != "data_bench" else []
     assert load(name).main(["--smoke", *out_file]) == 0
@@ -46,6 +47,7 @@ def test_benchmark_smoke(name, capsys, tmp_path):
                 "precision": ["| layout:xla:default | 1 |", "| layout:xla:default | 0, 0 |", "Δ (paired)"],
                 "predict_scale": ["| 0 (0 started) | cold |", "| 0 (0 started) | warm |", "configs/s", "bert_like"],
                 "budget": ["| layout:xla:random | 0.05 |", "after − before", "budget.svg"],
+                "prior_steps": ["| layout:xla:random | 9 |", "5 steps: tau, Δ, fit s", "Δ against 10 steps"],
                 "wall_budget": ["| 240 |", "wall / budget", "models alone", "layout:nlp:default"],
                 "segments": ["| 800 | 4 |", "segments: peak memory of the largest graph / the smallest",
                              "| layout:nlp:random |", "| whole graph | segments |"],
