@@ -4,6 +4,7 @@ Time is injected: nothing here sleeps or reads the wall clock."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,16 @@ def test_sizes_from_headers_are_those_of_the_arrays(tiny_root):
             expected = [(len(g.node_feat), g.num_configs, 1 if g.config_node_ids is None else len(g.config_node_ids))
                         for g in graphs]
             assert sizes.files[split].tolist() == [list(row) for row in expected], (collection, split)
+
+
+def test_sizes_leave_out_a_file_that_does_not_read(tiny_root, tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(tiny_root, root)
+    train = list_files(root, LAYOUT, "train")
+    train[0].write_bytes(train[0].read_bytes()[:100])
+    sizes = collection_sizes(root, LAYOUT)
+    assert len(sizes.files["train"]) == len(train) - 1
+    assert sizes.files["valid"].tolist() == collection_sizes(tiny_root, LAYOUT).files["valid"].tolist()
 
 
 def test_array_shapes_of_real_format_files_and_of_a_cut_one(tmp_path):

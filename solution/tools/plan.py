@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..constants import SPLITS
-from ..data.reader import array_shapes, list_files
+from ..data.reader import DataError, array_shapes, list_files
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from .settings import section
@@ -76,7 +76,7 @@ class Sizes:
 
 
 def collection_sizes(root, collection: str) -> Sizes:
-    """The sizes of every file of `collection` under `root` (a split without files counts none)."""
+    """The sizes of every readable file of `collection` under `root` (a split without files counts none)."""
     task, found = task_of(collection), {}
     for split in SPLITS:
         try:
@@ -85,9 +85,12 @@ def collection_sizes(root, collection: str) -> Sizes:
             paths = []
         rows = []
         for path in paths:
-            shapes = array_shapes(path)
-            configurable = shapes.get("node_config_ids", (1,))[0] if task.name == "layout" else 1
-            rows.append((shapes["node_feat"][0], shapes["config_runtime"][0], configurable))
+            try:
+                shapes = array_shapes(path)
+                configurable = shapes["node_config_ids"][0] if task.name == "layout" else 1
+                rows.append((shapes["node_feat"][0], shapes["config_runtime"][0], configurable))
+            except (DataError, KeyError, IndexError):
+                continue  # the data module reports it (or, with data.skip_bad_files, leaves it out)
         found[split] = np.array(rows, np.int64).reshape(-1, 3)
     return Sizes(found)
 
