@@ -2106,6 +2106,7 @@ FORMAT = {
 LENGTHS = {"n": "nodes", "c": "configs", "nc": "configurable nodes"}
 NONEMPTY = ("n", "c")  # a graph has nodes and a file at least one config
 _INT64_MAX = np.iinfo(np.int64).max
+NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}  # by version
 _BLOCK = 1 << 22  # elements per chunk of the element-wise checks: bounded temporaries on 0.86 GB config blocks
 
 
@@ -2167,13 +2168,12 @@ def array_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
     """Each array's shape in an .npz, read from its header alone (no array is decompressed past it); a file that
     is not a readable archive of .npy arrays is a DataError naming it."""
     path = Path(path)
-    headers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
     shapes = {}
     try:
         with np.load(path, allow_pickle=False) as npz:
             for key in npz.files:
                 with npz.zip.open(f"{key}.npy") as member:
-                    shapes[key] = headers[np.lib.format.read_magic(member)](member)[0]
+                    shapes[key] = NPY_HEADERS[np.lib.format.read_magic(member)](member)[0]
     except Exception as err:  # no such file, not a zip, a cut member, an unknown .npy version
         raise DataError(path, "<file>", f"unreadable archive ({type(err).__name__}: {err})",
                         "a complete .npz (zip) file of numeric arrays") from err
@@ -2186,10 +2186,9 @@ def _read_compact(npz: np.lib.npyio.NpzFile, key: str) -> np.ndarray | None:
     node_config_feat is 1 GB, 4x its int8). None where it is not a plain C-order array of numbers that all pass:
     the caller reads it whole, and the checks report what is wrong with it."""
     low, high = FORMAT[key].bounds
-    headers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
     try:
         with npz.zip.open(f"{key}.npy") as member:
-            read_header = headers.get(np.lib.format.read_magic(member))
+            read_header = NPY_HEADERS.get(np.lib.format.read_magic(member))
             if read_header is None:
                 return None
             shape, fortran_order, dtype = read_header(member)

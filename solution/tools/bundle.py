@@ -189,11 +189,11 @@ def literal(text: str) -> str:
 def render() -> str:
     """The text of kaggle_kernel.py: deterministic (sorted modules, no timestamps), so that it can be checked."""
     sources, packages = bundled_sources(package_dir())
-    shares = "\n".join(textwrap.wrap(", ".join(f"{c}={share:.0%}" for c, share in training_shares(
-        read_settings(configs_folder())).items()), 80,
-                                      subsequent_indent=" " * 27))
+    shipped = read_settings(configs_folder())
+    shares = "\n".join(textwrap.wrap(", ".join(f"{c}={share:.0%}" for c, share in training_shares(shipped).items()),
+                                      80, subsequent_indent=" " * 27))
     header = HEADER.format(competition=COMPETITION, budget=DEFAULT_BUDGET, shares=shares)
-    settings = pprint.pformat(read_settings(configs_folder()), width=110, sort_dicts=False)
+    settings = pprint.pformat(shipped, width=110, sort_dicts=False)
     embedded = [f"# {'-' * 40} {name}\nSOURCES[{name!r}] = {literal(text)}" for name, text in sources.items()]
     data = [f"SETTINGS = {settings}", f"LIGHTNING_MODULES = {lightning_modules(sources)!r}",
             f"PACKAGES = {packages!r}", "SOURCES = {}", *embedded]
