@@ -403,7 +403,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
-PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.programs', 'solution.submission', 'solution.tools', 'solution.training')
+PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.physics', 'solution.programs', 'solution.submission', 'solution.tools', 'solution.training')
 
 SOURCES = {}
 
@@ -595,6 +595,7 @@ SOURCES['solution.data.batch'] = '''\
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -602,11 +603,15 @@ import torch
 from torch import Tensor
 
 from ..constants import PAD
-from .packing import unpack
+from ..errors import SettingsError
 from .partition import partition
 from .preprocess import Graph
-from .propagation import file_propagation
 from .tasks import Task
+
+TRAFFIC_FEATURES = 2  # per configurable node and config: the traffic its layouts cause, over the file's and itself
+# (graph, its config rows [C]) -> [C, K, TRAFFIC_FEATURES]: `data.traffic`'s features from the whole file
+# (`config_traffic` of solution/physics/propagation.py, given by whoever builds the loader: data/ imports no physics)
+ConfigTraffic = Callable[[Graph, np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -621,7 +626,7 @@ class Batch:
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
-    config_traffic: Tensor | None = None  # [G, C, K, 2] the traffic each config's layouts cause per node, 0 padded
+    config_traffic: Tensor | None = None  # [G, C, K, TRAFFIC_FEATURES] the traffic of each config per node, 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -652,13 +657,22 @@ def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
     return out
 
 
+def wanted_traffic(wanted: bool, traffic: ConfigTraffic | None) -> ConfigTraffic | None:
+    """The traffic features a collate adds: `traffic` where the data settings ask for them (`data.traffic`), else
+    none; a SettingsError where they ask and the builder of the loader gave none."""
+    if wanted and traffic is None:
+        raise SettingsError("data.traffic=true needs the traffic features of solution/physics/propagation.py "
+                            "(`config_traffic`); whatever builds this loader gave none")
+    return traffic if wanted else None
+
+
 class Collate:
     """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
     `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training);
-    with `traffic`, the memory traffic each config's layouts cause per configurable node (data/propagation.py)."""
+    with `traffic`, the memory traffic each config's layouts cause per configurable node (`ConfigTraffic`)."""
 
     def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0,
-                 traffic: bool = False) -> None:
+                 traffic: ConfigTraffic | None = None) -> None:
         self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
         self.traffic = traffic
 
@@ -682,10 +696,9 @@ class Collate:
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
-        if self.traffic:  # from each graph's whole file: pruning keeps too little of the paths layouts take
-            traffic = [file_propagation(g.meta["path"], g.meta["split"]).features(unpack(np.asarray(g.configs[r])))
-                       for g, r in zip(graphs, rows)]  # [C, K, 2] each
-            batch["config_traffic"] = pad(traffic, 0)  # [G, C, K, 2]
+        if self.traffic is not None:  # from each graph's whole file
+            traffic = [self.traffic(g, r) for g, r in zip(graphs, rows)]  # [C, K, TRAFFIC_FEATURES] each
+            batch["config_traffic"] = pad(traffic, 0)  # [G, C, K, TRAFFIC_FEATURES]
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
         return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})
@@ -876,7 +889,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..constants import SPLITS
 from ..errors import SettingsError
-from .batch import Collate
+from .batch import Collate, ConfigTraffic, wanted_traffic
 from .features import node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
@@ -889,6 +902,8 @@ log = logging.getLogger(__name__)
 class TpuGraphsDataModule(pl.LightningDataModule):
     """One collection of a TpuGraphs folder: preprocessed once into the cache, sampled per step,
     evaluated over every config in fixed-size chunks."""
+
+    config_traffic: ConfigTraffic | None = None  # the features `data.traffic` asks for: set by whoever builds this
 
     def __init__(
         self,
@@ -1008,9 +1023,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         trainer, workers = self.trainer, usable_workers(self.hparams.num_workers)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         seed = torch.initial_seed() % 2**62  # set by seed_everything
+        traffic = wanted_traffic(self.hparams.traffic, self.config_traffic)
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
                           num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout,
-                                                                  self.hparams.segment_nodes, self.hparams.traffic),
+                                                                  self.hparams.segment_nodes, traffic),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
@@ -1330,490 +1346,6 @@ def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCach
     else:
         arrays, meta = cache.load(path, {**asdict(settings), "dedup_on": dedup_configs, "split": split}, build)
     return Graph(**arrays, meta={**meta, "path": str(path), "split": split, "stem": path.stem})
-'''
-
-# ---------------------------------------- solution.data.propagation
-SOURCES['solution.data.propagation'] = '''\
-"""Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
-the bytes they make the program move in 8 x 128 tiles, per configurable node, and the work they make its matrix
-units do, dot by dot, each loop body's once per trip."""
-
-from __future__ import annotations
-
-import functools
-import itertools
-import math
-from dataclasses import dataclass
-
-import numpy as np
-
-from ..constants import LAYOUT_GROUP, SHAPE_DIMS
-from ..layouts import (
-    ELEMENTWISE,
-    FLEXIBLE,
-    MOVEMENT,
-    PINNED,
-    ShapeTables,
-    chosen_layout,
-    perm_index,
-    reduce_map,
-    row_major,
-    shape_tables,
-    transpose_map,
-)
-from ..programs.encode import (
-    CONV,
-    DIMENSIONS,
-    ELEMENT_BYTES,
-    ELEMENT_TYPE,
-    ELEMENT_TYPES,
-    IS_ROOT,
-    LAYOUT,
-    OPCODE_NAMES,
-)
-from .reader import RawGraph, read_graph
-
-LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
-TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
-TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
-CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
-INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
-TRAFFIC_FEATURES = 2
-TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
-PARTS = ("fused", "passes", "relayouts", "copies", "transposes", "launches", "lane_reduces")
-BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast); then kernels
-# launched, and bytes reduced across lanes
-MATMUL = ("multiply_adds", "bytes", "second_minor_feeds", "major_feeds")  # per configurable dot or convolution
-# (every configurable node but a reshape): its multiply-adds over whole output tiles and the bytes its output and
-# operands store (each x its runs), and how many of its operands (and a convolution's output) it feeds with their key
-# dim second-minor, and further out
-# node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
-# feature dims, feature group count
-CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14)
-
-
-@dataclass
-class _Tensor:
-    """What the traffic count needs of one node."""
-
-    name: str  # HLO opcode
-    rank: int  # -1: a tuple
-    dims: tuple[int, ...]  # its sizes (none for a tuple)
-    tables: ShapeTables | None  # bytes stored per order of its dims (None for a tuple)
-    element_bytes: int  # of its element type (4 where the file names none)
-    text: int  # the file's layout of its output, an index into PERMS[rank]
-    operands: list[int]  # producers in node order (the files keep no operand order); a dot's or convolution's two
-    # in HLO order (lhs or input first) where their shapes tell it
-    dimensions: tuple[int, ...]  # the `dimensions` attribute (a transpose's permutation, a reduce's dims)
-    is_root: bool
-    conv: tuple[int, ...]  # a convolution's CONV_DIMS
-    keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its shapes do not say)
-
-
-@dataclass
-class ConfigWork:
-    """What configs make a program do: PARTS summed over its nodes but for the configurable dots' and convolutions'
-    own work ([C, K]), which is kept per dot or convolution (MATMUL, [C, D, 4]): the prior weighs each one's compute
-    against its memory traffic."""
-
-    parts: np.ndarray  # [C, len(PARTS)]
-    matmuls: np.ndarray  # [C, D, len(MATMUL)]
-
-    def __len__(self) -> int:
-        return len(self.parts)
-
-    def __getitem__(self, rows) -> ConfigWork:
-        return ConfigWork(self.parts[rows], self.matmuls[rows])
-
-    def flat_matmuls(self) -> tuple[np.ndarray, np.ndarray]:
-        """The dot records one after the other, [C x D, 4], and the config each is of, [C x D]."""
-        count, matmuls = self.matmuls.shape[:2]
-        return self.matmuls.reshape(-1, len(MATMUL)), np.repeat(np.arange(count), matmuls)
-
-    @staticmethod
-    def concatenate(works: list[ConfigWork], matmuls: int) -> ConfigWork:
-        """The works of successive chunks of configs of one file (with `matmuls` dots and convolutions)."""
-        if not works:
-            return ConfigWork(np.zeros((0, len(PARTS))), np.zeros((0, matmuls, len(MATMUL))))
-        return ConfigWork(np.concatenate([w.parts for w in works]), np.concatenate([w.matmuls for w in works]))
-
-
-class Propagation:
-    """A layout file's graph as the traffic count reads it: its nodes, how often each runs, and which configurable
-    node each config column sets."""
-
-    def __init__(self, raw: RawGraph) -> None:
-        self.tensors = _tensors(raw)
-        self.runs = loop_runs(self.tensors, raw.computation_bounds())  # [n] times per program run
-        blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
-        block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
-        self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
-
-    @functools.cached_property
-    def default(self) -> np.ndarray:
-        """[nc + 1] `traffic` under the file's own layouts (every block -1), computed when first needed."""
-        return self.traffic(np.full((1, len(self.slots), 3 * LAYOUT_GROUP), -1))[0]
-
-    def features(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc, 2] float32 per configurable node under configs [C, nc, 18]: the log of the traffic its layout
-        causes over that under the file's layouts, and the log of that traffic itself (each over TRAFFIC_SCALES)."""
-        moved = np.log1p(self.traffic(configs)[:, :-1])  # [C, nc]
-        features = np.stack([moved - np.log1p(self.default[:-1]), moved], -1)  # [C, nc, 2]
-        return (features / TRAFFIC_SCALES).astype(np.float32)
-
-    def traffic(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc + 1] the bytes moved under configs [C, nc, 18] (values -1..5), per configurable node whose
-        layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
-        return self._passes(configs)[0]
-
-    def work(self, configs: np.ndarray) -> ConfigWork:
-        """What configs [C, nc, 18] make the whole program do: its PARTS, and each configurable dot's or
-        convolution's MATMUL."""
-        return self._passes(configs)[1]
-
-    @functools.cached_property
-    def matmuls(self) -> int:
-        """How many configurable dots and convolutions the file has (every configurable node but its reshapes)."""
-        return sum(self.tensors[i].name != "reshape" for i in self.slots)
-
-    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
-        """`traffic` and `work` of configs, a chunk at a time."""
-        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
-                  for start in range(0, len(configs), CONFIG_CHUNK)]
-        moved = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, len(self.slots) + 1))
-        return moved, ConfigWork.concatenate([c[1] for c in chunks], self.matmuls)
-
-    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
-        """`traffic` and `work` of one chunk of configs, node by node in the file's (topological) order."""
-        tensors = self.tensors
-        layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
-        owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
-        moved = np.zeros((len(configs), len(self.slots) + 1))
-        parts = np.zeros((len(configs), len(PARTS)))
-        matmuls = []
-        for i, tensor in enumerate(tensors):
-            matmul = None
-            if i in self.slots:
-                owner, block_ranks = self.slots[i]
-                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
-            else:
-                source = _layout_source(tensor, tensors, layouts)
-                owner = owners[source] if source >= 0 else -1
-                layout, done = _propagated(tensor, tensors, layouts)
-            if tensor.is_root:  # a result leaves in the file's layout
-                done = done + _copy(tensor, layout, tensor.text)
-            layouts.append(layout)
-            owners.append(owner)
-            runs = self.runs[i]
-            for k, amount in done.items():
-                parts[:, k] += runs * amount
-            moved[:, owner] += runs * done.moved()
-            if matmul is not None:
-                matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]: multiply-adds and bytes per program run
-                moved[:, owner] += matmuls[-1][:, 1]
-        stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
-        return moved, ConfigWork(parts, stacked)
-
-
-def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
-    """[n] how often each node runs per program run: a while loop's body and condition (the computations of the
-    roots the while node has edges to) its trip count times the while node's own runs, a conditional's branches an
-    equal share of its runs, nested calls multiplied; 1 elsewhere."""
-    computation = np.searchsorted(bounds, np.arange(len(tensors)), side="right") - 1  # [n]
-    runs = np.ones(len(tensors))
-    for i in reversed(range(len(tensors))):  # a call's computations come before it: outer calls first
-        if tensors[i].name not in ("while", "conditional"):
-            continue
-        spans = [(bounds[c], bounds[c + 1]) for c in {computation[o] for o in tensors[i].operands} - {computation[i]}]
-        if not spans:  # no edge to a computation of its own
-            continue
-        if tensors[i].name == "while":
-            share = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
-        else:
-            share = 1 / len(spans)
-        for start, end in spans:
-            runs[start:end] = runs[i] * share
-    return runs
-
-
-def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
-    """A loop's trip count as its body's dynamic slices imply it (the files keep no constants): a scan or a decode
-    loop reads or writes one slice of a stacked tensor per trip along one dim (the most slices any of its dims
-    holds), and walks past the end of none, so the fewest of those over the dynamic slices and
-    dynamic-update-slices among the loop's `body` nodes; 1 where there is none."""
-    counts = []
-    for tensor in (tensors[k] for k in body):
-        if tensor.name not in ("dynamic-slice", "dynamic-update-slice"):
-            continue
-        for other in (tensors[o].dims for o in tensor.operands if tensors[o].rank == tensor.rank > 0):
-            whole, piece = (other, tensor.dims) if tensor.name == "dynamic-slice" else (tensor.dims, other)
-            counts.append(max((w // p for w, p in zip(whole, piece) if p > 0), default=1))
-    return min([c for c in counts if c > 1], default=1)
-
-
-@functools.lru_cache(maxsize=256)
-def file_propagation(path: str, split: str) -> Propagation:
-    """The propagation of a layout file of a split, read once per process for the files in use (~0.6 KiB a node)."""
-    return Propagation(read_graph(path, split))
-
-
-def _tensors(raw: RawGraph) -> list[_Tensor]:
-    """The traffic count's view of every node of a file."""
-    feat = raw.node_feat
-    dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
-    ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
-    types = feat[:, ELEMENT_TYPE:ELEMENT_TYPE + len(ELEMENT_TYPES)]  # [n, 19] one-hot
-    element_bytes = np.where(types.any(1), TYPE_BYTES[types.argmax(1)], 4)  # [n]
-    operands: list[list[int]] = [[] for _ in range(len(feat))]
-    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T[::-1])]:  # by consumer, then producer
-        operands[consumer].append(int(producer))
-    tensors = []
-    for i, rank in enumerate(ranks.tolist()):
-        opcode = int(raw.node_opcode[i])
-        shape = tuple(dims[i, :max(rank, 0)].tolist())
-        tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
-        text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
-        tensors.append(_Tensor(
-            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
-            perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
-            tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0),
-            tuple(int(v) for v in feat[i, list(CONV_DIMS)])))
-    for tensor in tensors:
-        tensor.operands = _hlo_order(tensor, tensors)
-        tensor.keyed = _keyed(tensor, tensors)
-    return tensors
-
-
-def _hlo_order(tensor: _Tensor, tensors: list[_Tensor]) -> list[int]:
-    """A dot's or convolution's two operands with the one its shapes say is operand 0 first (node order where they
-    do not say); any other node's as they are."""
-    if tensor.name not in ("dot", "convolution") or len(tensor.operands) != 2 or tensor.rank < 0:
-        return tensor.operands
-    first, second = (tensors[o] for o in tensor.operands)
-    if min(first.rank, second.rank) <= 0:
-        return tensor.operands
-    swapped = _shape_rules(tensor, second, first) > _shape_rules(tensor, first, second)
-    return tensor.operands[::-1] if swapped else tensor.operands
-
-
-def _shape_rules(tensor: _Tensor, lhs: _Tensor, rhs: _Tensor) -> int:
-    """How many of a dot's or convolution's shape rules hold with `lhs` as operand 0 and `rhs` as operand 1."""
-    if tensor.name == "dot":
-        return int(dot_keys(lhs.dims, rhs.dims, tensor.dims) is not None)
-    input_batch, input_feature, kernel_input, kernel_output, output_batch, output_feature, groups = tensor.conv
-
-    def size(dims: tuple[int, ...], d: int) -> int:
-        return dims[d] if 0 <= d < len(dims) else -1
-
-    return ((size(lhs.dims, input_batch) == size(tensor.dims, output_batch))
-            + (size(lhs.dims, input_feature) == size(rhs.dims, kernel_input) * max(groups, 1))
-            + (size(rhs.dims, kernel_output) == size(tensor.dims, output_feature)))
-
-
-def _is_order(dims: tuple[int, ...], rank: int) -> bool:
-    """Whether `dims` orders all `rank` dims of a tensor once each."""
-    return sorted(dims) == list(range(rank))
-
-
-def _layout_source(tensor: _Tensor, tensors: list[_Tensor], layouts: list) -> int:
-    """The operand whose layout a non-configurable node's traffic follows (-1: none): its first laid-out one."""
-    return next((o for o in tensor.operands if tensors[o].rank >= 0 and layouts[o] is not None), -1)
-
-
-class Work(dict):
-    """What one node makes the program do: part (an index into PARTS) -> amount ([C], or one number for all
-    configs)."""
-
-    def __add__(self, other: Work) -> Work:
-        total = Work(self)
-        for part, amount in other.items():
-            total[part] = total.get(part, 0.0) + amount
-        return total
-
-    def moved(self) -> np.ndarray | float:
-        """The bytes moved: the sum of the byte parts."""
-        return sum((amount for part, amount in self.items() if part < BYTE_PARTS), 0.0)
-
-
-def work(**amounts) -> Work:
-    """A Work of named PARTS."""
-    return Work({PARTS.index(name): amount for name, amount in amounts.items()})
-
-
-def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
-    """A configurable node's output layout [C], work and, for a dot or convolution, its MATMUL [C, 4] (else None):
-    its output and its laid-out operands in the config's layouts (-1 blocks: the file's for the output, the
-    producer's for an operand), copies into those. A reshape whose operand and output both keep the file's orders is
-    a bitcast and moves nothing itself."""
-    blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
-    out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
-    own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
-    for block in (INPUT, KERNEL):
-        rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
-        candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
-        if not candidates or (block == KERNEL and tensor.name != "convolution"):
-            continue
-        index = candidates[min(block - INPUT, len(candidates) - 1)]  # the kernel: the second of the input's rank
-        operand = tensors[index]
-        wanted = chosen_layout(blocks[:, block], operand.rank, _seen(index, tensors, layouts))
-        copies = copies + _copy(operand, layouts[index], wanted)
-        own = own + _stored(operand, wanted)
-        chosen[index] = wanted
-        if tensor.name == "reshape":
-            bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
-    if tensor.name == "reshape":
-        return out, copies + work(relayouts=np.where(bitcast, 0.0, own), launches=np.where(bitcast, 0.0, 1.0)), None
-    return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(config))  # launches anyway
-
-
-def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
-    """[count, 4] a dot's or convolution's MATMUL: its multiply-adds over whole output tiles (0 where its shapes do
-    not say), the bytes it stores (`own`: its output and the operands the config lays out; and the others as they
-    arrive where its shapes say which they are), and how many of its operands (or a convolution's output) have their
-    key dim (a contracted one, or a convolution's feature dim) second-minor, and further out, in their layouts
-    (`chosen`: the layouts the config reads operands in; the others arrive as they are)."""
-    multiply_adds, second, major = 0.0, 0.0, 0.0
-    if tensor.keyed:
-        reduced, keys = tensor.keyed  # keys: (operand or -1 for the output, its key dims)
-        multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
-        own = own + sum(_stored(tensors[i], _seen(i, tensors, layouts)) for i, _ in keys if i >= 0 and i not in chosen)
-        for index, dims in keys:
-            owner, layout = (tensor, out) if index < 0 else (
-                tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
-            minor = _among(owner.tables.minor[layout], dims)
-            second_minor = ~minor & _among(owner.tables.second[layout], dims)
-            second = second + second_minor
-            major = major + ~(minor | second_minor)
-    return np.stack([np.broadcast_to(np.asarray(v, np.float64), (count,)) for v in (multiply_adds, own, second, major)],
-                    -1)
-
-
-def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
-    """Whether each of `values` ([C] or one) is one of `dims` (np.isin's work without its set-up: a few dims)."""
-    return (np.asarray(values)[..., None] == np.asarray(dims)).any(-1)
-
-
-def _keyed(tensor: _Tensor, tensors: list[_Tensor]):
-    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution
-    whose operands are in HLO order; None for other nodes and where its shapes do not say."""
-    if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
-        return None
-    ranked = [o for o in tensor.operands if tensors[o].rank > 0]
-    if tensor.name == "convolution":
-        if len(ranked) < 2:
-            return None
-        kernel = tensors[ranked[1]].dims
-        _, input_feature, kernel_input, kernel_output, _, output_feature, _ = tensor.conv
-        if not all(0 <= k < len(kernel) for k in (kernel_input, kernel_output)):
-            return None
-        return math.prod(kernel) / max(kernel[kernel_output], 1), [
-            (ranked[0], (input_feature,)), (ranked[1], (kernel_input, kernel_output)), (-1, (output_feature,))]
-    if not ranked:
-        return None
-    lhs, rhs = ranked[0], ranked[-1]  # one operand for both: x . x
-    keys = dot_keys(tensors[lhs].dims, tensors[rhs].dims, tensor.dims)
-    if keys is None:
-        return None
-    return math.prod(tensors[lhs].dims[k] for k in keys[0]), [(lhs, keys[0]), (rhs, keys[1])]
-
-
-@functools.lru_cache(maxsize=4096)
-def dot_keys(lhs: tuple[int, ...], rhs: tuple[int, ...], out: tuple[int, ...]):
-    """The contracted dims of a dot's lhs and rhs as their shapes and the output's imply (the files keep no
-    dimension numbers): the output holds the batch dims, then the lhs's other free dims, then the rhs's, each in
-    operand order, and contracted dims pair up in size. Of the readings that fit, the one that reduces the most
-    elements, then the fewest contracted dims; None where none fits."""
-    readings = []
-    for contracted in range(min(len(lhs), len(rhs)) + 1):
-        batch = len(lhs) + len(rhs) - len(out) - 2 * contracted
-        lhs_free = len(lhs) - batch - contracted
-        if batch < 0 or lhs_free < 0 or len(rhs) - batch - contracted < 0:
-            continue
-        for lhs_keys in _contracted(lhs, out[:batch], out[batch:batch + lhs_free], free_last=False):
-            for rhs_keys in _contracted(rhs, out[:batch], out[batch + lhs_free:], free_last=True):
-                if [lhs[k] for k in lhs_keys] == [rhs[k] for k in rhs_keys]:
-                    readings.append((-math.prod(lhs[k] for k in lhs_keys), contracted, lhs_keys, rhs_keys))
-    return min(readings, key=lambda r: r[:2])[2:] if readings else None
-
-
-def _contracted(dims: tuple[int, ...], batch: tuple[int, ...], free: tuple[int, ...], free_last: bool):
-    """Each way to read `dims` as the batch dims and the free dims (each in order) and the rest: the rest's dims;
-    where sizes repeat, the free dims as early as they fit first, or as late (`free_last`: x . W's W)."""
-    for batch_dims in itertools.combinations(range(len(dims)), len(batch)):
-        if [dims[d] for d in batch_dims] != list(batch):
-            continue
-        others = [d for d in range(len(dims)) if d not in batch_dims]
-        ways = list(itertools.combinations(others, len(free)))
-        for free_dims in ways[::-1] if free_last else ways:
-            if [dims[d] for d in free_dims] == list(free):
-                yield tuple(d for d in others if d not in free_dims)
-
-
-def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
-    """Any other node's output layout and work, by how its op carries its operands' layouts."""
-    name, rank = tensor.name, tensor.rank
-    if rank < 0 or name in ("parameter", "get-tuple-element"):
-        pinned = name in PINNED or rank < 0  # operands leave in the file's layouts (loop state, tuples, calls)
-        copies = [_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands] if pinned else []
-        return (tensor.text if rank >= 0 else None), sum(copies, Work())
-    if name in FLEXIBLE:
-        return None, Work()
-    if name == "transpose":
-        source = layouts[tensor.operands[0]] if tensor.operands else None
-        permutation = tensor.dimensions[:rank]
-        if source is None or not _is_order(permutation, rank):
-            return None, Work()
-        return transpose_map(rank, permutation)[source], Work()  # a bitcast: its users pay for another order
-    if name == "reduce":
-        laid_out = [o for o in tensor.operands if tensors[o].rank > rank]
-        if not laid_out:
-            return tensor.text, Work()
-        operand = tensors[laid_out[0]]
-        source = _seen(laid_out[0], tensors, layouts)
-        reduced = tensor.dimensions[:operand.rank - rank]
-        valid = len(set(reduced)) == len(reduced) and all(0 <= d < operand.rank for d in reduced)
-        read = _stored(operand, source)
-        if not valid:
-            return tensor.text, work(passes=read)
-        lanes = _among(operand.tables.minor[source], reduced)  # across the lanes: shuffles
-        return reduce_map(operand.rank, reduced)[source], work(passes=read, lane_reduces=np.where(lanes, read, 0.0))
-    if name in ELEMENTWISE or name in MOVEMENT:
-        same = [o for o in tensor.operands if tensors[o].rank == rank and layouts[o] is not None]
-        layout = layouts[same[0]] if same else tensor.text
-        copies = sum((_copy(tensors[o], layouts[o], layout) for o in same[1:]), Work())
-        part = "fused" if name in ELEMENTWISE else "passes"
-        return layout, copies + work(**{part: _stored(tensor, layout)})
-    read = sum(_stored(tensors[o], _seen(o, tensors, layouts)) for o in tensor.operands if tensors[o].rank >= 0)
-    return tensor.text, work(passes=read + _stored(tensor, tensor.text))  # gather, custom calls, ...: the file's
-
-
-def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
-    """Bytes a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
-    return tensor.tables.padded[layout]
-
-
-def _seen(operand: int, tensors: list[_Tensor], layouts: list):
-    """The layout an operand arrives in: its own, or the file's where it adapts to its users."""
-    layout = layouts[operand]
-    return tensors[operand].text if layout is None else layout
-
-
-def _copy(tensor: _Tensor, source, target) -> Work:
-    """The copy of the tensor from layout `source` to `target` where they store it differently: the bytes it
-    moves (a transpose where the minor dim changes), and one kernel."""
-    if source is None or tensor.rank <= 0:
-        return Work()
-    tables = tensor.tables
-    differs = tables.canonical[source] != tables.canonical[target]
-    moved = np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
-    transpose = tables.minor[source] != tables.minor[target]
-    return work(copies=np.where(transpose, 0.0, moved), transposes=np.where(transpose, moved, 0.0),
-                launches=differs.astype(np.float64))
-
-
-def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
-    """Whether `layout` ([C] or one order) stores the tensor as the file's layout does."""
-    return tensor.tables.canonical[layout] == tensor.tables.canonical[tensor.text]
 '''
 
 # ---------------------------------------- solution.data.pruning
@@ -3609,212 +3141,6 @@ class MSE(RankingLoss):
         return mse(scores, target, mask)
 '''
 
-# ---------------------------------------- solution.models.prior
-SOURCES['solution.models.prior'] = '''\
-"""A layout ranking from physics: the bytes each config's layouts make the program move, the kernels its copies
-launch, and each dot's and convolution's time as a fitted p-norm of its matrix units' work and its memory traffic
-(from their sum to the larger of the two: a roofline), weighed as a collection's own runtimes say (twelve weights; no
-model)."""
-
-from __future__ import annotations
-
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-
-import numpy as np
-import torch
-
-from ..data.packing import unpack
-from ..data.preprocess import Graph
-from ..data.propagation import BYTE_PARTS, CONFIG_CHUNK, PARTS, ConfigWork, Propagation, file_propagation
-from ..data.reader import RawGraph
-from ..data.splits import FOLD_GROUP, assign_folds, model_group
-from ..metrics import kendall_tau, mean_over_graphs
-
-# the prior's weights: one per part, then a dot's or convolution's: per multiply-add, per byte it stores, its matrix
-# units' slowdown (log) per operand fed with the key dim second-minor and further out, and the roofline's sharpness
-# (0: compute and memory time add up; large: the larger one alone)
-WEIGHTS = (*PARTS, "multiply_adds", "matmul_bytes", "second_minor_slowdown", "major_slowdown", "roofline_sharpness")
-MATMUL_WEIGHTS = len(PARTS)  # where the matmul weights start
-UNIT = np.array([1.0] * BYTE_PARTS + [0.0] * (len(PARTS) - BYTE_PARTS) + [0.0, 1.0, 0.0, 0.0, 1.0])  # the plain
-# count of bytes
-# where a fit starts and its penalty pulls: each byte moved counts 1, a kernel launched as 4000 bytes, a reduce across
-# lanes adds a tenth of its bytes again, a multiply-add a 75th of a byte (a TPU's matrix units do a few hundred per
-# 4-byte element its memory moves), an operand fed with its key dim not minor doubles them, and a dot's compute and
-# memory time nearly add up (p = 1.1): the runtimes, not the start, say how far they overlap
-STARTS = {"launches": 4000.0, "lane_reduces": 0.1, "multiply_adds": 4 / 300, "second_minor_slowdown": np.log(2.0),
-          "major_slowdown": np.log(2.0), "roofline_sharpness": 0.1}
-START = np.array([STARTS.get(name, 1.0) for name in WEIGHTS])
-PAIRS = 1024  # config pairs a fit step draws per file
-SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
-
-
-@dataclass(frozen=True)
-class PriorFit:
-    """How `solution run` weighs the prior (WEIGHTS): fitted to the runtimes of up to `files` train files
-    (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
-    the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
-    best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT). A step's time grows with the
-    dot records it weighs (configs x dots per file): files with many dots bring fewer configs, so that all together
-    bring at most `matmul_rows`."""
-
-    files: int = 0
-    configs: int = 256
-    steps: int = 300
-    penalties: tuple[float, ...] = (0.01,)
-    folds: int = 3
-    matmul_rows: int = 2**20
-
-
-def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
-    """[c] per config of a layout file, the work its layouts make the program do (`prior_work` of its `ConfigWork`,
-    `data/propagation.py`, under `weights`; lower = predicted faster); by default the bytes moved in 8 x 128 tiles
-    over each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout
-    and reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
-    their shapes say (the files keep no operand order); every other node takes its layout as XLA propagates
-    it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
-    reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
-    keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
-    in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
-    stacked tensors its dynamic slices walk, and a conditional's branches an equal share each. No constant of a
-    runtime law enters."""
-    return prior_work(Propagation(raw).work(raw.config_feat), weights)
-
-
-def graph_work(graph: Graph, rows: np.ndarray | None = None) -> ConfigWork:
-    """The `ConfigWork` of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
-    file (read once per process, as the traffic features are)."""
-    propagation = file_propagation(graph.meta["path"], graph.meta["split"])
-    return ConfigWork.concatenate(list(_chunk_works(graph, rows)), propagation.matmuls)
-
-
-def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
-    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, a chunk of configs at a time
-    (a file's [c, D, 4] matmuls at once could take gigabytes)."""
-    return np.concatenate([prior_work(work, weights) for work in _chunk_works(graph)] or [np.zeros(0)])
-
-
-def _chunk_works(graph: Graph, rows: np.ndarray | None = None) -> Iterator[ConfigWork]:
-    """The `ConfigWork` of a graph's configs (or of its `rows`), CONFIG_CHUNK at a time (each unpacked in turn)."""
-    propagation = file_propagation(graph.meta["path"], graph.meta["split"])
-    configs = graph.configs if rows is None else graph.configs[rows]
-    for start in range(0, len(configs), CONFIG_CHUNK):
-        yield propagation.work(unpack(configs[start:start + CONFIG_CHUNK]))
-
-
-def prior_work(work: ConfigWork, weights: np.ndarray) -> np.ndarray:
-    """[c] the prior of configs whose work is `work`, under `weights` [len(WEIGHTS)]."""
-    matmuls, owners = work.flat_matmuls()
-    with torch.no_grad():
-        total = weighed(torch.from_numpy(work.parts), torch.from_numpy(matmuls), torch.from_numpy(owners),
-                        torch.from_numpy(weights))
-    return total.numpy()
-
-
-def weighed(parts: torch.Tensor, matmuls: torch.Tensor, owners: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """[N] the weighed work of configs with parts [N, K] and dots or convolutions matmuls [R, 4] (MATMUL), each of
-    the config `owners` [R] says: the weighed parts, plus per dot or convolution the p-norm (p = 1 + sharpness) of
-    its compute time (multiply-adds x their weight x the exp of its slowdowns per badly fed operand) and its memory
-    time (bytes x their weight), taken in logs (no 0 ** p, whose gradient in p is NaN)."""
-    multiply_add, byte, second, major, sharpness = weights[MATMUL_WEIGHTS:]
-    log_compute = (torch.log(multiply_add) + torch.log(matmuls[:, 0].clamp_min(1e-30))  # e^-69 where none
-                   + second * matmuls[:, 2] + major * matmuls[:, 3])  # [R]
-    log_memory = torch.log(byte) + torch.log(matmuls[:, 1].clamp_min(1e-30))  # [R]
-    power = 1 + sharpness
-    matmul_time = torch.exp(torch.logsumexp(torch.stack([log_compute, log_memory]) * power, 0) / power)  # [R]
-    return (parts @ weights[:MATMUL_WEIGHTS]).index_add(0, owners, matmul_time)
-
-
-def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tuple[int, np.ndarray]]:
-    """(file index, sorted config rows) of what a fit reads: up to `fit.files` of files with `counts` configs, up to
-    `fit.configs` rows of each, drawn with `seed`."""
-    rng = np.random.default_rng(seed)
-    chosen = sorted(rng.permutation(len(counts))[:fit.files])
-    return [(int(index), np.sort(rng.permutation(counts[index])[:fit.configs])) for index in chosen]
-
-
-def fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
-                variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
-    """[len(WEIGHTS)] positive weights under which the log of the weighed work orders each sample's configs as its
-    runtimes do, and the penalty they were fitted with; samples: (work, runtimes [c]) per file, named by `stems`,
-    whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a fit's ops are tiny: more threads only add overhead (3x the time on 2 cores)
-    try:
-        return _fit_weights(samples, fit, stems, variant_parts, seed)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str],
-                 variant_parts: str, seed: int) -> tuple[np.ndarray, float]:
-    """`fit_weights` in the calling thread's torch settings."""
-    samples = within_rows(samples, fit.matmul_rows, seed)
-    penalty = fit.penalties[0]
-    if len(fit.penalties) > 1 and len({model_group(stem, variant_parts) for stem in stems}) >= fit.folds > 1:
-        folds = assign_folds(list(stems), fit.folds, variant_parts)  # [F]
-        held_out = [held_out_tau(samples, folds, fit.steps, p, seed) for p in fit.penalties]
-        penalty = fit.penalties[int(np.argmax(held_out))]  # ties: the first
-    return fitted_weights(samples, fit.steps, penalty, seed), penalty
-
-
-def within_rows(samples: Sequence[tuple[ConfigWork, np.ndarray]], rows: int,
-                seed: int) -> list[tuple[ConfigWork, np.ndarray]]:
-    """The samples, each file keeping an even share of `rows` dot records: a file with D dots keeps share / D of its
-    configs (at least 2), drawn with `seed`."""
-    share, rng = rows // max(len(samples), 1), np.random.default_rng(seed)
-    kept = []
-    for work, runtimes in samples:
-        count = max(share // max(work.matmuls.shape[1], 1), 2)
-        chosen = np.sort(rng.permutation(len(work))[:count]) if count < len(work) else np.arange(len(work))
-        kept.append((work[chosen], np.asarray(runtimes)[chosen]))
-    return kept
-
-
-def held_out_tau(samples: Sequence[tuple[ConfigWork, np.ndarray]], folds: np.ndarray, steps: int, penalty: float,
-                 seed: int) -> float:
-    """Mean Kendall tau over the samples of each fold, ranked by weights fitted to the other folds."""
-    taus = []
-    for fold in np.unique(folds):
-        weights = fitted_weights([s for s, f in zip(samples, folds) if f != fold], steps, penalty, seed)
-        taus += [kendall_tau(prior_work(work, weights), runtimes)
-                 for (work, runtimes), f in zip(samples, folds) if f == fold]
-    return mean_over_graphs(taus)
-
-
-def fitted_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], steps: int, penalty: float,
-                   seed: int) -> np.ndarray:
-    """[len(WEIGHTS)] the weights of one fit; PAIRS pairs of configs of every file are drawn afresh each step."""
-    samples = [(work, runtimes) for work, runtimes in samples if len(runtimes) > 1]
-    start = torch.tensor(np.log(START))
-    if not samples or not steps:
-        return START.copy()
-    longest = max(len(runtimes) for _, runtimes in samples)
-    parts = torch.zeros(len(samples) * longest, len(PARTS), dtype=torch.float64)  # [F x M, K], padded with zeros
-    runtimes = torch.zeros(len(samples), longest, dtype=torch.float64)  # [F, M]
-    for f, (work, file_runtimes) in enumerate(samples):
-        parts[f * longest:f * longest + len(work)] = torch.from_numpy(np.asarray(work.parts, np.float64))
-        runtimes[f, :len(work)] = torch.from_numpy(np.asarray(file_runtimes, np.float64))
-    flat = [work.flat_matmuls() for work, _ in samples]
-    matmuls = torch.from_numpy(np.concatenate([records for records, _ in flat]))  # [R, 4]
-    owners = torch.from_numpy(np.concatenate([f * longest + of for f, (_, of) in enumerate(flat)]))  # [R] rows of parts
-    counts = torch.tensor([len(r) for _, r in samples], dtype=torch.float64)[:, None]  # [F, 1]
-    generator = torch.Generator().manual_seed(seed)
-    log_weights = start.clone().requires_grad_(True)
-    log_temperature = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    optimizer = torch.optim.Adam([log_weights, log_temperature], lr=0.05)
-    for _ in range(steps):
-        work = torch.log(weighed(parts, matmuls, owners, log_weights.exp()) + 1e-9).reshape(len(samples), longest)
-        i, j = (torch.rand((2, len(samples), PAIRS), generator=generator, dtype=torch.float64) * counts).long()
-        order = torch.sign(runtimes.gather(1, i) - runtimes.gather(1, j))  # [F, PAIRS] +1 where config i is slower
-        margin = SHARPNESS * log_temperature.exp() * (work.gather(1, i) - work.gather(1, j)) * order
-        loss = torch.nn.functional.softplus(-margin).mean() + penalty * ((log_weights - start) ** 2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return log_weights.detach().exp().numpy()
-'''
-
 # ---------------------------------------- solution.models.rankers
 SOURCES['solution.models.rankers'] = '''\
 """Config rankers: encode the graph once, join each config to its configurable nodes, compare configs jointly.
@@ -3830,8 +3156,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
-from ..data.batch import Batch
-from ..data.propagation import TRAFFIC_FEATURES
+from ..data.batch import TRAFFIC_FEATURES, Batch
 from ..errors import SettingsError
 from .layers import (
     ConfigLinks,
@@ -4370,6 +3695,800 @@ def build(spec: Mapping[str, Any] | nn.Module) -> nn.Module:
     if not isinstance(spec, Mapping):
         raise UnknownClass(f"{spec!r}; expected a mapping of class_path and init_args, or a model module")
     return registered(spec.get("class_path"))(**spec.get("init_args", {}))
+'''
+
+# ---------------------------------------- solution.physics
+SOURCES['solution.physics'] = '''\
+"""The physics prior: layouts carried through a whole graph, the work they cause, its fitted weights, the blend."""
+'''
+
+# ---------------------------------------- solution.physics.blend
+SOURCES['solution.physics.blend'] = '''\
+"""What the physics prior's blend into the members' ranks takes: the weights tried, the shares, the weight picked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Protocol
+
+import numpy as np
+
+from ..data.sets import GraphSet
+from ..data.tasks import task_of
+from ..errors import SettingsError
+from .prior import prior_by_row
+
+
+class RowTable(Protocol):
+    """The scores of a split's graphs by config row (training/inference.py's ScoreTable)."""
+
+    def __iter__(self) -> Iterator[int]: ...  # the graphs it holds
+
+    def graph(self, graph: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...  # rows, scores, targets
+
+
+def prior_weights(settings: Mapping, collection: str) -> list[float]:
+    """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
+    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics ranking alone), above 0
+    only for a layout collection."""
+    weights = settings.get("prior_weights", [])
+    if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w <= 1
+                                              for w in weights)):
+        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1]")
+    if any(weights) and task_of(collection).name != "layout":
+        raise SettingsError(f"{collection}: prior_weights={weights!r}; the physics prior ranks layouts only: "
+                            "expected [] for a tile collection")
+    return sorted({0.0, *map(float, weights)})
+
+
+def blend_shares(members: int, weight: float) -> list[float]:
+    """The rank ensemble's weights: 1 - `weight` shared by the `members`, then `weight` for the prior where above 0."""
+    return [(1 - weight) / members] * members + ([weight] if weight > 0 else [])
+
+
+def scored_priors(graphs: GraphSet, table: RowTable, weights: np.ndarray) -> dict[int, np.ndarray]:
+    """Graph -> the physics prior of the config rows the table scored, in its row order."""
+    return {graph: prior_by_row(graphs, graph, weights)[table.graph(graph)[0]] for graph in table}
+
+
+def chosen_weight(metrics: Mapping[float, Mapping[str, float]]) -> float:
+    """The blend weight whose validation metrics score best (ties: the first, the smaller); 0 where none were taken."""
+    return max(metrics, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0
+'''
+
+# ---------------------------------------- solution.physics.fit
+SOURCES['solution.physics.fit'] = '''\
+"""The physics prior's twelve weights fitted to a collection's train runtimes, a penalty picked on held-out groups."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..data.sets import GraphSet
+from ..data.splits import FOLD_GROUP, assign_folds, model_group
+from ..metrics import kendall_tau, mean_over_graphs
+from .prior import WEIGHTS, graph_work, prior_work, weighed
+from .propagation import PARTS, ConfigWork
+
+# where a fit starts and its penalty pulls: each byte moved counts 1, a kernel launched as 4000 bytes, a reduce across
+# lanes adds a tenth of its bytes again, a multiply-add a 75th of a byte (a TPU's matrix units do a few hundred per
+# 4-byte element its memory moves), an operand fed with its key dim not minor doubles them, and a dot's compute and
+# memory time nearly add up (p = 1.1): the runtimes, not the start, say how far they overlap
+STARTS = {"launches": 4000.0, "lane_reduces": 0.1, "multiply_adds": 4 / 300, "second_minor_slowdown": np.log(2.0),
+          "major_slowdown": np.log(2.0), "roofline_sharpness": 0.1}
+START = np.array([STARTS.get(name, 1.0) for name in WEIGHTS])
+PAIRS = 1024  # config pairs a fit step draws per file
+SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature
+
+
+@dataclass(frozen=True)
+class PriorFit:
+    """How `solution run` weighs the prior (WEIGHTS): fitted to the runtimes of up to `files` train files
+    (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
+    the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
+    best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT). A step's time grows with the
+    dot records it weighs (configs x dots per file): files with many dots bring fewer configs, so that all together
+    bring at most `matmul_rows`."""
+
+    files: int = 0
+    configs: int = 256
+    steps: int = 100
+    penalties: tuple[float, ...] = (0.01,)
+    folds: int = 3
+    matmul_rows: int = 2**20
+
+
+def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tuple[int, np.ndarray]]:
+    """(file index, sorted config rows) of what a fit reads: up to `fit.files` of files with `counts` configs, up to
+    `fit.configs` rows of each, drawn with `seed`."""
+    rng = np.random.default_rng(seed)
+    chosen = sorted(rng.permutation(len(counts))[:fit.files])
+    return [(int(index), np.sort(rng.permutation(counts[index])[:fit.configs])) for index in chosen]
+
+
+def fit_prior(graphs: GraphSet, fit: PriorFit, variant_parts: str = FOLD_GROUP,
+              seed: int = 0) -> tuple[np.ndarray, float, int] | None:
+    """The weights fitted to the runtimes of a split's `graphs` as `fit` says (`fit_sample`, then `fit_weights` with
+    `variant_parts` and `seed`), the penalty they were fitted with and how many files they saw; None where `fit`
+    samples no file."""
+    chosen = fit_sample([graphs.num_configs(i) for i in range(len(graphs))], fit, seed)
+    samples = []
+    for index, rows in chosen:
+        graph = graphs.load(index)
+        samples.append((graph_work(graph, rows), graph.target[rows]))
+    if not samples:
+        return None
+    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen], variant_parts, seed)
+    return weights, penalty, len(samples)
+
+
+def fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
+                variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
+    """[len(WEIGHTS)] positive weights under which the log of the weighed work orders each sample's configs as its
+    runtimes do, and the penalty they were fitted with; samples: (work, runtimes [c]) per file, named by `stems`,
+    whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a fit's ops are tiny: more threads only add overhead (3x the time on 2 cores)
+    try:
+        return _fit_weights(samples, fit, stems, variant_parts, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str],
+                 variant_parts: str, seed: int) -> tuple[np.ndarray, float]:
+    """`fit_weights` in the calling thread's torch settings."""
+    samples = within_rows(samples, fit.matmul_rows, seed)
+    penalty = fit.penalties[0]
+    if len(fit.penalties) > 1 and len({model_group(stem, variant_parts) for stem in stems}) >= fit.folds > 1:
+        folds = assign_folds(list(stems), fit.folds, variant_parts)  # [F]
+        held_out = [held_out_tau(samples, folds, fit.steps, p, seed) for p in fit.penalties]
+        penalty = fit.penalties[int(np.argmax(held_out))]  # ties: the first
+    return fitted_weights(samples, fit.steps, penalty, seed), penalty
+
+
+def within_rows(samples: Sequence[tuple[ConfigWork, np.ndarray]], rows: int,
+                seed: int) -> list[tuple[ConfigWork, np.ndarray]]:
+    """The samples, each file keeping an even share of `rows` dot records: a file with D dots keeps share / D of its
+    configs (at least 2), drawn with `seed`."""
+    share, rng = rows // max(len(samples), 1), np.random.default_rng(seed)
+    kept = []
+    for work, runtimes in samples:
+        count = max(share // max(work.matmuls.shape[1], 1), 2)
+        chosen = np.sort(rng.permutation(len(work))[:count]) if count < len(work) else np.arange(len(work))
+        kept.append((work[chosen], np.asarray(runtimes)[chosen]))
+    return kept
+
+
+def held_out_tau(samples: Sequence[tuple[ConfigWork, np.ndarray]], folds: np.ndarray, steps: int, penalty: float,
+                 seed: int) -> float:
+    """Mean Kendall tau over the samples of each fold, ranked by weights fitted to the other folds."""
+    taus = []
+    for fold in np.unique(folds):
+        weights = fitted_weights([s for s, f in zip(samples, folds) if f != fold], steps, penalty, seed)
+        taus += [kendall_tau(prior_work(work, weights), runtimes)
+                 for (work, runtimes), f in zip(samples, folds) if f == fold]
+    return mean_over_graphs(taus)
+
+
+def fitted_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], steps: int, penalty: float,
+                   seed: int) -> np.ndarray:
+    """[len(WEIGHTS)] the weights of one fit; PAIRS pairs of configs of every file are drawn afresh each step."""
+    samples = [(work, runtimes) for work, runtimes in samples if len(runtimes) > 1]
+    start = torch.tensor(np.log(START))
+    if not samples or not steps:
+        return START.copy()
+    longest = max(len(runtimes) for _, runtimes in samples)
+    parts = torch.zeros(len(samples) * longest, len(PARTS), dtype=torch.float64)  # [F x M, K], padded with zeros
+    runtimes = torch.zeros(len(samples), longest, dtype=torch.float64)  # [F, M]
+    for f, (work, file_runtimes) in enumerate(samples):
+        parts[f * longest:f * longest + len(work)] = torch.from_numpy(np.asarray(work.parts, np.float64))
+        runtimes[f, :len(work)] = torch.from_numpy(np.asarray(file_runtimes, np.float64))
+    flat = [work.flat_matmuls() for work, _ in samples]
+    matmuls = torch.from_numpy(np.concatenate([records for records, _ in flat]))  # [R, 4]
+    owners = torch.from_numpy(np.concatenate([f * longest + of for f, (_, of) in enumerate(flat)]))  # [R] rows of parts
+    counts = torch.tensor([len(r) for _, r in samples], dtype=torch.float64)[:, None]  # [F, 1]
+    generator = torch.Generator().manual_seed(seed)
+    log_weights = start.clone().requires_grad_(True)
+    log_temperature = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.Adam([log_weights, log_temperature], lr=0.05)
+    for _ in range(steps):
+        work = torch.log(weighed(parts, matmuls, owners, log_weights.exp()) + 1e-9).reshape(len(samples), longest)
+        i, j = (torch.rand((2, len(samples), PAIRS), generator=generator, dtype=torch.float64) * counts).long()
+        order = torch.sign(runtimes.gather(1, i) - runtimes.gather(1, j))  # [F, PAIRS] +1 where config i is slower
+        margin = SHARPNESS * log_temperature.exp() * (work.gather(1, i) - work.gather(1, j)) * order
+        loss = torch.nn.functional.softplus(-margin).mean() + penalty * ((log_weights - start) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return log_weights.detach().exp().numpy()
+'''
+
+# ---------------------------------------- solution.physics.prior
+SOURCES['solution.physics.prior'] = '''\
+"""The physics prior of configs: the work their layouts cause, in parts and per dot, under twelve weights."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from ..data.packing import unpack
+from ..data.preprocess import Graph
+from ..data.reader import RawGraph
+from ..data.sets import GraphSet
+from .propagation import BYTE_PARTS, CONFIG_CHUNK, PARTS, ConfigWork, Propagation, file_propagation
+
+# the prior's weights: one per part, then a dot's or convolution's: per multiply-add, per byte it stores, its matrix
+# units' slowdown (log) per operand fed with the key dim second-minor and further out, and the roofline's sharpness
+# (0: compute and memory time add up; large: the larger one alone)
+WEIGHTS = (*PARTS, "multiply_adds", "matmul_bytes", "second_minor_slowdown", "major_slowdown", "roofline_sharpness")
+MATMUL_WEIGHTS = len(PARTS)  # where the matmul weights start
+UNIT = np.array([1.0] * BYTE_PARTS + [0.0] * (len(PARTS) - BYTE_PARTS) + [0.0, 1.0, 0.0, 0.0, 1.0])  # the plain
+# count of bytes
+
+
+def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
+    """[c] per config of a layout file, the work its layouts make the program do (`prior_work` of its `ConfigWork`,
+    `propagation.py`, under `weights`; lower = predicted faster); by default the bytes moved in 8 x 128 tiles
+    over each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout
+    and reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
+    their shapes say (the files keep no operand order); every other node takes its layout as XLA propagates
+    it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
+    reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
+    keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
+    in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
+    stacked tensors its dynamic slices walk, and a conditional's branches an equal share each. No constant of a
+    runtime law enters."""
+    return prior_work(Propagation(raw).work(raw.config_feat), weights)
+
+
+def graph_work(graph: Graph, rows: np.ndarray | None = None) -> ConfigWork:
+    """The `ConfigWork` of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
+    file (read once per process, as the traffic features are)."""
+    propagation = file_propagation(graph.meta["path"], graph.meta["split"])
+    return ConfigWork.concatenate(list(_chunk_works(graph, rows)), propagation.matmuls)
+
+
+def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
+    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, a chunk of configs at a time
+    (a file's [c, D, 4] matmuls at once could take gigabytes)."""
+    return np.concatenate([prior_work(work, weights) for work in _chunk_works(graph)] or [np.zeros(0)])
+
+
+def _chunk_works(graph: Graph, rows: np.ndarray | None = None) -> Iterator[ConfigWork]:
+    """The `ConfigWork` of a graph's configs (or of its `rows`), CONFIG_CHUNK at a time (each unpacked in turn)."""
+    propagation = file_propagation(graph.meta["path"], graph.meta["split"])
+    configs = graph.configs if rows is None else graph.configs[rows]
+    for start in range(0, len(configs), CONFIG_CHUNK):
+        yield propagation.work(unpack(configs[start:start + CONFIG_CHUNK]))
+
+
+def prior_work(work: ConfigWork, weights: np.ndarray) -> np.ndarray:
+    """[c] the prior of configs whose work is `work`, under `weights` [len(WEIGHTS)]."""
+    matmuls, owners = work.flat_matmuls()
+    with torch.no_grad():
+        total = weighed(torch.from_numpy(work.parts), torch.from_numpy(matmuls), torch.from_numpy(owners),
+                        torch.from_numpy(weights))
+    return total.numpy()
+
+
+def weighed(parts: torch.Tensor, matmuls: torch.Tensor, owners: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """[N] the weighed work of configs with parts [N, K] and dots or convolutions matmuls [R, 4] (MATMUL), each of
+    the config `owners` [R] says: the weighed parts, plus per dot or convolution the p-norm (p = 1 + sharpness) of
+    its compute time (multiply-adds x their weight x the exp of its slowdowns per badly fed operand) and its memory
+    time (bytes x their weight), taken in logs (no 0 ** p, whose gradient in p is NaN)."""
+    multiply_add, byte, second, major, sharpness = weights[MATMUL_WEIGHTS:]
+    log_compute = (torch.log(multiply_add) + torch.log(matmuls[:, 0].clamp_min(1e-30))  # e^-69 where none
+                   + second * matmuls[:, 2] + major * matmuls[:, 3])  # [R]
+    log_memory = torch.log(byte) + torch.log(matmuls[:, 1].clamp_min(1e-30))  # [R]
+    power = 1 + sharpness
+    matmul_time = torch.exp(torch.logsumexp(torch.stack([log_compute, log_memory]) * power, 0) / power)  # [R]
+    return (parts @ weights[:MATMUL_WEIGHTS]).index_add(0, owners, matmul_time)
+
+
+def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:
+    """[configs of the file] the physics prior (weights `weights`) of a split's graph by the file's config row
+    (NaN for a row the preprocessing dropped as a duplicate)."""
+    graph = graphs.load(index)
+    values = np.full(int(graph.meta["configs_raw"]), np.nan)
+    values[graph.config_index] = graph_prior(graph, weights)
+    return values
+'''
+
+# ---------------------------------------- solution.physics.propagation
+SOURCES['solution.physics.propagation'] = '''\
+"""Each config's layouts carried through a layout file's whole graph as XLA carries them, and the work they cause."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..constants import LAYOUT_GROUP, SHAPE_DIMS
+from ..data.packing import unpack
+from ..data.preprocess import Graph
+from ..data.reader import RawGraph, read_graph
+from ..layouts import (
+    ELEMENTWISE,
+    FLEXIBLE,
+    MOVEMENT,
+    PINNED,
+    ShapeTables,
+    chosen_layout,
+    perm_index,
+    reduce_map,
+    row_major,
+    shape_tables,
+    transpose_map,
+)
+from ..programs.encode import (
+    CONV,
+    DIMENSIONS,
+    ELEMENT_BYTES,
+    ELEMENT_TYPE,
+    ELEMENT_TYPES,
+    IS_ROOT,
+    LAYOUT,
+    OPCODE_NAMES,
+)
+
+LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
+TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
+TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
+CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
+INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
+TRAFFIC_SCALES = np.array([4.0, 16.0])  # [TRAFFIC_FEATURES] the features' logs over these: about unit size
+PARTS = ("fused", "passes", "relayouts", "copies", "transposes", "launches", "lane_reduces")
+BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast); then kernels
+# launched, and bytes reduced across lanes
+MATMUL = ("multiply_adds", "bytes", "second_minor_feeds", "major_feeds")  # per configurable dot or convolution
+# (every configurable node but a reshape): its multiply-adds over whole output tiles and the bytes its output and
+# operands store (each x its runs), and how many of its operands (and a convolution's output) it feeds with their key
+# dim second-minor, and further out
+# node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
+# feature dims, feature group count
+CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14)
+
+
+@dataclass
+class _Tensor:
+    """What the traffic count needs of one node."""
+
+    name: str  # HLO opcode
+    rank: int  # -1: a tuple
+    dims: tuple[int, ...]  # its sizes (none for a tuple)
+    tables: ShapeTables | None  # bytes stored per order of its dims (None for a tuple)
+    element_bytes: int  # of its element type (4 where the file names none)
+    text: int  # the file's layout of its output, an index into PERMS[rank]
+    operands: list[int]  # producers in node order (the files keep no operand order); a dot's or convolution's two
+    # in HLO order (lhs or input first) where their shapes tell it
+    dimensions: tuple[int, ...]  # the `dimensions` attribute (a transpose's permutation, a reduce's dims)
+    is_root: bool
+    conv: tuple[int, ...]  # a convolution's CONV_DIMS
+    keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its shapes do not say)
+
+
+@dataclass
+class ConfigWork:
+    """What configs make a program do: PARTS summed over its nodes but for the configurable dots' and convolutions'
+    own work ([C, K]), which is kept per dot or convolution (MATMUL, [C, D, 4]): the prior weighs each one's compute
+    against its memory traffic."""
+
+    parts: np.ndarray  # [C, len(PARTS)]
+    matmuls: np.ndarray  # [C, D, len(MATMUL)]
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __getitem__(self, rows) -> ConfigWork:
+        return ConfigWork(self.parts[rows], self.matmuls[rows])
+
+    def flat_matmuls(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dot records one after the other, [C x D, 4], and the config each is of, [C x D]."""
+        count, matmuls = self.matmuls.shape[:2]
+        return self.matmuls.reshape(-1, len(MATMUL)), np.repeat(np.arange(count), matmuls)
+
+    @staticmethod
+    def concatenate(works: list[ConfigWork], matmuls: int) -> ConfigWork:
+        """The works of successive chunks of configs of one file (with `matmuls` dots and convolutions)."""
+        if not works:
+            return ConfigWork(np.zeros((0, len(PARTS))), np.zeros((0, matmuls, len(MATMUL))))
+        return ConfigWork(np.concatenate([w.parts for w in works]), np.concatenate([w.matmuls for w in works]))
+
+
+class Propagation:
+    """A layout file's graph as the traffic count reads it: its nodes, how often each runs, and which configurable
+    node each config column sets."""
+
+    def __init__(self, raw: RawGraph) -> None:
+        self.tensors = _tensors(raw)
+        self.runs = loop_runs(self.tensors, raw.computation_bounds())  # [n] times per program run
+        blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
+        block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
+        self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
+
+    @functools.cached_property
+    def default(self) -> np.ndarray:
+        """[nc + 1] `traffic` under the file's own layouts (every block -1), computed when first needed."""
+        return self.traffic(np.full((1, len(self.slots), 3 * LAYOUT_GROUP), -1))[0]
+
+    def features(self, configs: np.ndarray) -> np.ndarray:
+        """[C, nc, 2] float32 per configurable node under configs [C, nc, 18]: the log of the traffic its layout
+        causes over that under the file's layouts, and the log of that traffic itself (each over TRAFFIC_SCALES)."""
+        moved = np.log1p(self.traffic(configs)[:, :-1])  # [C, nc]
+        features = np.stack([moved - np.log1p(self.default[:-1]), moved], -1)  # [C, nc, 2]
+        return (features / TRAFFIC_SCALES).astype(np.float32)
+
+    def traffic(self, configs: np.ndarray) -> np.ndarray:
+        """[C, nc + 1] the bytes moved under configs [C, nc, 18] (values -1..5), per configurable node whose
+        layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
+        return self._passes(configs)[0]
+
+    def work(self, configs: np.ndarray) -> ConfigWork:
+        """What configs [C, nc, 18] make the whole program do: its PARTS, and each configurable dot's or
+        convolution's MATMUL."""
+        return self._passes(configs)[1]
+
+    @functools.cached_property
+    def matmuls(self) -> int:
+        """How many configurable dots and convolutions the file has (every configurable node but its reshapes)."""
+        return sum(self.tensors[i].name != "reshape" for i in self.slots)
+
+    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
+        """`traffic` and `work` of configs, a chunk at a time."""
+        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
+                  for start in range(0, len(configs), CONFIG_CHUNK)]
+        moved = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, len(self.slots) + 1))
+        return moved, ConfigWork.concatenate([c[1] for c in chunks], self.matmuls)
+
+    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
+        """`traffic` and `work` of one chunk of configs, node by node in the file's (topological) order."""
+        tensors = self.tensors
+        layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
+        owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
+        moved = np.zeros((len(configs), len(self.slots) + 1))
+        parts = np.zeros((len(configs), len(PARTS)))
+        matmuls = []
+        for i, tensor in enumerate(tensors):
+            matmul = None
+            if i in self.slots:
+                owner, block_ranks = self.slots[i]
+                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
+            else:
+                source = _layout_source(tensor, tensors, layouts)
+                owner = owners[source] if source >= 0 else -1
+                layout, done = _propagated(tensor, tensors, layouts)
+            if tensor.is_root:  # a result leaves in the file's layout
+                done = done + _copy(tensor, layout, tensor.text)
+            layouts.append(layout)
+            owners.append(owner)
+            runs = self.runs[i]
+            for k, amount in done.items():
+                parts[:, k] += runs * amount
+            moved[:, owner] += runs * done.moved()
+            if matmul is not None:
+                matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]: multiply-adds and bytes per program run
+                moved[:, owner] += matmuls[-1][:, 1]
+        stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
+        return moved, ConfigWork(parts, stacked)
+
+
+def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
+    """[n] how often each node runs per program run: a while loop's body and condition (the computations of the
+    roots the while node has edges to) its trip count times the while node's own runs, a conditional's branches an
+    equal share of its runs, nested calls multiplied; 1 elsewhere."""
+    computation = np.searchsorted(bounds, np.arange(len(tensors)), side="right") - 1  # [n]
+    runs = np.ones(len(tensors))
+    for i in reversed(range(len(tensors))):  # a call's computations come before it: outer calls first
+        if tensors[i].name not in ("while", "conditional"):
+            continue
+        spans = [(bounds[c], bounds[c + 1]) for c in {computation[o] for o in tensors[i].operands} - {computation[i]}]
+        if not spans:  # no edge to a computation of its own
+            continue
+        if tensors[i].name == "while":
+            share = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
+        else:
+            share = 1 / len(spans)
+        for start, end in spans:
+            runs[start:end] = runs[i] * share
+    return runs
+
+
+def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
+    """A loop's trip count as its body's dynamic slices imply it (the files keep no constants): a scan or a decode
+    loop reads or writes one slice of a stacked tensor per trip along one dim (the most slices any of its dims
+    holds), and walks past the end of none, so the fewest of those over the dynamic slices and
+    dynamic-update-slices among the loop's `body` nodes; 1 where there is none."""
+    counts = []
+    for tensor in (tensors[k] for k in body):
+        if tensor.name not in ("dynamic-slice", "dynamic-update-slice"):
+            continue
+        for other in (tensors[o].dims for o in tensor.operands if tensors[o].rank == tensor.rank > 0):
+            whole, piece = (other, tensor.dims) if tensor.name == "dynamic-slice" else (tensor.dims, other)
+            counts.append(max((w // p for w, p in zip(whole, piece) if p > 0), default=1))
+    return min([c for c in counts if c > 1], default=1)
+
+
+@functools.lru_cache(maxsize=256)
+def file_propagation(path: str, split: str) -> Propagation:
+    """The propagation of a layout file of a split, read once per process for the files in use (~0.6 KiB a node)."""
+    return Propagation(read_graph(path, split))
+
+
+def config_traffic(graph: Graph, rows: np.ndarray) -> np.ndarray:
+    """[C, nc, TRAFFIC_FEATURES] the traffic features of a preprocessed layout graph's config `rows`, from its whole
+    file (pruning keeps too little of the paths layouts take): what a batch carries with `data.traffic`."""
+    return file_propagation(graph.meta["path"], graph.meta["split"]).features(unpack(np.asarray(graph.configs[rows])))
+
+
+def _tensors(raw: RawGraph) -> list[_Tensor]:
+    """The traffic count's view of every node of a file."""
+    feat = raw.node_feat
+    dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
+    ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
+    types = feat[:, ELEMENT_TYPE:ELEMENT_TYPE + len(ELEMENT_TYPES)]  # [n, 19] one-hot
+    element_bytes = np.where(types.any(1), TYPE_BYTES[types.argmax(1)], 4)  # [n]
+    operands: list[list[int]] = [[] for _ in range(len(feat))]
+    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T[::-1])]:  # by consumer, then producer
+        operands[consumer].append(int(producer))
+    tensors = []
+    for i, rank in enumerate(ranks.tolist()):
+        opcode = int(raw.node_opcode[i])
+        shape = tuple(dims[i, :max(rank, 0)].tolist())
+        tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
+        text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
+        tensors.append(_Tensor(
+            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
+            perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
+            tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0),
+            tuple(int(v) for v in feat[i, list(CONV_DIMS)])))
+    for tensor in tensors:
+        tensor.operands = _hlo_order(tensor, tensors)
+        tensor.keyed = _keyed(tensor, tensors)
+    return tensors
+
+
+def _hlo_order(tensor: _Tensor, tensors: list[_Tensor]) -> list[int]:
+    """A dot's or convolution's two operands with the one its shapes say is operand 0 first (node order where they
+    do not say); any other node's as they are."""
+    if tensor.name not in ("dot", "convolution") or len(tensor.operands) != 2 or tensor.rank < 0:
+        return tensor.operands
+    first, second = (tensors[o] for o in tensor.operands)
+    if min(first.rank, second.rank) <= 0:
+        return tensor.operands
+    swapped = _shape_rules(tensor, second, first) > _shape_rules(tensor, first, second)
+    return tensor.operands[::-1] if swapped else tensor.operands
+
+
+def _shape_rules(tensor: _Tensor, lhs: _Tensor, rhs: _Tensor) -> int:
+    """How many of a dot's or convolution's shape rules hold with `lhs` as operand 0 and `rhs` as operand 1."""
+    if tensor.name == "dot":
+        return int(dot_keys(lhs.dims, rhs.dims, tensor.dims) is not None)
+    input_batch, input_feature, kernel_input, kernel_output, output_batch, output_feature, groups = tensor.conv
+
+    def size(dims: tuple[int, ...], d: int) -> int:
+        return dims[d] if 0 <= d < len(dims) else -1
+
+    return ((size(lhs.dims, input_batch) == size(tensor.dims, output_batch))
+            + (size(lhs.dims, input_feature) == size(rhs.dims, kernel_input) * max(groups, 1))
+            + (size(rhs.dims, kernel_output) == size(tensor.dims, output_feature)))
+
+
+def _is_order(dims: tuple[int, ...], rank: int) -> bool:
+    """Whether `dims` orders all `rank` dims of a tensor once each."""
+    return sorted(dims) == list(range(rank))
+
+
+def _layout_source(tensor: _Tensor, tensors: list[_Tensor], layouts: list) -> int:
+    """The operand whose layout a non-configurable node's traffic follows (-1: none): its first laid-out one."""
+    return next((o for o in tensor.operands if tensors[o].rank >= 0 and layouts[o] is not None), -1)
+
+
+class Work(dict):
+    """What one node makes the program do: part (an index into PARTS) -> amount ([C], or one number for all
+    configs)."""
+
+    def __add__(self, other: Work) -> Work:
+        total = Work(self)
+        for part, amount in other.items():
+            total[part] = total.get(part, 0.0) + amount
+        return total
+
+    def moved(self) -> np.ndarray | float:
+        """The bytes moved: the sum of the byte parts."""
+        return sum((amount for part, amount in self.items() if part < BYTE_PARTS), 0.0)
+
+
+def work(**amounts) -> Work:
+    """A Work of named PARTS."""
+    return Work({PARTS.index(name): amount for name, amount in amounts.items()})
+
+
+def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
+    """A configurable node's output layout [C], work and, for a dot or convolution, its MATMUL [C, 4] (else None):
+    its output and its laid-out operands in the config's layouts (-1 blocks: the file's for the output, the
+    producer's for an operand), copies into those. A reshape whose operand and output both keep the file's orders is
+    a bitcast and moves nothing itself."""
+    blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
+    out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
+    own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
+    for block in (INPUT, KERNEL):
+        rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
+        candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
+        if not candidates or (block == KERNEL and tensor.name != "convolution"):
+            continue
+        index = candidates[min(block - INPUT, len(candidates) - 1)]  # the kernel: the second of the input's rank
+        operand = tensors[index]
+        wanted = chosen_layout(blocks[:, block], operand.rank, _seen(index, tensors, layouts))
+        copies = copies + _copy(operand, layouts[index], wanted)
+        own = own + _stored(operand, wanted)
+        chosen[index] = wanted
+        if tensor.name == "reshape":
+            bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
+    if tensor.name == "reshape":
+        return out, copies + work(relayouts=np.where(bitcast, 0.0, own), launches=np.where(bitcast, 0.0, 1.0)), None
+    return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(config))  # launches anyway
+
+
+def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
+    """[count, 4] a dot's or convolution's MATMUL: its multiply-adds over whole output tiles (0 where its shapes do
+    not say), the bytes it stores (`own`: its output and the operands the config lays out; and the others as they
+    arrive where its shapes say which they are), and how many of its operands (or a convolution's output) have their
+    key dim (a contracted one, or a convolution's feature dim) second-minor, and further out, in their layouts
+    (`chosen`: the layouts the config reads operands in; the others arrive as they are)."""
+    multiply_adds, second, major = 0.0, 0.0, 0.0
+    if tensor.keyed:
+        reduced, keys = tensor.keyed  # keys: (operand or -1 for the output, its key dims)
+        multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
+        own = own + sum(_stored(tensors[i], _seen(i, tensors, layouts)) for i, _ in keys if i >= 0 and i not in chosen)
+        for index, dims in keys:
+            owner, layout = (tensor, out) if index < 0 else (
+                tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
+            minor = _among(owner.tables.minor[layout], dims)
+            second_minor = ~minor & _among(owner.tables.second[layout], dims)
+            second = second + second_minor
+            major = major + ~(minor | second_minor)
+    return np.stack([np.broadcast_to(np.asarray(v, np.float64), (count,)) for v in (multiply_adds, own, second, major)],
+                    -1)
+
+
+def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    """Whether each of `values` ([C] or one) is one of `dims` (np.isin's work without its set-up: a few dims)."""
+    return (np.asarray(values)[..., None] == np.asarray(dims)).any(-1)
+
+
+def _keyed(tensor: _Tensor, tensors: list[_Tensor]):
+    """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution
+    whose operands are in HLO order; None for other nodes and where its shapes do not say."""
+    if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
+        return None
+    ranked = [o for o in tensor.operands if tensors[o].rank > 0]
+    if tensor.name == "convolution":
+        if len(ranked) < 2:
+            return None
+        kernel = tensors[ranked[1]].dims
+        _, input_feature, kernel_input, kernel_output, _, output_feature, _ = tensor.conv
+        if not all(0 <= k < len(kernel) for k in (kernel_input, kernel_output)):
+            return None
+        return math.prod(kernel) / max(kernel[kernel_output], 1), [
+            (ranked[0], (input_feature,)), (ranked[1], (kernel_input, kernel_output)), (-1, (output_feature,))]
+    if not ranked:
+        return None
+    lhs, rhs = ranked[0], ranked[-1]  # one operand for both: x . x
+    keys = dot_keys(tensors[lhs].dims, tensors[rhs].dims, tensor.dims)
+    if keys is None:
+        return None
+    return math.prod(tensors[lhs].dims[k] for k in keys[0]), [(lhs, keys[0]), (rhs, keys[1])]
+
+
+@functools.lru_cache(maxsize=4096)
+def dot_keys(lhs: tuple[int, ...], rhs: tuple[int, ...], out: tuple[int, ...]):
+    """The contracted dims of a dot's lhs and rhs as their shapes and the output's imply (the files keep no
+    dimension numbers): the output holds the batch dims, then the lhs's other free dims, then the rhs's, each in
+    operand order, and contracted dims pair up in size. Of the readings that fit, the one that reduces the most
+    elements, then the fewest contracted dims; None where none fits."""
+    readings = []
+    for contracted in range(min(len(lhs), len(rhs)) + 1):
+        batch = len(lhs) + len(rhs) - len(out) - 2 * contracted
+        lhs_free = len(lhs) - batch - contracted
+        if batch < 0 or lhs_free < 0 or len(rhs) - batch - contracted < 0:
+            continue
+        for lhs_keys in _contracted(lhs, out[:batch], out[batch:batch + lhs_free], free_last=False):
+            for rhs_keys in _contracted(rhs, out[:batch], out[batch + lhs_free:], free_last=True):
+                if [lhs[k] for k in lhs_keys] == [rhs[k] for k in rhs_keys]:
+                    readings.append((-math.prod(lhs[k] for k in lhs_keys), contracted, lhs_keys, rhs_keys))
+    return min(readings, key=lambda r: r[:2])[2:] if readings else None
+
+
+def _contracted(dims: tuple[int, ...], batch: tuple[int, ...], free: tuple[int, ...], free_last: bool):
+    """Each way to read `dims` as the batch dims and the free dims (each in order) and the rest: the rest's dims;
+    where sizes repeat, the free dims as early as they fit first, or as late (`free_last`: x . W's W)."""
+    for batch_dims in itertools.combinations(range(len(dims)), len(batch)):
+        if [dims[d] for d in batch_dims] != list(batch):
+            continue
+        others = [d for d in range(len(dims)) if d not in batch_dims]
+        ways = list(itertools.combinations(others, len(free)))
+        for free_dims in ways[::-1] if free_last else ways:
+            if [dims[d] for d in free_dims] == list(free):
+                yield tuple(d for d in others if d not in free_dims)
+
+
+def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
+    """Any other node's output layout and work, by how its op carries its operands' layouts."""
+    name, rank = tensor.name, tensor.rank
+    if rank < 0 or name in ("parameter", "get-tuple-element"):
+        pinned = name in PINNED or rank < 0  # operands leave in the file's layouts (loop state, tuples, calls)
+        copies = [_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands] if pinned else []
+        return (tensor.text if rank >= 0 else None), sum(copies, Work())
+    if name in FLEXIBLE:
+        return None, Work()
+    if name == "transpose":
+        source = layouts[tensor.operands[0]] if tensor.operands else None
+        permutation = tensor.dimensions[:rank]
+        if source is None or not _is_order(permutation, rank):
+            return None, Work()
+        return transpose_map(rank, permutation)[source], Work()  # a bitcast: its users pay for another order
+    if name == "reduce":
+        laid_out = [o for o in tensor.operands if tensors[o].rank > rank]
+        if not laid_out:
+            return tensor.text, Work()
+        operand = tensors[laid_out[0]]
+        source = _seen(laid_out[0], tensors, layouts)
+        reduced = tensor.dimensions[:operand.rank - rank]
+        valid = len(set(reduced)) == len(reduced) and all(0 <= d < operand.rank for d in reduced)
+        read = _stored(operand, source)
+        if not valid:
+            return tensor.text, work(passes=read)
+        lanes = _among(operand.tables.minor[source], reduced)  # across the lanes: shuffles
+        return reduce_map(operand.rank, reduced)[source], work(passes=read, lane_reduces=np.where(lanes, read, 0.0))
+    if name in ELEMENTWISE or name in MOVEMENT:
+        same = [o for o in tensor.operands if tensors[o].rank == rank and layouts[o] is not None]
+        layout = layouts[same[0]] if same else tensor.text
+        copies = sum((_copy(tensors[o], layouts[o], layout) for o in same[1:]), Work())
+        part = "fused" if name in ELEMENTWISE else "passes"
+        return layout, copies + work(**{part: _stored(tensor, layout)})
+    read = sum(_stored(tensors[o], _seen(o, tensors, layouts)) for o in tensor.operands if tensors[o].rank >= 0)
+    return tensor.text, work(passes=read + _stored(tensor, tensor.text))  # gather, custom calls, ...: the file's
+
+
+def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
+    """Bytes a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
+    return tensor.tables.padded[layout]
+
+
+def _seen(operand: int, tensors: list[_Tensor], layouts: list):
+    """The layout an operand arrives in: its own, or the file's where it adapts to its users."""
+    layout = layouts[operand]
+    return tensors[operand].text if layout is None else layout
+
+
+def _copy(tensor: _Tensor, source, target) -> Work:
+    """The copy of the tensor from layout `source` to `target` where they store it differently: the bytes it
+    moves (a transpose where the minor dim changes), and one kernel."""
+    if source is None or tensor.rank <= 0:
+        return Work()
+    tables = tensor.tables
+    differs = tables.canonical[source] != tables.canonical[target]
+    moved = np.where(differs, tables.padded[source] + tables.padded[target], 0.0)
+    transpose = tables.minor[source] != tables.minor[target]
+    return work(copies=np.where(transpose, 0.0, moved), transposes=np.where(transpose, moved, 0.0),
+                launches=differs.astype(np.float64))
+
+
+def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
+    """Whether `layout` ([C] or one order) stores the tensor as the file's layout does."""
+    return tensor.tables.canonical[layout] == tensor.tables.canonical[tensor.text]
 '''
 
 # ---------------------------------------- solution.programs
@@ -6022,7 +6141,7 @@ SOURCES['solution.tools.pipeline'] = '''\
 every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `prior_weights` name weights above 0
-blends the physics ranking of models/prior.py (its weights fitted on the train files, `prior_fit`) into the
+blends the physics ranking of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
 model's ranks with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel
 all run this; it needs neither the Lightning CLI nor W&B."""
 
@@ -6049,7 +6168,10 @@ from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..models.prior import UNIT, WEIGHTS, PriorFit, fit_sample, fit_weights, graph_prior, graph_work
+from ..physics.blend import blend_shares, chosen_weight, prior_weights, scored_priors
+from ..physics.fit import PriorFit, fit_prior
+from ..physics.prior import UNIT, WEIGHTS, prior_by_row
+from ..physics.propagation import config_traffic
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
@@ -6134,24 +6256,13 @@ def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
     return data
 
 
-def prior_weights(settings: Mapping, collection: str) -> list[float]:
-    """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
-    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics ranking alone), above 0
-    only for a layout collection."""
-    weights = settings.get("prior_weights", [])
-    if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w <= 1
-                                              for w in weights)):
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1]")
-    if any(weights) and task_of(collection).name != "layout":
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; the physics prior ranks layouts only: "
-                            "expected [] for a tile collection")
-    return sorted({0.0, *map(float, weights)})
-
-
 def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
-    """The data module of `data` settings with this job's paths, ranking every test file."""
-    return TpuGraphsDataModule(**{**data, "root": str(job.root), "cache_dir": str(job.cache) if job.cache else None,
-                                  "predict_split": "test", "limit_graphs": None})
+    """The data module of `data` settings with this job's paths, ranking every test file (with `data.traffic`, its
+    batches carry the physics package's traffic features)."""
+    datamodule = TpuGraphsDataModule(**{**data, "root": str(job.root), "predict_split": "test", "limit_graphs": None,
+                                        "cache_dir": str(job.cache) if job.cache else None})
+    datamodule.config_traffic = config_traffic
+    return datamodule
 
 
 class Progress(Callback):
@@ -6238,6 +6349,17 @@ def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tupl
     return model, datamodule
 
 
+@dataclass
+class Members:
+    """A collection's loaded members: each (model, data module, trainer) and the folder its predictions go to; per
+    fold of validation, the tables of the members that validated on it and the physics priors of its files."""
+
+    loaded: list[tuple[RankingModule, TpuGraphsDataModule, pl.Trainer]] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+    groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray]]] = field(default_factory=dict)
+    files: int = 0  # validation files
+
+
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
              validate: bool = True, parts: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), and write its test predictions to
@@ -6262,46 +6384,64 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
-    # fold -> (the tables of the members that validate on it, the physics priors of its files)
-    groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray]]] = {}
-    folders, loaded, files = [], [], 0
+    members = load_members(collection, checkpoints, settings, job, ranks_valid, alone,
+                           parts if len(weights) > 1 else None)
+    groups = list(members.groups.values())
+    metrics = {w: ensemble_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
+    weight = chosen_weight(metrics)
+    if len(weights) > 1:
+        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
+            f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
+    if predict:
+        predict_blend(collection, members, weight, parts, job, alone)
+    if not validate:
+        return {}
+    return {**metrics[weight], "files": members.files,
+            **({"prior_weight": weight} if len(weights) > 1 else {})}
+
+
+def load_members(collection: str, checkpoints: Sequence[Path], settings: Mapping, job: Job, ranks_valid: bool,
+                 alone: bool, parts: np.ndarray | None) -> Members:
+    """Each checkpoint loaded (with `member_data` where it ranks the valid files) with a trainer that writes its
+    predictions to parts/ (`alone`) or to parts/members/<member>/; with `ranks_valid`, each validated, its table
+    grouped by fold, and the physics priors (weights `parts`, where given) of each fold's valid files."""
+    members = Members()
     for member, checkpoint in enumerate(checkpoints):
         pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
         data = member_data(settings, member, len(checkpoints), job.root) if ranks_valid else settings["data"]
         model, datamodule = load(checkpoint, collection, {**settings, "data": data}, job)
-        folders.append(job.parts if alone else job.parts / "members" / member_name(collection, member))
+        members.folders.append(job.parts if alone else job.parts / "members" / member_name(collection, member))
         trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
                              devices=settings["trainer"].get("devices", 1), **QUIET,
-                             callbacks=[SubmissionWriter(str(folders[-1]))])
+                             callbacks=[SubmissionWriter(str(members.folders[-1]))])
         if ranks_valid:
             trainer.validate(model, datamodule=datamodule, verbose=False)
             fold = data.get("fold", 0)
-            if fold not in groups:
+            if fold not in members.groups:
                 valid = datamodule.graphs("valid")
-                groups[fold] = ([], scored_priors(valid, model.last_table, parts) if len(weights) > 1 else {})
-                files += len(valid)
-            groups[fold][0].append(model.last_table)
-        loaded.append((model, datamodule, trainer))
-    metrics = {w: ensemble_metrics(collection, list(groups.values()), w) for w in weights} if ranks_valid else {}
-    weight = max(weights, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0  # ties: the smaller
-    if len(weights) > 1:
-        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
-            f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
-    if predict and weight < 1:  # at weight 1 the physics ranking alone ranks the test files: the members need not
-        for model, datamodule, trainer in loaded:
+                members.groups[fold] = ([], scored_priors(valid, model.last_table, parts) if parts is not None else {})
+                members.files += len(valid)
+            members.groups[fold][0].append(model.last_table)
+        members.loaded.append((model, datamodule, trainer))
+    return members
+
+
+def predict_blend(collection: str, members: Members, weight: float, parts: np.ndarray, job: Job, alone: bool) -> None:
+    """The test predictions: each member's (none at `weight` 1), and unless one member ranks `alone`, their rank
+    ensemble with the physics prior's ranks (weights `parts`, its run under parts/members/<collection>.prior/) at
+    `weight` into parts/."""
+    if weight < 1:  # at weight 1 the physics ranking alone ranks the test files: the members need not
+        for model, datamodule, trainer in members.loaded:
             trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    if predict and not alone:
-        shares = [(1 - weight) / len(folders)] * len(folders)
-        if weight > 0:
-            folders.append(write_prior(datamodule.graphs("test"), job.parts / "members" /
-                                       f"{collection_file_stem(collection)}.prior", collection, parts))
-            shares.append(weight)
-        blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
-        ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
-    if not validate:
-        return {}
-    return {**metrics[weight], "files": files,
-            **({"prior_weight": weight} if len(weights) > 1 else {})}
+    if alone:
+        return
+    folders = list(members.folders)
+    if weight > 0:
+        folders.append(write_prior(members.loaded[-1][1].graphs("test"), job.parts / "members" /
+                                   f"{collection_file_stem(collection)}.prior", collection, parts))
+    shares = blend_shares(len(members.folders), weight)
+    blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
+    ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
 
 
 def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray]]],
@@ -6312,48 +6452,12 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
     its own metrics (ranks keep the order of its scores)."""
     task, per_graph = task_of(collection), []
     for tables, priors in groups:
-        shares = np.array([(1 - weight) / len(tables)] * len(tables) + ([weight] if weight > 0 else []))
+        shares = np.array(blend_shares(len(tables), weight))
         for graph in tables[0]:
             _, _, target = tables[0].graph(graph)
             scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
             per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
-
-
-def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
-    """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
-    `prior_fit` says (`models/prior.py`), or the plain count of elements where it names no files."""
-    fit = section(settings, "prior_fit", PriorFit, collection)
-    if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
-        return UNIT
-    start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
-    chosen = fit_sample([graphs.num_configs(i) for i in range(len(graphs))], fit, settings.get("seed_everything", 0))
-    samples = []
-    for index, rows in chosen:
-        graph = graphs.load(index)
-        samples.append((graph_work(graph, rows), graph.target[rows]))
-    if not samples:
-        return UNIT
-    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen],
-                                   settings["data"].get("fold_variant_parts", FOLD_GROUP),
-                                   settings.get("seed_everything", 0))
-    say(f"[{collection}] physics prior's weights fitted on {len(samples)} train files (penalty {penalty:g}) in "
-        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(WEIGHTS, weights)))
-    return weights
-
-
-def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:
-    """[configs of the file] the physics prior (weights `weights`) of a split's graph by the file's config row
-    (NaN for a row the preprocessing dropped as a duplicate)."""
-    graph = graphs.load(index)
-    values = np.full(int(graph.meta["configs_raw"]), np.nan)
-    values[graph.config_index] = graph_prior(graph, weights)
-    return values
-
-
-def scored_priors(graphs: GraphSet, table: ScoreTable, weights: np.ndarray) -> dict[int, np.ndarray]:
-    """Graph -> the physics prior of the config rows the table scored, in its row order."""
-    return {graph: prior_by_row(graphs, graph, weights)[table.graph(graph)[0]] for graph in table}
 
 
 def write_prior(graphs: GraphSet, folder: Path, collection: str, weights: np.ndarray) -> Path:
@@ -6362,6 +6466,23 @@ def write_prior(graphs: GraphSet, folder: Path, collection: str, weights: np.nda
     write_run(folder, collection, "test", scores, {path.stem: file_record(path, len(scores[path.stem]), graphs.cache)
                                                    for path in graphs.paths})
     return folder
+
+
+def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
+    """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
+    `prior_fit` says (`physics/fit.py`), or the plain count of elements where it names no files."""
+    fit = section(settings, "prior_fit", PriorFit, collection)
+    if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
+        return UNIT
+    start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
+    fitted = fit_prior(graphs, fit, settings["data"].get("fold_variant_parts", FOLD_GROUP),
+                       settings.get("seed_everything", 0))
+    if fitted is None:
+        return UNIT
+    weights, penalty, files = fitted
+    say(f"[{collection}] physics prior's weights fitted on {files} train files (penalty {penalty:g}) in "
+        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(WEIGHTS, weights)))
+    return weights
 
 
 # ---------------------------------------------------------------- the five collections
@@ -6499,6 +6620,7 @@ from ..constants import SPLITS
 from ..data.reader import DataError, array_shapes, list_files
 from ..data.tasks import task_of
 from ..errors import SettingsError
+from ..physics.fit import PriorFit
 from .settings import section
 
 OVERHEAD_SECONDS = 10.0  # the process's start-up before the plan begins (imports), the final merge and check
@@ -6764,10 +6886,10 @@ class Plan:
 def prior_work(settings: Mapping, train_files: int) -> float:
     """File x step units of the prior's fit: its files read, each fit's steps, its fits (one, or one per penalty
     and held-out fold plus the final one)."""
-    fit = settings.get("prior_fit", {})
-    penalties, folds = len(fit.get("penalties", (0.01,))), fit.get("folds", 3)
+    fit, default = settings.get("prior_fit", {}), PriorFit()
+    penalties, folds = len(fit.get("penalties", default.penalties)), fit.get("folds", default.folds)
     fits = 1 + (penalties * folds if penalties > 1 else 0)
-    return min(fit.get("files", 0), train_files) * fit.get("steps", 300) * fits
+    return min(fit.get("files", default.files), train_files) * fit.get("steps", default.steps) * fits
 
 
 def setting(settings: Mapping, key: str) -> object:
@@ -7090,7 +7212,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data.batch import Batch, Collate
+from ..data.batch import Batch, Collate, ConfigTraffic, wanted_traffic
 from ..data.features import Standardizer
 from ..data.sets import ChunkSet, GraphSet
 from ..data.tasks import TASKS, task_of
@@ -7213,13 +7335,15 @@ def on_cpu_at(precision: str | int | None) -> contextlib.AbstractContextManager:
     return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
 
 
-def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path) -> ScoreTable:
+def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path,
+                      traffic: ConfigTraffic | None = None) -> ScoreTable:
     """Every config of `graphs` scored by a checkpoint read by `read_checkpoint`, under `settings` resolved against
-    it (`with_checkpoint`): its model, the collate and chunks of its data settings, the run's seed."""
+    it (`with_checkpoint`): its model, the collate and chunks of its data settings (`traffic`: the features
+    `data.traffic` asks for), the run's seed."""
     data = settings["data"]
     scorer = Scorer.of_checkpoint(saved, settings["model"], source)
     collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"],
-                      data.get("traffic", False))  # checkpoints from before the setting carry no traffic
+                      wanted_traffic(data.get("traffic", False), traffic))  # older checkpoints carry no traffic
     seed, precision = settings.get("seed_everything", 0), (settings.get("trainer") or {}).get("precision")
     return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed, precision)
 '''

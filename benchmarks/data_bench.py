@@ -26,11 +26,11 @@ from solution.constants import COLLECTIONS
 from solution.data.batch import Collate
 from solution.data.packing import pack
 from solution.data.preprocess import Preprocessing, load_graph, record_cache
-from solution.data.propagation import Propagation, file_propagation
 from solution.data.pruning import STRATEGIES, keep_nodes, output_node
 from solution.data.reader import list_files, read_graph
 from solution.data.sets import GraphSet, TrainSet
 from solution.data.tasks import LAYOUT
+from solution.physics.propagation import Propagation, config_traffic, file_propagation
 from solution.synth.files import generate
 
 
@@ -105,7 +105,7 @@ def traffic_loader(root: Path, collection: str, cache_dir: Path, epochs: int = 3
     whole file): each file's propagation built again for every batch, then kept across epochs (as the loader keeps
     it: `file_propagation`'s cache), each run from an empty cache over the same epochs; and what the kept hold."""
     graphs = GraphSet(list_files(root, collection, "train"), "train", Preprocessing(), record_cache(cache_dir))
-    train, collate = TrainSet(graphs, 128, "uniform"), Collate(LAYOUT, traffic=True)
+    train, collate = TrainSet(graphs, 128, "uniform"), Collate(LAYOUT, traffic=config_traffic)
     seconds = {"built every batch": [], "kept": []}
     for (name, times), rebuild in zip(seconds.items(), (True, False)):
         file_propagation.cache_clear()

@@ -4,7 +4,7 @@
         --config benchmarks/variants/single.yaml --runs /tmp/ce/runs
     python benchmarks/physics_prior.py --runs /tmp/ce/runs
 
-The physics ranking (`solution/models/prior.py`) orders a file's configs by the tensor elements their layouts make
+The physics ranking (`solution/physics/prior.py`) orders a file's configs by the tensor elements their layouts make
 the program move in 8 x 128 tiles, the layouts carried through the whole graph as XLA carries them, copies where a
 user needs another order: no constant of any runtime law and no training. For each
 replicate of the run (seed i, fold i held out), the model's ranking of every held-out file (the submission part
@@ -49,10 +49,11 @@ from scipy import stats
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
-from solution.data.propagation import ConfigWork, Propagation
 from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import FOLD_GROUP
-from solution.models.prior import UNIT, PriorFit, fit_sample, fit_weights, prior_work
+from solution.physics.fit import PriorFit, fit_sample, fit_weights
+from solution.physics.prior import UNIT, prior_work
+from solution.physics.propagation import ConfigWork, Propagation
 from solution.submission.files import collection_file_stem, read_answers, score, write_collection
 from solution.tools.settings import read_settings
 

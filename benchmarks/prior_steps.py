@@ -28,7 +28,8 @@ from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.splits import assign_folds
 from solution.metrics import kendall_tau
-from solution.models.prior import PriorFit, fit_sample, fit_weights, graph_prior, graph_work
+from solution.physics.fit import PriorFit, fit_sample, fit_weights
+from solution.physics.prior import graph_prior, graph_work
 from solution.tools import pipeline
 from solution.tools.settings import read_settings, section
 

@@ -11,20 +11,12 @@ from scipy import stats
 from test_members import COLLECTION, STEM, demo_settings
 
 from solution.data.preprocess import Preprocessing, load_graph
-from solution.data.propagation import MATMUL, PARTS, ConfigWork
 from solution.data.reader import read_graph
 from solution.errors import SettingsError
-from solution.models.prior import (
-    START,
-    UNIT,
-    WEIGHTS,
-    PriorFit,
-    fit_weights,
-    graph_prior,
-    layout_traffic,
-    prior_work,
-    within_rows,
-)
+from solution.physics.blend import prior_weights
+from solution.physics.fit import START, PriorFit, fit_weights, within_rows
+from solution.physics.prior import UNIT, WEIGHTS, graph_prior, layout_traffic, prior_work
+from solution.physics.propagation import MATMUL, PARTS, ConfigWork
 from solution.submission.ensemble import combine, read_run
 from solution.tools import pipeline
 
@@ -40,19 +32,19 @@ def test_graph_prior_of_a_preprocessed_graph_is_its_whole_files_traffic():
 
 @pytest.mark.parametrize(("weights", "expected"), [([], [0.0]), ([0.5, 0.25, 0.5], [0.0, 0.25, 0.5]), ([0], [0.0])])
 def test_prior_weights_always_include_the_model_alone(weights, expected):
-    assert pipeline.prior_weights({"prior_weights": weights}, COLLECTION) == expected
+    assert prior_weights({"prior_weights": weights}, COLLECTION) == expected
 
 
 @pytest.mark.parametrize("weights", [[1.01], [-0.1], ["half"], 0.5, [True]])
 def test_prior_weights_must_be_blend_weights_from_zero_to_one(weights):
     with pytest.raises(SettingsError, match=r"prior_weights=.*expected a list of blend weights in \[0, 1\]"):
-        pipeline.prior_weights({"prior_weights": weights}, COLLECTION)
+        prior_weights({"prior_weights": weights}, COLLECTION)
 
 
 def test_the_prior_ranks_layouts_only():
-    assert pipeline.prior_weights({"prior_weights": [0]}, "tile:xla") == [0.0]
+    assert prior_weights({"prior_weights": [0]}, "tile:xla") == [0.0]
     with pytest.raises(SettingsError, match="tile:xla: prior_weights=.*ranks layouts only"):
-        pipeline.prior_weights({"prior_weights": [0.5]}, "tile:xla")
+        prior_weights({"prior_weights": [0.5]}, "tile:xla")
 
 
 def roofline_files(count: int, law: np.ndarray, compute: float, combine,

@@ -11,16 +11,27 @@ import pytest
 from test_prior import FIXTURES
 
 from solution.constants import NODE_FEAT_DIM
-from solution.data.batch import Collate, Item
+from solution.data.batch import Collate, Item, wanted_traffic
 from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing, load_graph
-from solution.data.propagation import BYTE_PARTS, MATMUL, PARTS, Propagation, dot_keys, file_propagation
 from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import LAYOUT, TASKS
-from solution.models.prior import layout_traffic
+from solution.errors import SettingsError
+from solution.physics.prior import layout_traffic
+from solution.physics.propagation import (
+    BYTE_PARTS,
+    MATMUL,
+    PARTS,
+    Propagation,
+    config_traffic,
+    dot_keys,
+    file_propagation,
+)
 from solution.programs import hlo
 from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, Graph, arrays, flatten
 from solution.programs.law import computation_weights
+from solution.tools import pipeline
+from solution.tools.lightning_cli import lightning_main
 
 UNSET = [-1] * 6
 
@@ -98,7 +109,7 @@ def test_a_real_format_files_prior_follows_its_configs_whatever_their_order_and_
     permutation = np.random.default_rng(0).permutation(raw.num_configs)
     raw.config_feat = raw.config_feat[permutation]
     np.testing.assert_allclose(layout_traffic(raw), whole[permutation])
-    monkeypatch.setattr("solution.data.propagation.CONFIG_CHUNK", 7)
+    monkeypatch.setattr("solution.physics.propagation.CONFIG_CHUNK", 7)
     np.testing.assert_allclose(layout_traffic(raw), whole[permutation])
 
 
@@ -118,12 +129,26 @@ def test_a_batch_carries_each_configs_traffic_features_from_the_whole_file():
     path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz"
     graph = load_graph(path, "valid", Preprocessing(), None)
     rows = np.array([3, 0, 5])
-    batch = Collate(LAYOUT, traffic=True)([(graph, Item(0, rows))])
+    batch = Collate(LAYOUT, traffic=config_traffic)([(graph, Item(0, rows))])
     expected = Propagation(read_graph(path)).features(unpack(graph.configs[rows]))  # [3, nc, 2]
     assert batch.config_traffic.shape == (1, 3, len(graph.config_node), 2)
     np.testing.assert_allclose(batch.config_traffic[0].numpy(), expected, rtol=1e-6)
     assert file_propagation(str(path), "valid") is file_propagation(str(path), "valid")  # read once per process
     assert Collate(LAYOUT)([(graph, Item(0, rows))]).config_traffic is None
+
+
+def test_the_traffic_features_come_from_the_commands_that_build_the_loaders(tmp_path):
+    """data/ imports no physics: a loader asked for traffic features without them is refused in one line, and the
+    commands (the Lightning CLI, `solution run`, `solution rank` and `predict`) give them."""
+    assert wanted_traffic(False, config_traffic) is None and wanted_traffic(True, config_traffic) is config_traffic
+    with pytest.raises(SettingsError, match=r"^data.traffic=true needs the traffic features"):
+        wanted_traffic(True, None)
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    cli = lightning_main([f"--config={configs / name}.yaml" for name in ("base", "layout_xla_random")]
+                         + ["--trainer.logger", "false", "--data.traffic", "true"], run=False)
+    assert cli.datamodule.config_traffic is config_traffic
+    job = pipeline.Job(tmp_path, tmp_path)
+    assert pipeline.build_datamodule({"collection": "layout:xla:random"}, job).config_traffic is config_traffic
 
 
 def test_the_work_comes_in_parts_whose_elements_add_up_to_the_traffic():

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..constants import SPLITS
 from ..errors import SettingsError
-from .batch import Collate
+from .batch import Collate, ConfigTraffic, wanted_traffic
 from .features import node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 class TpuGraphsDataModule(pl.LightningDataModule):
     """One collection of a TpuGraphs folder: preprocessed once into the cache, sampled per step,
     evaluated over every config in fixed-size chunks."""
+
+    config_traffic: ConfigTraffic | None = None  # the features `data.traffic` asks for: set by whoever builds this
 
     def __init__(
         self,
@@ -145,9 +147,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         trainer, workers = self.trainer, usable_workers(self.hparams.num_workers)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         seed = torch.initial_seed() % 2**62  # set by seed_everything
+        traffic = wanted_traffic(self.hparams.traffic, self.config_traffic)
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
                           num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout,
-                                                                  self.hparams.segment_nodes, self.hparams.traffic),
+                                                                  self.hparams.segment_nodes, traffic),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:

@@ -11,8 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
-from ..data.batch import Batch
-from ..data.propagation import TRAFFIC_FEATURES
+from ..data.batch import TRAFFIC_FEATURES, Batch
 from ..errors import SettingsError
 from .layers import (
     ConfigLinks,

@@ -2,7 +2,7 @@
 every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `prior_weights` name weights above 0
-blends the physics ranking of models/prior.py (its weights fitted on the train files, `prior_fit`) into the
+blends the physics ranking of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
 model's ranks with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel
 all run this; it needs neither the Lightning CLI nor W&B."""
 
@@ -29,7 +29,10 @@ from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..models.prior import UNIT, WEIGHTS, PriorFit, fit_sample, fit_weights, graph_prior, graph_work
+from ..physics.blend import blend_shares, chosen_weight, prior_weights, scored_priors
+from ..physics.fit import PriorFit, fit_prior
+from ..physics.prior import UNIT, WEIGHTS, prior_by_row
+from ..physics.propagation import config_traffic
 from ..submission.ensemble import combine, ensemble, file_record, write_run
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..submission.writer import SubmissionWriter
@@ -114,24 +117,13 @@ def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
     return data
 
 
-def prior_weights(settings: Mapping, collection: str) -> list[float]:
-    """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
-    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics ranking alone), above 0
-    only for a layout collection."""
-    weights = settings.get("prior_weights", [])
-    if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w <= 1
-                                              for w in weights)):
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1]")
-    if any(weights) and task_of(collection).name != "layout":
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; the physics prior ranks layouts only: "
-                            "expected [] for a tile collection")
-    return sorted({0.0, *map(float, weights)})
-
-
 def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
-    """The data module of `data` settings with this job's paths, ranking every test file."""
-    return TpuGraphsDataModule(**{**data, "root": str(job.root), "cache_dir": str(job.cache) if job.cache else None,
-                                  "predict_split": "test", "limit_graphs": None})
+    """The data module of `data` settings with this job's paths, ranking every test file (with `data.traffic`, its
+    batches carry the physics package's traffic features)."""
+    datamodule = TpuGraphsDataModule(**{**data, "root": str(job.root), "predict_split": "test", "limit_graphs": None,
+                                        "cache_dir": str(job.cache) if job.cache else None})
+    datamodule.config_traffic = config_traffic
+    return datamodule
 
 
 class Progress(Callback):
@@ -218,6 +210,17 @@ def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tupl
     return model, datamodule
 
 
+@dataclass
+class Members:
+    """A collection's loaded members: each (model, data module, trainer) and the folder its predictions go to; per
+    fold of validation, the tables of the members that validated on it and the physics priors of its files."""
+
+    loaded: list[tuple[RankingModule, TpuGraphsDataModule, pl.Trainer]] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+    groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray]]] = field(default_factory=dict)
+    files: int = 0  # validation files
+
+
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
              validate: bool = True, parts: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), and write its test predictions to
@@ -242,46 +245,64 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
-    # fold -> (the tables of the members that validate on it, the physics priors of its files)
-    groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray]]] = {}
-    folders, loaded, files = [], [], 0
+    members = load_members(collection, checkpoints, settings, job, ranks_valid, alone,
+                           parts if len(weights) > 1 else None)
+    groups = list(members.groups.values())
+    metrics = {w: ensemble_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
+    weight = chosen_weight(metrics)
+    if len(weights) > 1:
+        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
+            f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
+    if predict:
+        predict_blend(collection, members, weight, parts, job, alone)
+    if not validate:
+        return {}
+    return {**metrics[weight], "files": members.files,
+            **({"prior_weight": weight} if len(weights) > 1 else {})}
+
+
+def load_members(collection: str, checkpoints: Sequence[Path], settings: Mapping, job: Job, ranks_valid: bool,
+                 alone: bool, parts: np.ndarray | None) -> Members:
+    """Each checkpoint loaded (with `member_data` where it ranks the valid files) with a trainer that writes its
+    predictions to parts/ (`alone`) or to parts/members/<member>/; with `ranks_valid`, each validated, its table
+    grouped by fold, and the physics priors (weights `parts`, where given) of each fold's valid files."""
+    members = Members()
     for member, checkpoint in enumerate(checkpoints):
         pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
         data = member_data(settings, member, len(checkpoints), job.root) if ranks_valid else settings["data"]
         model, datamodule = load(checkpoint, collection, {**settings, "data": data}, job)
-        folders.append(job.parts if alone else job.parts / "members" / member_name(collection, member))
+        members.folders.append(job.parts if alone else job.parts / "members" / member_name(collection, member))
         trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
                              devices=settings["trainer"].get("devices", 1), **QUIET,
-                             callbacks=[SubmissionWriter(str(folders[-1]))])
+                             callbacks=[SubmissionWriter(str(members.folders[-1]))])
         if ranks_valid:
             trainer.validate(model, datamodule=datamodule, verbose=False)
             fold = data.get("fold", 0)
-            if fold not in groups:
+            if fold not in members.groups:
                 valid = datamodule.graphs("valid")
-                groups[fold] = ([], scored_priors(valid, model.last_table, parts) if len(weights) > 1 else {})
-                files += len(valid)
-            groups[fold][0].append(model.last_table)
-        loaded.append((model, datamodule, trainer))
-    metrics = {w: ensemble_metrics(collection, list(groups.values()), w) for w in weights} if ranks_valid else {}
-    weight = max(weights, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0  # ties: the smaller
-    if len(weights) > 1:
-        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
-            f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
-    if predict and weight < 1:  # at weight 1 the physics ranking alone ranks the test files: the members need not
-        for model, datamodule, trainer in loaded:
+                members.groups[fold] = ([], scored_priors(valid, model.last_table, parts) if parts is not None else {})
+                members.files += len(valid)
+            members.groups[fold][0].append(model.last_table)
+        members.loaded.append((model, datamodule, trainer))
+    return members
+
+
+def predict_blend(collection: str, members: Members, weight: float, parts: np.ndarray, job: Job, alone: bool) -> None:
+    """The test predictions: each member's (none at `weight` 1), and unless one member ranks `alone`, their rank
+    ensemble with the physics prior's ranks (weights `parts`, its run under parts/members/<collection>.prior/) at
+    `weight` into parts/."""
+    if weight < 1:  # at weight 1 the physics ranking alone ranks the test files: the members need not
+        for model, datamodule, trainer in members.loaded:
             trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    if predict and not alone:
-        shares = [(1 - weight) / len(folders)] * len(folders)
-        if weight > 0:
-            folders.append(write_prior(datamodule.graphs("test"), job.parts / "members" /
-                                       f"{collection_file_stem(collection)}.prior", collection, parts))
-            shares.append(weight)
-        blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
-        ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
-    if not validate:
-        return {}
-    return {**metrics[weight], "files": files,
-            **({"prior_weight": weight} if len(weights) > 1 else {})}
+    if alone:
+        return
+    folders = list(members.folders)
+    if weight > 0:
+        folders.append(write_prior(members.loaded[-1][1].graphs("test"), job.parts / "members" /
+                                   f"{collection_file_stem(collection)}.prior", collection, parts))
+    shares = blend_shares(len(members.folders), weight)
+    blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
+    ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
 
 
 def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray]]],
@@ -292,48 +313,12 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
     its own metrics (ranks keep the order of its scores)."""
     task, per_graph = task_of(collection), []
     for tables, priors in groups:
-        shares = np.array([(1 - weight) / len(tables)] * len(tables) + ([weight] if weight > 0 else []))
+        shares = np.array(blend_shares(len(tables), weight))
         for graph in tables[0]:
             _, _, target = tables[0].graph(graph)
             scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
             per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
-
-
-def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
-    """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
-    `prior_fit` says (`models/prior.py`), or the plain count of elements where it names no files."""
-    fit = section(settings, "prior_fit", PriorFit, collection)
-    if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
-        return UNIT
-    start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
-    chosen = fit_sample([graphs.num_configs(i) for i in range(len(graphs))], fit, settings.get("seed_everything", 0))
-    samples = []
-    for index, rows in chosen:
-        graph = graphs.load(index)
-        samples.append((graph_work(graph, rows), graph.target[rows]))
-    if not samples:
-        return UNIT
-    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen],
-                                   settings["data"].get("fold_variant_parts", FOLD_GROUP),
-                                   settings.get("seed_everything", 0))
-    say(f"[{collection}] physics prior's weights fitted on {len(samples)} train files (penalty {penalty:g}) in "
-        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(WEIGHTS, weights)))
-    return weights
-
-
-def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:
-    """[configs of the file] the physics prior (weights `weights`) of a split's graph by the file's config row
-    (NaN for a row the preprocessing dropped as a duplicate)."""
-    graph = graphs.load(index)
-    values = np.full(int(graph.meta["configs_raw"]), np.nan)
-    values[graph.config_index] = graph_prior(graph, weights)
-    return values
-
-
-def scored_priors(graphs: GraphSet, table: ScoreTable, weights: np.ndarray) -> dict[int, np.ndarray]:
-    """Graph -> the physics prior of the config rows the table scored, in its row order."""
-    return {graph: prior_by_row(graphs, graph, weights)[table.graph(graph)[0]] for graph in table}
 
 
 def write_prior(graphs: GraphSet, folder: Path, collection: str, weights: np.ndarray) -> Path:
@@ -342,6 +327,23 @@ def write_prior(graphs: GraphSet, folder: Path, collection: str, weights: np.nda
     write_run(folder, collection, "test", scores, {path.stem: file_record(path, len(scores[path.stem]), graphs.cache)
                                                    for path in graphs.paths})
     return folder
+
+
+def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
+    """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
+    `prior_fit` says (`physics/fit.py`), or the plain count of elements where it names no files."""
+    fit = section(settings, "prior_fit", PriorFit, collection)
+    if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
+        return UNIT
+    start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
+    fitted = fit_prior(graphs, fit, settings["data"].get("fold_variant_parts", FOLD_GROUP),
+                       settings.get("seed_everything", 0))
+    if fitted is None:
+        return UNIT
+    weights, penalty, files = fitted
+    say(f"[{collection}] physics prior's weights fitted on {files} train files (penalty {penalty:g}) in "
+        f"{time.monotonic() - start:.0f} s: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(WEIGHTS, weights)))
+    return weights
 
 
 # ---------------------------------------------------------------- the five collections

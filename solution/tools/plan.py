@@ -24,6 +24,7 @@ from ..constants import SPLITS
 from ..data.reader import DataError, array_shapes, list_files
 from ..data.tasks import task_of
 from ..errors import SettingsError
+from ..physics.fit import PriorFit
 from .settings import section
 
 OVERHEAD_SECONDS = 10.0  # the process's start-up before the plan begins (imports), the final merge and check
@@ -289,10 +290,10 @@ class Plan:
 def prior_work(settings: Mapping, train_files: int) -> float:
     """File x step units of the prior's fit: its files read, each fit's steps, its fits (one, or one per penalty
     and held-out fold plus the final one)."""
-    fit = settings.get("prior_fit", {})
-    penalties, folds = len(fit.get("penalties", (0.01,))), fit.get("folds", 3)
+    fit, default = settings.get("prior_fit", {}), PriorFit()
+    penalties, folds = len(fit.get("penalties", default.penalties)), fit.get("folds", default.folds)
     fits = 1 + (penalties * folds if penalties > 1 else 0)
-    return min(fit.get("files", 0), train_files) * fit.get("steps", 300) * fits
+    return min(fit.get("files", default.files), train_files) * fit.get("steps", default.steps) * fits
 
 
 def setting(settings: Mapping, key: str) -> object:

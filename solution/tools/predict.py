@@ -15,6 +15,7 @@ import torch
 
 from ..allocator import keep_freed_buffers
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
+from ..physics.propagation import config_traffic
 from ..submission.ensemble import write_predictions
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
 from ..training.inference import CPU_PRECISIONS, checkpoint_scores
@@ -100,7 +101,7 @@ def predict(settings: Mapping[str, Any]) -> tuple[Path, Path]:
     graphs = split_graphs(data, data["predict_split"])
     if graphs.skipped:  # a submission needs every file of the split it ranks
         raise graphs.skipped[0]
-    table = checkpoint_scores(saved, resolved, graphs, checkpoint)
+    table = checkpoint_scores(saved, resolved, graphs, checkpoint, config_traffic)
     out_dir = (resolved.get("submission") or {}).get("out_dir", DEFAULT_OUT)
     return write_predictions(table, graphs, out_dir, collection, data["predict_split"])
 

@@ -18,6 +18,7 @@ from ..data.preprocess import Preprocessing
 from ..data.reader import read_graph
 from ..data.sets import GraphSet
 from ..errors import OK, SettingsError
+from ..physics.propagation import config_traffic
 from ..programs.candidates import BLOCK, BLOCKS, SEARCHES, describe_block, searched, user_candidates
 from ..programs.encode import LAYOUT_KEYS, Program, encode_program
 from ..training.checkpoints import read_checkpoint, saved_settings
@@ -73,7 +74,7 @@ def score(checkpoint: Path, saved: Mapping, program: Program, configs: np.ndarra
         np.savez(path, **{key: program.arrays[key] for key in LAYOUT_KEYS}, node_config_feat=configs,
                  config_runtime=np.zeros(len(configs), np.int64))
         graphs = GraphSet([path], "test", Preprocessing.of(settings["data"]), cache=None)
-        rows, scores, _ = checkpoint_scores(saved, settings, graphs, checkpoint).graph(0)  # data.traffic reads the file
+        rows, scores, _ = checkpoint_scores(saved, settings, graphs, checkpoint, config_traffic).graph(0)
     out = np.empty(len(configs))
     out[rows] = scores
     return out

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data.batch import Batch, Collate
+from ..data.batch import Batch, Collate, ConfigTraffic, wanted_traffic
 from ..data.features import Standardizer
 from ..data.sets import ChunkSet, GraphSet
 from ..data.tasks import TASKS, task_of
@@ -135,12 +135,14 @@ def on_cpu_at(precision: str | int | None) -> contextlib.AbstractContextManager:
     return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
 
 
-def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path) -> ScoreTable:
+def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path,
+                      traffic: ConfigTraffic | None = None) -> ScoreTable:
     """Every config of `graphs` scored by a checkpoint read by `read_checkpoint`, under `settings` resolved against
-    it (`with_checkpoint`): its model, the collate and chunks of its data settings, the run's seed."""
+    it (`with_checkpoint`): its model, the collate and chunks of its data settings (`traffic`: the features
+    `data.traffic` asks for), the run's seed."""
     data = settings["data"]
     scorer = Scorer.of_checkpoint(saved, settings["model"], source)
     collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"],
-                      data.get("traffic", False))  # checkpoints from before the setting carry no traffic
+                      wanted_traffic(data.get("traffic", False), traffic))  # older checkpoints carry no traffic
     seed, precision = settings.get("seed_everything", 0), (settings.get("trainer") or {}).get("precision")
     return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed, precision)

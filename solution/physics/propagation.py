@@ -1,6 +1,4 @@
-"""Each config's layouts carried through a layout file's whole graph as XLA's layout assignment carries them, and
-the bytes they make the program move in 8 x 128 tiles, per configurable node, and the work they make its matrix
-units do, dot by dot, each loop body's once per trip."""
+"""Each config's layouts carried through a layout file's whole graph as XLA carries them, and the work they cause."""
 
 from __future__ import annotations
 
@@ -12,6 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..constants import LAYOUT_GROUP, SHAPE_DIMS
+from ..data.packing import unpack
+from ..data.preprocess import Graph
+from ..data.reader import RawGraph, read_graph
 from ..layouts import (
     ELEMENTWISE,
     FLEXIBLE,
@@ -35,15 +36,13 @@ from ..programs.encode import (
     LAYOUT,
     OPCODE_NAMES,
 )
-from .reader import RawGraph, read_graph
 
 LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
 TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
-TRAFFIC_FEATURES = 2
-TRAFFIC_SCALES = np.array([4.0, 16.0])  # the features' logs over these: about unit size
+TRAFFIC_SCALES = np.array([4.0, 16.0])  # [TRAFFIC_FEATURES] the features' logs over these: about unit size
 PARTS = ("fused", "passes", "relayouts", "copies", "transposes", "launches", "lane_reduces")
 BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast); then kernels
 # launched, and bytes reduced across lanes
@@ -219,6 +218,12 @@ def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
 def file_propagation(path: str, split: str) -> Propagation:
     """The propagation of a layout file of a split, read once per process for the files in use (~0.6 KiB a node)."""
     return Propagation(read_graph(path, split))
+
+
+def config_traffic(graph: Graph, rows: np.ndarray) -> np.ndarray:
+    """[C, nc, TRAFFIC_FEATURES] the traffic features of a preprocessed layout graph's config `rows`, from its whole
+    file (pruning keeps too little of the paths layouts take): what a batch carries with `data.traffic`."""
+    return file_propagation(graph.meta["path"], graph.meta["split"]).features(unpack(np.asarray(graph.configs[rows])))
 
 
 def _tensors(raw: RawGraph) -> list[_Tensor]:

@@ -1,30 +1,19 @@
-"""A layout ranking from physics: the bytes each config's layouts make the program move, the kernels its copies
-launch, and each dot's and convolution's time as a fitted p-norm of its matrix units' work and its memory traffic
-(from their sum to the larger of the two: a roofline), weighed as a collection's own runtimes say (twelve weights; no
-model)."""
+"""The physics prior's twelve weights fitted to a collection's train runtimes, a penalty picked on held-out groups."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ..data.packing import unpack
-from ..data.preprocess import Graph
-from ..data.propagation import BYTE_PARTS, CONFIG_CHUNK, PARTS, ConfigWork, Propagation, file_propagation
-from ..data.reader import RawGraph
+from ..data.sets import GraphSet
 from ..data.splits import FOLD_GROUP, assign_folds, model_group
 from ..metrics import kendall_tau, mean_over_graphs
+from .prior import WEIGHTS, graph_work, prior_work, weighed
+from .propagation import PARTS, ConfigWork
 
-# the prior's weights: one per part, then a dot's or convolution's: per multiply-add, per byte it stores, its matrix
-# units' slowdown (log) per operand fed with the key dim second-minor and further out, and the roofline's sharpness
-# (0: compute and memory time add up; large: the larger one alone)
-WEIGHTS = (*PARTS, "multiply_adds", "matmul_bytes", "second_minor_slowdown", "major_slowdown", "roofline_sharpness")
-MATMUL_WEIGHTS = len(PARTS)  # where the matmul weights start
-UNIT = np.array([1.0] * BYTE_PARTS + [0.0] * (len(PARTS) - BYTE_PARTS) + [0.0, 1.0, 0.0, 0.0, 1.0])  # the plain
-# count of bytes
 # where a fit starts and its penalty pulls: each byte moved counts 1, a kernel launched as 4000 bytes, a reduce across
 # lanes adds a tenth of its bytes again, a multiply-add a 75th of a byte (a TPU's matrix units do a few hundred per
 # 4-byte element its memory moves), an operand fed with its key dim not minor doubles them, and a dot's compute and
@@ -47,69 +36,10 @@ class PriorFit:
 
     files: int = 0
     configs: int = 256
-    steps: int = 300
+    steps: int = 100
     penalties: tuple[float, ...] = (0.01,)
     folds: int = 3
     matmul_rows: int = 2**20
-
-
-def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
-    """[c] per config of a layout file, the work its layouts make the program do (`prior_work` of its `ConfigWork`,
-    `data/propagation.py`, under `weights`; lower = predicted faster); by default the bytes moved in 8 x 128 tiles
-    over each tensor's two most-minor dims larger than 1. A configurable node stores its output in the config's layout
-    and reads its input (and a convolution's kernel) in the config's, a dot's or convolution's operand 0 being the one
-    their shapes say (the files keep no operand order); every other node takes its layout as XLA propagates
-    it: element-wise and data-movement ops keep their first laid-out operand's of the same rank, transposes and
-    reduces map it, broadcasts and constants adapt to their users, parameters, tuples, loop state and the results
-    keep the file's. Where a user needs another layout than its producer gives, a copy moves the tensor twice (read
-    in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
-    stacked tensors its dynamic slices walk, and a conditional's branches an equal share each. No constant of a
-    runtime law enters."""
-    return prior_work(Propagation(raw).work(raw.config_feat), weights)
-
-
-def graph_work(graph: Graph, rows: np.ndarray | None = None) -> ConfigWork:
-    """The `ConfigWork` of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
-    file (read once per process, as the traffic features are)."""
-    propagation = file_propagation(graph.meta["path"], graph.meta["split"])
-    return ConfigWork.concatenate(list(_chunk_works(graph, rows)), propagation.matmuls)
-
-
-def graph_prior(graph: Graph, weights: np.ndarray = UNIT) -> np.ndarray:
-    """[c] `layout_traffic` of a preprocessed layout graph's configs, in its row order, a chunk of configs at a time
-    (a file's [c, D, 4] matmuls at once could take gigabytes)."""
-    return np.concatenate([prior_work(work, weights) for work in _chunk_works(graph)] or [np.zeros(0)])
-
-
-def _chunk_works(graph: Graph, rows: np.ndarray | None = None) -> Iterator[ConfigWork]:
-    """The `ConfigWork` of a graph's configs (or of its `rows`), CONFIG_CHUNK at a time (each unpacked in turn)."""
-    propagation = file_propagation(graph.meta["path"], graph.meta["split"])
-    configs = graph.configs if rows is None else graph.configs[rows]
-    for start in range(0, len(configs), CONFIG_CHUNK):
-        yield propagation.work(unpack(configs[start:start + CONFIG_CHUNK]))
-
-
-def prior_work(work: ConfigWork, weights: np.ndarray) -> np.ndarray:
-    """[c] the prior of configs whose work is `work`, under `weights` [len(WEIGHTS)]."""
-    matmuls, owners = work.flat_matmuls()
-    with torch.no_grad():
-        total = weighed(torch.from_numpy(work.parts), torch.from_numpy(matmuls), torch.from_numpy(owners),
-                        torch.from_numpy(weights))
-    return total.numpy()
-
-
-def weighed(parts: torch.Tensor, matmuls: torch.Tensor, owners: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """[N] the weighed work of configs with parts [N, K] and dots or convolutions matmuls [R, 4] (MATMUL), each of
-    the config `owners` [R] says: the weighed parts, plus per dot or convolution the p-norm (p = 1 + sharpness) of
-    its compute time (multiply-adds x their weight x the exp of its slowdowns per badly fed operand) and its memory
-    time (bytes x their weight), taken in logs (no 0 ** p, whose gradient in p is NaN)."""
-    multiply_add, byte, second, major, sharpness = weights[MATMUL_WEIGHTS:]
-    log_compute = (torch.log(multiply_add) + torch.log(matmuls[:, 0].clamp_min(1e-30))  # e^-69 where none
-                   + second * matmuls[:, 2] + major * matmuls[:, 3])  # [R]
-    log_memory = torch.log(byte) + torch.log(matmuls[:, 1].clamp_min(1e-30))  # [R]
-    power = 1 + sharpness
-    matmul_time = torch.exp(torch.logsumexp(torch.stack([log_compute, log_memory]) * power, 0) / power)  # [R]
-    return (parts @ weights[:MATMUL_WEIGHTS]).index_add(0, owners, matmul_time)
 
 
 def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tuple[int, np.ndarray]]:
@@ -118,6 +48,22 @@ def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tupl
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.permutation(len(counts))[:fit.files])
     return [(int(index), np.sort(rng.permutation(counts[index])[:fit.configs])) for index in chosen]
+
+
+def fit_prior(graphs: GraphSet, fit: PriorFit, variant_parts: str = FOLD_GROUP,
+              seed: int = 0) -> tuple[np.ndarray, float, int] | None:
+    """The weights fitted to the runtimes of a split's `graphs` as `fit` says (`fit_sample`, then `fit_weights` with
+    `variant_parts` and `seed`), the penalty they were fitted with and how many files they saw; None where `fit`
+    samples no file."""
+    chosen = fit_sample([graphs.num_configs(i) for i in range(len(graphs))], fit, seed)
+    samples = []
+    for index, rows in chosen:
+        graph = graphs.load(index)
+        samples.append((graph_work(graph, rows), graph.target[rows]))
+    if not samples:
+        return None
+    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen], variant_parts, seed)
+    return weights, penalty, len(samples)
 
 
 def fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
