@@ -16,6 +16,7 @@ from solution.submission.ensemble import combine, read_run
 from solution.submission.files import collection_file_stem
 from solution.tools import pipeline
 from solution.tools.settings import configs_folder, layered, read_settings
+from solution.training.ranker_file import read_ranker
 
 COLLECTION = "layout:xla:random"
 STEM = collection_file_stem(COLLECTION)
@@ -49,18 +50,25 @@ def test_given_checkpoints_take_members_in_order_up_to_the_first_gap(tmp_path):
                      COLLECTION: [tmp_path / f"{STEM}.ckpt", tmp_path / f"{STEM}.member1.ckpt"]}
 
 
+def alone(job: pipeline.Job, checkpoint: Path, folder: Path) -> dict[str, np.ndarray]:
+    """The test scores of one checkpoint ranking alone, as `solution run` writes them."""
+    ranked = pipeline.Job(job.root, folder)
+    pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), ranked, validate=False)
+    return read_run(ranked.parts / f"{STEM}.scores.npz").scores
+
+
 def test_the_submission_ranks_by_the_members_rank_ensemble(two_members, tmp_path):
     job, checkpoints = two_members
-    job = pipeline.Job(job.root, tmp_path)
-    pipeline.evaluate(COLLECTION, checkpoints, demo_settings(members=2), job, validate=False)
-    members = [read_run(job.parts / "members" / f"{STEM}{part}" / f"{STEM}.scores.npz").scores
-               for part in ("", ".member1")]
-    combined = read_run(job.parts / f"{STEM}.scores.npz").scores
+    ranked = pipeline.Job(job.root, tmp_path)
+    pipeline.evaluate(COLLECTION, checkpoints, demo_settings(members=2), ranked, validate=False)
+    members = [alone(job, checkpoint, tmp_path / f"member{j}") for j, checkpoint in enumerate(checkpoints)]
+    combined = read_run(ranked.parts / f"{STEM}.scores.npz").scores
     assert set(combined) == set(members[0]) == set(members[1])
     assert any(not np.allclose(members[0][stem], members[1][stem]) for stem in combined), "seeds gave one model"
     for stem, values in combined.items():
         np.testing.assert_allclose(values, combine([m[stem] for m in members], np.ones(2), "rank"))
-    assert (job.parts / f"{STEM}.csv").is_file()
+    assert (ranked.parts / f"{STEM}.csv").is_file()
+    assert len(read_ranker(ranked.saved_rankers / f"{STEM}.ranker").members) == 2
 
 
 def test_one_member_validates_as_lightning_does_and_a_repeated_member_changes_nothing(two_members, tmp_path):

@@ -15,10 +15,11 @@ from solution.data.reader import read_graph
 from solution.errors import SettingsError
 from solution.physics.blend import prior_weights
 from solution.physics.fit import START, PriorFit, fit_weights, within_rows
-from solution.physics.prior import UNIT, WEIGHTS, graph_prior, layout_traffic, prior_work
+from solution.physics.prior import UNIT, WEIGHTS, graph_prior, layout_traffic, prior_by_row, prior_work
 from solution.physics.propagation import MATMUL, PARTS, ConfigWork
 from solution.submission.ensemble import combine, read_run
 from solution.tools import pipeline
+from solution.training.ranker_file import read_ranker
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "npz"
 
@@ -136,20 +137,21 @@ def test_a_prior_that_knows_the_runtimes_is_chosen_and_blended_into_the_test_ran
     job, checkpoint = one_fit
     job = pipeline.Job(job.root, tmp_path)
     alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
+    model = read_run(job.parts / f"{STEM}.scores.npz").scores
     oracle = lambda graphs, table, weights: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
     monkeypatch.setattr(pipeline, "scored_priors", oracle)
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.9]), job)
     assert blended["prior_weight"] == 0.9 and blended["score"] > alone["score"]
-    model = read_run(job.parts / "members" / STEM / f"{STEM}.scores.npz").scores
-    prior = read_run(job.parts / "members" / f"{STEM}.prior" / f"{STEM}.scores.npz").scores
     combined = read_run(job.parts / f"{STEM}.scores.npz").scores
     graphs = pipeline.load(checkpoint, COLLECTION, demo_settings(), job)[1].graphs("test")
     weights = pipeline.part_weights(COLLECTION, demo_settings(), job)  # fitted on the train files' runtimes
     assert weights.shape == UNIT.shape and not np.allclose(weights, UNIT)
+    ranker = read_ranker(job.saved_rankers / f"{STEM}.ranker")
+    assert ranker.weight == 0.9 and [w for w, _ in ranker.tried] == [0.0, 0.9]
+    np.testing.assert_allclose(ranker.prior_weights, weights)
     for index, stem in enumerate(graphs.stems):
-        np.testing.assert_allclose(prior[stem], graph_prior(graphs.load(index), weights)[np.argsort(
-            graphs.load(index).config_index)])
-        np.testing.assert_allclose(combined[stem], combine([model[stem], prior[stem]], np.array([0.1, 0.9]), "rank"))
+        prior = graph_prior(graphs.load(index), weights)[np.argsort(graphs.load(index).config_index)]
+        np.testing.assert_allclose(combined[stem], combine([model[stem], prior], np.array([0.1, 0.9]), "rank"))
 
 
 def test_weight_1_ranks_the_test_files_by_the_prior_alone(one_fit, tmp_path, monkeypatch):
@@ -157,28 +159,29 @@ def test_weight_1_ranks_the_test_files_by_the_prior_alone(one_fit, tmp_path, mon
     job = pipeline.Job(job.root, tmp_path)
     oracle = lambda graphs, table, weights: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
     monkeypatch.setattr(pipeline, "scored_priors", oracle)
+    monkeypatch.setattr("solution.tools.ranking.checkpoint_scores", lambda *_: pytest.fail("a network ranked"))
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.5, 1.0]), job)
     assert blended["prior_weight"] == 1.0 and blended["score"] == pytest.approx(1.0)
-    assert not (job.parts / "members" / STEM / f"{STEM}.scores.npz").exists()  # the member ranked no test file
-    prior = read_run(job.parts / "members" / f"{STEM}.prior" / f"{STEM}.scores.npz").scores
+    weights = read_ranker(job.saved_rankers / f"{STEM}.ranker").prior_weights
+    graphs = pipeline.load(checkpoint, COLLECTION, demo_settings(), job)[1].graphs("test")
     combined = read_run(job.parts / f"{STEM}.scores.npz").scores
-    assert combined.keys() == prior.keys()
-    for stem, values in combined.items():
-        np.testing.assert_allclose(values, combine([prior[stem]], np.ones(1), "rank"))
+    assert sorted(combined) == sorted(graphs.stems)
+    for index, stem in enumerate(graphs.stems):
+        np.testing.assert_allclose(combined[stem], prior_by_row(graphs, index, weights))
 
 
 def test_a_prior_no_better_than_the_model_leaves_it_alone(one_fit, tmp_path, monkeypatch):
     job, checkpoint = one_fit
     job = pipeline.Job(job.root, tmp_path)
     alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
+    model = read_run(job.parts / f"{STEM}.scores.npz").scores
     own = lambda graphs, table, weights: {g: table.graph(g)[1] for g in table}  # noqa: E731 the model's own scores: a tie
     monkeypatch.setattr(pipeline, "scored_priors", own)
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.25, 0.5]), job)
     assert blended == {**alone, "prior_weight": 0.0}
-    assert not (job.parts / "members" / f"{STEM}.prior").exists()
-    model = read_run(job.parts / "members" / STEM / f"{STEM}.scores.npz").scores
+    assert read_ranker(job.saved_rankers / f"{STEM}.ranker").weight == 0.0
     for stem, values in read_run(job.parts / f"{STEM}.scores.npz").scores.items():
-        np.testing.assert_allclose(values, combine([model[stem]], np.ones(1), "rank"))
+        np.testing.assert_allclose(values, model[stem])
 
 
 def test_without_valid_files_the_test_files_are_ranked_by_the_model_alone(one_fit, tmp_path, capsys):

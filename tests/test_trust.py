@@ -174,11 +174,11 @@ def test_predict_runs_without_importing_lightning_and_writes_what_the_trainer_wr
                                    ["--trainer.precision", "16-mixed"], ["--seed_everything", "true"],
                                    ["--trainer.callbacks+=lightning.pytorch.callbacks.Timer"], ["stray"]])
 def test_predict_leaves_to_the_lightning_cli_what_needs_a_trainer(extra, trained, tile_root):
-    from solution.tools.predict import predict_here
+    from solution.tools.predict import rank_here
 
     args = [*TILE, "--data.root", str(tile_root), "--ckpt_path", str(trained / "tile_xla.ckpt")]
-    assert predict_here([*args, *extra]) is None
-    assert predict_here([*args[:-1], str(trained / "missing.ckpt")]) is None  # the trainer tells that one
+    assert rank_here("predict", [*args, *extra]) is None
+    assert rank_here("predict", [*args[:-1], str(trained / "missing.ckpt")]) is None  # the trainer tells that one
 
 
 def test_predict_reads_config_files_and_flags_in_their_order(tmp_path):

@@ -84,11 +84,14 @@ test file, writes a checked submission.csv and prints a table of validation scor
 Settings (environment variables; on Kaggle all are optional):
   SOLUTION_DATA_ROOT       the competition data; default /kaggle/input/{competition}, else the first
                            attached input that holds npz_all/npz
-  SOLUTION_OUTPUT_DIR      where submission.csv, parts/ and checkpoints/<collection>.ckpt go; default /kaggle/working
+  SOLUTION_OUTPUT_DIR      where submission.csv, parts/, rankers/<collection>.ranker and checkpoints/ go; default
+                           /kaggle/working
   SOLUTION_TIME_BUDGET     wall-clock seconds of the whole job, start to checked submission.csv; default
                            {budget:.0f}; the job plans its steps from the files' sizes and trains each
                            collection for its share of what they leave:
                            {shares}
+  SOLUTION_RANKERS         a folder of <collection>.ranker (an earlier run's rankers/, attached as a dataset):
+                           those collections rank with them, as saved, and are not trained
   SOLUTION_CHECKPOINTS     a folder of <collection>.ckpt (e.g. an earlier run's checkpoints/, attached as a
                            dataset, or `solution fit` checkpoints renamed): those collections are not trained
   SOLUTION_CACHE           preprocessed graphs; default <temp dir>/solution-cache (never the read-only input)

@@ -31,7 +31,7 @@ COMMANDS = {
 USAGE = """usage: solution run --data.root PATH [--config configs/demo.yaml] [--budget SECONDS] ...
        solution {fit,validate,test,predict} --config configs/<collection>.yaml [--data.root PATH] ...
        solution demo | synth | inspect | submit | check-submission | score | kernel | compare | sweep | ensemble
-       solution encode PROGRAM.hlo --out FILE.npz | rank PROGRAM --ckpt CKPT
+       solution encode PROGRAM.hlo --out FILE.npz | rank PROGRAM --ranker FILE.ranker
        [--help]"""
 
 
@@ -40,8 +40,8 @@ def dispatch(argv: list[str]) -> int:
     if argv[0] in COMMANDS:
         module, function = COMMANDS[argv[0]]
         return int(getattr(importlib.import_module(f"solution.{module}"), function)(argv[1:]) or 0)
-    if argv[0] == "predict":  # on the CPU, without importing Lightning where the command needs no trainer
-        done = importlib.import_module("solution.tools.predict").predict_here(argv[1:])
+    if argv[0] in ("predict", "validate", "test"):  # on the CPU, without Lightning where they need no trainer
+        done = importlib.import_module("solution.tools.predict").rank_here(argv[0], argv[1:])
         if done is not None:
             return done
     importlib.import_module("solution.tools.lightning_cli").lightning_main(argv)

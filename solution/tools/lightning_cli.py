@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningCLI
 
 from ..allocator import keep_freed_buffers
@@ -17,7 +18,9 @@ from ..submission.writer import SubmissionWriter
 from ..training.callbacks import LaterOnTies, LRMonitor
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
 from ..training.module import RankingModule
+from ..training.ranker_file import SavedRanker
 from .plan import BudgetSettings
+from .ranking import ranker_path
 from .settings import DERIVED, configs_folder, read_settings, read_yaml, with_checkpoint
 from .tracking import RunRecorder, describe, unfinished_run
 
@@ -127,7 +130,7 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
     warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")  # Lightning's, with this torch
     warnings.filterwarnings("ignore", message="The dirpath has changed from")  # predict restores a fit's callback
     keep_freed_buffers()
-    return CLI(
+    cli = CLI(
         RankingModule,
         TpuGraphsDataModule,
         args=args,
@@ -142,3 +145,19 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
             "plugins": [{"class_path": "solution.training.callbacks.AtomicCheckpointIO"}],
         },
     )
+    if run and cli.subcommand == "fit":
+        write_fit_ranker(cli.trainer)
+    return cli
+
+
+def write_fit_ranker(trainer: Trainer) -> Path | None:
+    """After `solution fit`, its best checkpoint (else its last) as <run>/rankers/<collection>.ranker beside its
+    checkpoints/: a ranker of one network and no prior, which every command ranks with as it ranks a run's."""
+    callback = trainer.checkpoint_callback
+    checkpoint = callback.best_model_path or callback.last_model_path if callback else ""
+    if not checkpoint:
+        return None
+    ranker = SavedRanker.of_checkpoints([read_checkpoint(checkpoint)])
+    path = ranker.save(ranker_path(Path(checkpoint).parent.parent / "rankers", ranker.collection))
+    print(f"wrote {path}: rank with it by `solution predict --ranker {path}` (or rank, validate, test)")
+    return path

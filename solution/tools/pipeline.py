@@ -24,23 +24,23 @@ from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import collection_dir, find_collections
-from ..data.sets import GraphSet
 from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
 from ..physics.blend import blend_shares, chosen_weight, prior_weights, scored_priors
 from ..physics.fit import PriorFit, fit_prior
-from ..physics.prior import UNIT, WEIGHTS, prior_by_row
+from ..physics.prior import UNIT, WEIGHTS
 from ..physics.propagation import config_traffic
-from ..submission.ensemble import combine, ensemble, file_record, write_run
+from ..submission.ensemble import combine
 from ..submission.files import check, collection_file_stem, format_scores, merge
-from ..submission.writer import SubmissionWriter
 from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
+from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted
+from .ranking import ranked_split, ranker_path, resolved, split_metrics, write_ranked
 from .settings import read_settings, section, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
@@ -65,6 +65,7 @@ class Job:
     cache: Path | None = None  # preprocessed graphs; None: the default ($SOLUTION_CACHE or ~/.cache/solution)
     budget: float | None = None  # wall-clock seconds of the whole job (`plan.py`); None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
+    rankers: Path | None = None  # a folder of <collection>.ranker to rank with instead of training
     runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
     # collection -> the settings given when the user sets nothing (a checkpoint's settings replace those freely;
     # a value the user set that contradicts a checkpoint is an error); None: the settings run() is given
@@ -77,6 +78,11 @@ class Job:
     @property
     def parts(self) -> Path:
         return self.output / "parts"
+
+    @property
+    def saved_rankers(self) -> Path:
+        """Where the job saves each collection's ranker: <output>/rankers/<collection>.ranker."""
+        return self.output / "rankers"
 
     def checkpoint_path(self, collection: str, member: int = 0) -> Path:
         """<runs>/checkpoints/<collection>.ckpt, and <collection>.member<j>.ckpt for ensemble member j > 0."""
@@ -212,28 +218,25 @@ def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tupl
 
 @dataclass
 class Members:
-    """A collection's loaded members: each (model, data module, trainer) and the folder its predictions go to; per
-    fold of validation, the tables of the members that validated on it and the physics priors of its files."""
+    """What a collection's members scored on the valid files: per fold of validation, the tables of the members
+    that validated on it and the physics priors of its files."""
 
-    loaded: list[tuple[RankingModule, TpuGraphsDataModule, pl.Trainer]] = field(default_factory=list)
-    folders: list[Path] = field(default_factory=list)
     groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray]]] = field(default_factory=dict)
     files: int = 0  # validation files
 
 
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
              validate: bool = True, parts: np.ndarray | None = None) -> dict[str, float]:
-    """Validate a checkpoint, or an ensemble of several (with `validate`), and write its test predictions to
-    <output>/parts/<collection>.csv (with `predict`); returns its validation metrics (`score`, ...) and the number
-    of validation files, or nothing when it does not validate. An ensemble ranks by the mean of its members'
-    normalised ranks per graph (as `solution ensemble`), each member's own predictions under
-    parts/members/<collection>.member<j>/. With `member_folds`, member j validates on its own fold of models
-    (`member_data`), and the validation metrics are those of each file ranked by the one member that never trained
-    on it. With `prior_weights` the valid files are always ranked: the weight w that scores best there blends the
-    physics prior's ranks in as w against 1 - w for the members together (its ranking under
-    parts/members/<collection>.prior/), in the validation metrics and the test predictions (at w = 1 the members
-    rank no test file); a data root without valid files ranks by the model alone when not asked to validate. The
-    prior's weights are `parts` where given, else fitted here (`part_weights`)."""
+    """Validate a checkpoint, or an ensemble of several (with `validate`), save them as the collection's ranker
+    (<output>/rankers/<collection>.ranker) and rank the test files with it into <output>/parts/<collection>.csv
+    (with `predict`); returns the validation metrics (`score`, ...) and the number of validation files, or nothing
+    when it does not validate. An ensemble ranks by the mean of its members' normalised ranks per graph (as
+    `solution ensemble`). With `member_folds`, member j validates on its own fold of models (`member_data`), and the
+    validation metrics are those of each file ranked by the one member that never trained on it. With
+    `prior_weights` the valid files are always ranked: the weight w that scores best there blends the physics
+    prior's ranks in as w against 1 - w for the members together, in the validation metrics and the ranker (at
+    w = 1 no network ranks a test file); a data root without valid files ranks by the model alone when not asked
+    to validate. The prior's weights are `parts` where given, else fitted here (`part_weights`)."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
     weights = prior_weights(settings, collection)
     if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
@@ -242,67 +245,55 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     ranks_valid = validate or len(weights) > 1
     if parts is None:
         parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
-    alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
-    members = load_members(collection, checkpoints, settings, job, ranks_valid, alone,
-                           parts if len(weights) > 1 else None)
+    members = validate_members(collection, checkpoints, settings, job, parts if len(weights) > 1 else None) \
+        if ranks_valid else Members()
     groups = list(members.groups.values())
     metrics = {w: ensemble_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
     weight = chosen_weight(metrics)
     if len(weights) > 1:
         say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
             f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
+    ranker = SavedRanker.of_checkpoints([read_checkpoint(c) for c in checkpoints],
+                                        parts if len(weights) > 1 else None, weight,
+                                        [(w, metrics[w].get("score", np.nan)) for w in metrics])
+    path = ranker.save(ranker_path(job.saved_rankers, collection))
     if predict:
-        predict_blend(collection, members, weight, parts, job, alone)
+        rank_test_files(ranker, path, settings, job)
     if not validate:
         return {}
     return {**metrics[weight], "files": members.files,
             **({"prior_weight": weight} if len(weights) > 1 else {})}
 
 
-def load_members(collection: str, checkpoints: Sequence[Path], settings: Mapping, job: Job, ranks_valid: bool,
-                 alone: bool, parts: np.ndarray | None) -> Members:
-    """Each checkpoint loaded (with `member_data` where it ranks the valid files) with a trainer that writes its
-    predictions to parts/ (`alone`) or to parts/members/<member>/; with `ranks_valid`, each validated, its table
-    grouped by fold, and the physics priors (weights `parts`, where given) of each fold's valid files."""
+def validate_members(collection: str, checkpoints: Sequence[Path], settings: Mapping, job: Job,
+                     parts: np.ndarray | None) -> Members:
+    """Each checkpoint loaded with its `member_data` and validated, its table grouped by fold, with the physics
+    priors (weights `parts`, where given) of each fold's valid files."""
     members = Members()
     for member, checkpoint in enumerate(checkpoints):
         pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
-        data = member_data(settings, member, len(checkpoints), job.root) if ranks_valid else settings["data"]
+        data = member_data(settings, member, len(checkpoints), job.root)
         model, datamodule = load(checkpoint, collection, {**settings, "data": data}, job)
-        members.folders.append(job.parts if alone else job.parts / "members" / member_name(collection, member))
         trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
-                             devices=settings["trainer"].get("devices", 1), **QUIET,
-                             callbacks=[SubmissionWriter(str(members.folders[-1]))])
-        if ranks_valid:
-            trainer.validate(model, datamodule=datamodule, verbose=False)
-            fold = data.get("fold", 0)
-            if fold not in members.groups:
-                valid = datamodule.graphs("valid")
-                members.groups[fold] = ([], scored_priors(valid, model.last_table, parts) if parts is not None else {})
-                members.files += len(valid)
-            members.groups[fold][0].append(model.last_table)
-        members.loaded.append((model, datamodule, trainer))
+                             devices=settings["trainer"].get("devices", 1), **QUIET)
+        trainer.validate(model, datamodule=datamodule, verbose=False)
+        fold = data.get("fold", 0)
+        if fold not in members.groups:
+            valid = datamodule.graphs("valid")
+            members.groups[fold] = ([], scored_priors(valid, model.last_table, parts) if parts is not None else {})
+            members.files += len(valid)
+        members.groups[fold][0].append(model.last_table)
     return members
 
 
-def predict_blend(collection: str, members: Members, weight: float, parts: np.ndarray, job: Job, alone: bool) -> None:
-    """The test predictions: each member's (none at `weight` 1), and unless one member ranks `alone`, their rank
-    ensemble with the physics prior's ranks (weights `parts`, its run under parts/members/<collection>.prior/) at
-    `weight` into parts/."""
-    if weight < 1:  # at weight 1 the physics ranking alone ranks the test files: the members need not
-        for model, datamodule, trainer in members.loaded:
-            trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    if alone:
-        return
-    folders = list(members.folders)
-    if weight > 0:
-        folders.append(write_prior(members.loaded[-1][1].graphs("test"), job.parts / "members" /
-                                   f"{collection_file_stem(collection)}.prior", collection, parts))
-    shares = blend_shares(len(members.folders), weight)
-    blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
-    ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
+def rank_test_files(ranker: SavedRanker, source: Path, settings: Mapping, job: Job) -> None:
+    """Rank every test file of the ranker's collection with it (as `solution predict --ranker` does) into
+    <output>/parts/<collection>.csv and its scores."""
+    graphs = build_datamodule(resolved(ranker, settings, str(source))["data"], job).graphs("test")
+    _, scores = ranked_split(ranker, settings, "test", str(source), graphs)
+    write_ranked(graphs, scores, job.parts, ranker.collection, "test")
 
 
 def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray]]],
@@ -319,14 +310,6 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
             scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
             per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
-
-
-def write_prior(graphs: GraphSet, folder: Path, collection: str, weights: np.ndarray) -> Path:
-    """Write the physics prior of every test file as a run of `collection` under `folder` (as predictions are)."""
-    scores = {path.stem: prior_by_row(graphs, index, weights) for index, path in enumerate(graphs.paths)}
-    write_run(folder, collection, "test", scores, {path.stem: file_record(path, len(scores[path.stem]), graphs.cache)
-                                                   for path in graphs.paths})
-    return folder
 
 
 def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
@@ -367,6 +350,35 @@ def given_checkpoints(folder: Path | None) -> dict[str, list[Path]]:
     return found
 
 
+def given_rankers(folder: Path | None) -> dict[str, Path]:
+    """Collection -> <folder>/<collection>.ranker for those present; a folder holding none is a mistake."""
+    if folder is None:
+        return {}
+    found = {c: ranker_path(folder, c) for c in COLLECTIONS if ranker_path(folder, c).is_file()}
+    if not found:
+        raise FileNotFoundError(f"{folder}: no ranker there; expected some of "
+                                f"{', '.join(ranker_path(Path(), c).name for c in COLLECTIONS)}")
+    return found
+
+
+def rank_saved(collection: str, path: Path, settings: Mapping, job: Job) -> dict[str, float]:
+    """A collection ranked by a saved ranker, as saved: its valid files scored with it, its test files ranked into
+    parts/, and the ranker kept under <output>/rankers/ with the job's others."""
+    ranker = read_ranker(path)
+    if ranker.collection != collection:
+        raise CheckpointError(f"{path}: key collection is {ranker.collection!r}; expected a ranker of {collection}")
+    say(f"[{collection}] ranking with {path} ({describe(ranker)})")
+    metrics = {}
+    if (collection_dir(job.root, collection) / "valid").is_dir():
+        graphs = build_datamodule(resolved(ranker, settings, str(path))["data"], job).graphs("valid")
+        _, scores = ranked_split(ranker, settings, "valid", str(path), graphs)
+        metrics = {**split_metrics(graphs, scores, collection), "files": len(graphs)}
+    if path.resolve() != ranker_path(job.saved_rankers, collection).resolve():
+        ranker.save(ranker_path(job.saved_rankers, collection))
+    rank_test_files(ranker, path, settings, job)
+    return metrics
+
+
 def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     """Fit (or load) every collection the data root holds, predict its test files, write a checked
     <output>/submission.csv and print the validation scores; returns collection -> validation metrics (and
@@ -380,16 +392,17 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     missing = [c for c in COLLECTIONS if c not in present]
     if not present:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
-    given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
+    given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
     plan = None
     if job.budget is not None:
         plan = Plan(job.budget, {c: dict(settings[c]) for c in present},
-                    {c: collection_sizes(job.root, c) for c in present}, job.clock, say, given=set(given))
+                    {c: collection_sizes(job.root, c) for c in present}, job.clock, say, given={*given, *rankers})
         plan.check_enough(job.budget_source)
     if missing:
         say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
             f" skipped, and submission.csv covers only {', '.join(present)}")
-    scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c))
+    scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c), rankers.get(c))
               for index, c in enumerate(present)}
     parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
@@ -401,14 +414,20 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
 
 
 def rank_collection(collection: str, remaining: list[str], settings: Mapping, job: Job, plan: Plan | None,
-                    checkpoints: list[Path] | None) -> dict[str, float]:
+                    checkpoints: list[Path] | None, ranker: Path | None = None) -> dict[str, float]:
     """One collection of the job (remaining[0]; the others follow it): fit its members (or use `checkpoints`), fit
-    its physics prior, validate and predict; under a `plan`, with the settings and training time it re-plans,
-    each later step timed for the plan's estimates."""
+    its physics prior, validate, save its ranker and predict, or rank with a saved `ranker`; under a `plan`, with
+    the settings and training time it re-plans, each later step timed for the plan's estimates."""
     start = job.clock()
     seconds = plan.training_seconds(remaining) if plan else None
     planned = seconds + plan.reserved(collection) if plan else None
     settings = plan.settings[collection] if plan else settings
+    if ranker is not None:
+        metrics = rank_saved(collection, ranker, settings, job)
+        if plan:
+            plan.measured(collection, "evaluate", job.clock() - start)
+            plan.progress(collection, planned, job.clock() - start, remaining[1:])
+        return metrics
     if checkpoints is None:
         setup = plan.estimate(collection, "setup") if plan else 0.0
         checkpoints = train_members(collection, settings, None if plan is None else setup + seconds, job)
@@ -432,13 +451,17 @@ def main(argv: list[str] | None = None) -> int:
     """`solution run --data.root PATH`: the whole job in one command."""
     parser = argparse.ArgumentParser(prog="solution run", description=__doc__)
     parser.add_argument("--data.root", dest="root", required=True, help="the data: a folder holding npz_all/npz")
-    parser.add_argument("--out", default="submissions", help="submission.csv, parts/ and checkpoints/ go here")
+    parser.add_argument("--out", default="submissions",
+                        help="submission.csv, parts/, rankers/ and checkpoints/ go here")
     parser.add_argument("--config", action="append", default=[], type=Path,
                         help="a YAML layered over every collection's configs/ settings (repeatable), "
                              "e.g. configs/demo.yaml")
     parser.add_argument("--budget", type=float, default=None,
                         help="wall-clock seconds of the whole job, start to checked submission.csv (planned from the "
                              "files' sizes, re-planned as it goes); default: each collection its max_epochs")
+    parser.add_argument("--rankers", type=Path, default=None,
+                        help="a folder of <collection>.ranker (an earlier run's <out>/rankers/) to rank those "
+                             "collections with, as saved, instead of training them")
     parser.add_argument("--checkpoints", type=Path, default=None,
                         help="a folder of <collection>.ckpt to use instead of training those collections")
     parser.add_argument("--cache", type=Path, default=None, help="preprocessed graphs; default: the data module's")
@@ -449,5 +472,6 @@ def main(argv: list[str] | None = None) -> int:
     settings, defaults = read_settings(layers=args.config), read_settings()
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
-    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, defaults=defaults), settings)
+    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, args.rankers,
+            defaults=defaults), settings)
     return 0

@@ -15,13 +15,12 @@ import torch
 
 from ..allocator import keep_freed_buffers
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
-from ..physics.propagation import config_traffic
-from ..submission.ensemble import write_predictions
-from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
-from ..training.inference import CPU_PRECISIONS, checkpoint_scores
-from .settings import configs_folder, layered, read_settings, read_yaml, with_checkpoint
+from ..training.inference import CPU_PRECISIONS
+from ..training.ranker_file import describe, read_ranker
+from .ranking import ranked_split, resolved, split_metrics, write_ranked
+from .settings import configs_folder, layered, read_yaml
 
-TOP_LEVEL = ("ckpt_path", "seed_everything")
+TOP_LEVEL = ("ckpt_path", "ranker", "seed_everything")
 NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")  # a dotted setting
 SECTIONS = ("data", "model", "trainer", "submission", "checkpoint", "lr_monitor")  # those of the Lightning CLI
 # trainer settings under which predict runs in this process, on the CPU (float32 or bf16-mixed); the others
@@ -86,34 +85,56 @@ def runs_here(settings: Mapping) -> bool:
     seed = settings.get("seed_everything", 0)
     return (on_cpu and not (trainer.get("accelerator", "auto") == "auto" and gpu)
             and isinstance(seed, int) and not isinstance(seed, bool)
-            and isinstance(settings.get("ckpt_path"), str) and Path(settings["ckpt_path"]).is_file())
+            and isinstance(ranker_source(settings), str) and Path(ranker_source(settings)).is_file())
+
+
+def ranker_source(settings: Mapping) -> str | None:
+    """The ranker a command ranks with: --ranker (a ranker file), else --ckpt_path (a ranker of one network)."""
+    return settings.get("ranker") or settings.get("ckpt_path")
 
 
 def predict(settings: Mapping[str, Any]) -> tuple[Path, Path]:
-    """Rank every file of data.predict_split with the checkpoint ckpt_path and write <out_dir>/<collection>.csv
-    and its raw scores, as the Lightning CLI's predict writes them."""
-    checkpoint = settings["ckpt_path"]
-    saved = read_checkpoint(checkpoint)
-    collection = checkpoint_collection(saved, checkpoint)
-    defaults = [read_yaml(configs_folder() / "base.yaml"), read_settings()[collection]]
-    resolved = with_checkpoint(settings, saved_settings(saved), defaults, f"--ckpt_path {checkpoint}")
-    data = {**SPLIT_DEFAULTS, **resolved["data"]}
+    """Rank every file of data.predict_split with the ranker (--ranker) or checkpoint (--ckpt_path) and write
+    <out_dir>/<collection>.csv and its raw scores, as `solution run` and the Lightning CLI's predict write them."""
+    source = ranker_source(settings)
+    flag = f"--{'ranker' if settings.get('ranker') else 'ckpt_path'} {source}"
+    ranker = read_ranker(source)
+    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, flag)["data"]}
     graphs = split_graphs(data, data["predict_split"])
     if graphs.skipped:  # a submission needs every file of the split it ranks
         raise graphs.skipped[0]
-    table = checkpoint_scores(saved, resolved, graphs, checkpoint, config_traffic)
-    out_dir = (resolved.get("submission") or {}).get("out_dir", DEFAULT_OUT)
-    return write_predictions(table, graphs, out_dir, collection, data["predict_split"])
+    _, scores = ranked_split(ranker, settings, data["predict_split"], flag, graphs)
+    out_dir = (settings.get("submission") or {}).get("out_dir", DEFAULT_OUT)
+    return write_ranked(graphs, scores, out_dir, ranker.collection, data["predict_split"])
 
 
-def predict_here(args: list[str]) -> int | None:
+def scored(settings: Mapping[str, Any], command: str) -> dict[str, float]:
+    """The mean metrics of the split with runtimes that `command` scores (validate: valid, test: data.test_split)
+    ranked by the ranker, printed; returns them."""
+    source = ranker_source(settings)
+    flag = f"--{'ranker' if settings.get('ranker') else 'ckpt_path'} {source}"
+    ranker = read_ranker(source)
+    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, flag)["data"]}
+    split = data["test_split"] if command == "test" else "valid"
+    graphs, scores = ranked_split(ranker, settings, split, flag)
+    means = split_metrics(graphs, scores, ranker.collection)
+    print(f"{split} split of {ranker.collection}, {len(graphs)} files, ranked by {source} "
+          f"({describe(ranker)}):\n" + "\n".join(f"  {name} {value:.4f}" for name, value in means.items()))
+    return means
+
+
+def rank_here(command: str, args: list[str]) -> int | None:
     """`solution predict ARGS` in this process, or None where it needs the Lightning CLI (a trainer on another
-    device or precision, callbacks, flags such as --print_config or --help)."""
+    device or precision, callbacks, flags such as --print_config or --help); `solution validate/test --ranker FILE`
+    too (with a checkpoint they go to the Lightning CLI)."""
     pairs = command_line(args)
     settings = resolved_command(pairs) if pairs is not None else None
-    if settings is None or not runs_here(settings):
+    if settings is None or not runs_here(settings) or command != "predict" and not settings.get("ranker"):
         return None
     keep_freed_buffers()
-    csv_path, scores_path = predict(settings)
-    print(f"wrote {csv_path} and {scores_path}")
+    if command == "predict":
+        csv_path, scores_path = predict(settings)
+        print(f"wrote {csv_path} and {scores_path}")
+    else:
+        scored(settings, command)
     return 0

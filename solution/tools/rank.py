@@ -1,11 +1,10 @@
-"""`solution rank`: a trained layout model ranks candidate layouts of one program (HLO text or a layout npz)."""
+"""`solution rank`: a trained layout ranker ranks candidate layouts of one program (HLO text or a layout npz)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,17 +12,15 @@ import numpy as np
 
 from ..allocator import keep_freed_buffers
 from ..atomic import atomic_files
-from ..constants import COLLECTIONS
 from ..data.preprocess import Preprocessing
 from ..data.reader import read_graph
 from ..data.sets import GraphSet
 from ..errors import OK, SettingsError
-from ..physics.propagation import config_traffic
 from ..programs.candidates import BLOCK, BLOCKS, SEARCHES, describe_block, searched, user_candidates
 from ..programs.encode import LAYOUT_KEYS, Program, encode_program
-from ..training.checkpoints import read_checkpoint, saved_settings
-from ..training.inference import checkpoint_scores
-from .settings import read_settings, with_checkpoint
+from ..training.ranker_file import SavedRanker, describe, read_ranker
+from .ranking import ranked_split, resolved
+from .settings import read_settings
 
 
 def program_from_npz(path: Path) -> Program:
@@ -59,25 +56,21 @@ def candidates_of(program: Program, args: argparse.Namespace) -> np.ndarray:
                     np.random.default_rng(args.seed))
 
 
-def score(checkpoint: Path, saved: Mapping, program: Program, configs: np.ndarray,
+def score(source: Path, ranker: SavedRanker, program: Program, configs: np.ndarray,
           precision: str | None = None) -> np.ndarray:
-    """[C] the model's scores (lower = predicted faster), as `solution predict` scores a test file: the program
-    goes through the reader's checks and the checkpoint's preprocessing, its configs through the same chunks and
-    scorer (without Lightning: settings resolved as every command resolves them), at a trainer `precision`."""
-    stored = saved_settings(saved)
-    collection = stored["data"]["collection"]
-    defaults = read_settings()[collection]
-    settings = with_checkpoint(defaults, stored, [defaults], str(checkpoint))
-    settings["trainer"] = {**settings.get("trainer", {}), "precision": precision}
+    """[C] the ranker's scores (lower = predicted faster), as `solution predict` and `solution run` score a test
+    file: the program goes through the reader's checks and the ranker's preprocessing, its configs through the same
+    chunks, members and blend with the physics prior (without Lightning: settings resolved as every command
+    resolves them), at a trainer `precision`."""
+    defaults = read_settings()[ranker.collection]
+    settings = {**resolved(ranker, defaults, str(source)), "trainer": {**defaults.get("trainer", {}),
+                                                                    "precision": precision}}
     with tempfile.TemporaryDirectory(prefix="solution-rank-") as scratch:
         path = Path(scratch) / f"{program.name}.npz"
         np.savez(path, **{key: program.arrays[key] for key in LAYOUT_KEYS}, node_config_feat=configs,
                  config_runtime=np.zeros(len(configs), np.int64))
         graphs = GraphSet([path], "test", Preprocessing.of(settings["data"]), cache=None)
-        rows, scores, _ = checkpoint_scores(saved, settings, graphs, checkpoint, config_traffic).graph(0)
-    out = np.empty(len(configs))
-    out[rows] = scores
-    return out
+        return ranked_split(ranker, settings, "test", str(source), graphs)[1][0]
 
 
 @dataclass
@@ -158,7 +151,10 @@ def write(prefix: Path, ranking: Ranking) -> tuple[Path, Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="solution rank", description=__doc__)
     parser.add_argument("program", type=Path, help="HLO text (jax's .as_text(), an XLA dump file) or a layout .npz")
-    parser.add_argument("--ckpt", type=Path, required=True, help="a layout checkpoint (solution fit / run / demo)")
+    given = parser.add_mutually_exclusive_group(required=True)
+    given.add_argument("--ranker", type=Path, help="a layout ranker file (<out>/rankers/<collection>.ranker of "
+                                                   "solution run / demo): its members blended with the physics prior")
+    given.add_argument("--ckpt", type=Path, help="a layout checkpoint: a ranker of one network and no prior")
     parser.add_argument("--configs", type=int, default=None,
                         help="candidates besides the compiler default (default 1000; a layout .npz: its own)")
     parser.add_argument("--search", choices=SEARCHES, default=None,
@@ -177,16 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.configs is not None and args.configs < 0:
         parser.error(f"--configs {args.configs}: expected a count >= 0")
     keep_freed_buffers()
-    saved = read_checkpoint(args.ckpt)
-    args.collection = saved_settings(saved)["data"].get("collection")
-    if args.collection not in COLLECTIONS or not args.collection.startswith("layout:"):
-        raise SettingsError(f"--ckpt {args.ckpt}: a checkpoint of {args.collection!r}; expected a layout "
-                            "collection (layout:xla:random, ...)")
+    source = args.ranker or args.ckpt
+    ranker = read_ranker(source)
+    args.collection = ranker.collection
+    if not args.collection.startswith("layout:"):
+        raise SettingsError(f"{source}: a ranker of {args.collection!r}; expected a layout collection "
+                            "(layout:xla:random, ...)")
     program = read_program(args.program)
     configs = candidates_of(program, args)
-    ranking = Ranking(program, configs, score(args.ckpt, saved, program, configs, args.precision))
+    ranking = Ranking(program, configs, score(source, ranker, program, configs, args.precision))
     print(f"\n{program.name}: {len(configs)} candidates over {len(program.names)} configurable nodes, ranked by "
-          f"{args.ckpt} ({args.collection}); lower score = predicted faster (a ranking score, not a time)\n")
+          f"{source} ({args.collection}, {describe(ranker)}); lower score = predicted faster (a ranking score, "
+          "not a time)\n")
     print(table(ranking, args.top))
     if args.out is not None:
         print("\nwrote " + " and ".join(map(str, write(args.out, ranking))))
