@@ -61,7 +61,8 @@ def test_kernel_embeds_the_job_and_no_command_line_modules():
     assert not assigned & {"solution.tools.cli", "solution.tools.bundle", "solution.synth.files",
                            "solution.tools.synth", "solution.tools.demo"}
     docstring = ast.get_docstring(tree)
-    for variable in ("SOLUTION_DATA_ROOT", "SOLUTION_OUTPUT_DIR", "SOLUTION_TIME_BUDGET", "SOLUTION_CHECKPOINTS"):
+    for variable in ("SOLUTION_DATA_ROOT", "SOLUTION_OUTPUT_DIR", "SOLUTION_TIME_BUDGET", "SOLUTION_CHECKPOINTS",
+                     "SOLUTION_RANKERS"):
         assert variable in docstring
 
 
@@ -186,3 +187,9 @@ def test_kernel_runs_alone_and_writes_a_checked_submission(kaggle_input, tiny_ro
                                    "SOLUTION_TIME_BUDGET": "600"})
     assert "preprocessing and training" not in log
     assert (tmp_path / "loaded" / "submission.csv").read_text() == trained.read_text()
+
+    log, _ = run_kernel(tmp_path, {**base, "SOLUTION_OUTPUT_DIR": str(tmp_path / "ranked"),
+                                   "SOLUTION_RANKERS": str(tmp_path / "trained" / "rankers"),
+                                   "SOLUTION_TIME_BUDGET": "600"})
+    assert "preprocessing and training" not in log and log.count("ranking with ") == len(COLLECTIONS)
+    assert (tmp_path / "ranked" / "submission.csv").read_text() == trained.read_text()

@@ -20,7 +20,7 @@ from solution.submission.ensemble import normalised_ranks, read_run
 from solution.tools import pipeline
 from solution.tools.cli import main
 from solution.tools.ranking import ranked_split
-from solution.tools.settings import layered, read_settings
+from solution.tools.settings import configs_folder, layered, read_settings
 from solution.training import ranker_file
 from solution.training.checkpoints import CheckpointError, read_checkpoint
 from solution.training.ranker_file import SavedRanker, read_ranker
@@ -248,3 +248,16 @@ def test_run_with_saved_rankers_trains_nothing_and_submits_the_same(blended_run,
     assert "ranking with" in capsys.readouterr().out
     assert (tmp_path / "again" / "submission.csv").read_text() == (out / "submission.csv").read_text()
     assert (tmp_path / "again" / "rankers" / "layout_xla_random.ranker").is_file()
+
+
+def test_fit_writes_a_ranker_of_its_best_checkpoint(layout_root, tmp_path):
+    runs = tmp_path / "runs"
+    assert main(["fit", "--config", str(configs_folder() / "layout_xla_random.yaml"), "--config",
+                 str(configs_folder() / "demo.yaml"), "--data.root", str(layout_root), "--trainer.max_epochs", "1",
+                 "--trainer.check_val_every_n_epoch", "1", "--trainer.default_root_dir", str(runs),
+                 "--trainer.logger", "false"]) == errors.OK
+    [checkpoint] = runs.glob("**/checkpoints/best.ckpt")
+    ranker = read_ranker(checkpoint.parent.parent / "rankers" / "layout_xla_random.ranker")
+    assert ranker.prior == {} and ranker.weight == 0.0 and len(ranker.members) == 1
+    best = read_checkpoint(checkpoint)["state_dict"]
+    assert all(torch.equal(ranker.members[0]["state_dict"][key], value) for key, value in best.items())

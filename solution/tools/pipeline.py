@@ -61,12 +61,12 @@ class Job:
     """Where the job reads and writes, and how long it trains."""
 
     root: Path  # the data (read only)
-    output: Path  # submission.csv, parts/, checkpoints/
+    output: Path  # submission.csv, parts/, rankers/, checkpoints/
     cache: Path | None = None  # preprocessed graphs; None: the default ($SOLUTION_CACHE or ~/.cache/solution)
     budget: float | None = None  # wall-clock seconds of the whole job (`plan.py`); None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
     rankers: Path | None = None  # a folder of <collection>.ranker to rank with instead of training
-    runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
+    runs: Path | None = None  # where checkpoints and rankers go (<runs>/checkpoints, rankers); None: the output
     # collection -> the settings given when the user sets nothing (a checkpoint's settings replace those freely;
     # a value the user set that contradicts a checkpoint is an error); None: the settings run() is given
     defaults: Mapping[str, Mapping] | None = None
@@ -81,8 +81,9 @@ class Job:
 
     @property
     def saved_rankers(self) -> Path:
-        """Where the job saves each collection's ranker: <output>/rankers/<collection>.ranker."""
-        return self.output / "rankers"
+        """Where the job saves each collection's ranker, beside its checkpoints: <runs>/rankers/<collection>.ranker
+        (runs: the output folder where not set)."""
+        return (self.runs or self.output) / "rankers"
 
     def checkpoint_path(self, collection: str, member: int = 0) -> Path:
         """<runs>/checkpoints/<collection>.ckpt, and <collection>.member<j>.ckpt for ensemble member j > 0."""
@@ -228,7 +229,7 @@ class Members:
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
              validate: bool = True, parts: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), save them as the collection's ranker
-    (<output>/rankers/<collection>.ranker) and rank the test files with it into <output>/parts/<collection>.csv
+    (`Job.saved_rankers`) and rank the test files with it into <output>/parts/<collection>.csv
     (with `predict`); returns the validation metrics (`score`, ...) and the number of validation files, or nothing
     when it does not validate. An ensemble ranks by the mean of its members' normalised ranks per graph (as
     `solution ensemble`). With `member_folds`, member j validates on its own fold of models (`member_data`), and the
@@ -363,7 +364,7 @@ def given_rankers(folder: Path | None) -> dict[str, Path]:
 
 def rank_saved(collection: str, path: Path, settings: Mapping, job: Job) -> dict[str, float]:
     """A collection ranked by a saved ranker, as saved: its valid files scored with it, its test files ranked into
-    parts/, and the ranker kept under <output>/rankers/ with the job's others."""
+    parts/, and the ranker kept with the job's others (`Job.saved_rankers`)."""
     ranker = read_ranker(path)
     if ranker.collection != collection:
         raise CheckpointError(f"{path}: key collection is {ranker.collection!r}; expected a ranker of {collection}")
