@@ -43,33 +43,33 @@ def lower(name: str, depth: int) -> tuple:
     momentum) or a transformer encoder of `depth` layers (Adam), built from the zoo's blocks."""
     import jax.numpy as jnp
 
-    from solution.programs import zoo
+    from solution.programs import blocks
 
     if name == "resnet":
         width = 64
-        block = {key: zoo.spec(shape) for key, shape in (("w1", (3, 3, width, width)), ("w2", (3, 3, width, width)),
-                                                          ("g1", (width,)), ("b1", (width,)), ("g2", (width,)),
-                                                          ("b2", (width,)))}
-        params = {"stem": zoo.spec((3, 3, 3, width)), "blocks": [block] * depth, "head": zoo.spec((width, 10))}
+        block = {key: blocks.spec(shape) for key, shape in (("w1", (3, 3, width, width)), ("w2", (3, 3, width, width)),
+                                                             ("g1", (width,)), ("b1", (width,)), ("g2", (width,)),
+                                                             ("b2", (width,)))}
+        params = {"stem": blocks.spec((3, 3, 3, width)), "blocks": [block] * depth, "head": blocks.spec((width, 10))}
 
         def loss(p, x, y):
-            h = zoo.conv(x, p["stem"])
+            h = blocks.conv(x, p["stem"])
             for b in p["blocks"]:
-                inner = jnp.maximum(zoo.batch_norm(zoo.conv(h, b["w1"]), (0, 1, 2), b["g1"], b["b1"]), 0)
-                h = jnp.maximum(h + zoo.batch_norm(zoo.conv(inner, b["w2"]), (0, 1, 2), b["g2"], b["b2"]), 0)
+                inner = jnp.maximum(blocks.batch_norm(blocks.conv(h, b["w1"]), (0, 1, 2), b["g1"], b["b1"]), 0)
+                h = jnp.maximum(h + blocks.batch_norm(blocks.conv(inner, b["w2"]), (0, 1, 2), b["g2"], b["b2"]), 0)
             return ((h.mean((1, 2)) @ p["head"] - y) ** 2).mean()
 
-        batch = (zoo.spec((8, 32, 32, 3)), zoo.spec((8, 10)))
-        return zoo.program(loss, None, params, batch, True, "sgd")
+        batch = (blocks.spec((8, 32, 32, 3)), blocks.spec((8, 10)))
+        return blocks.program(loss, None, params, batch, True, "sgd")
     width = 128
-    params = [zoo.block_params(width, 4 * width, jnp.float32)] * depth
+    params = [blocks.block_params(width, 4 * width, jnp.float32)] * depth
 
     def loss(p, x):
         for layer in p:
-            x = zoo.transformer_block(layer, x, 4, False)
+            x = blocks.transformer_block(layer, x, 4, False)
         return (x ** 2).mean()
 
-    return zoo.program(loss, None, params, (zoo.spec((8, 64, width)),), True, "adam")
+    return blocks.program(loss, None, params, (blocks.spec((8, 64, width)),), True, "adam")
 
 
 def lowered_at_layout_assignment(name: str, depth: int, folder: Path) -> Path:
