@@ -8,12 +8,15 @@ test file, writes a checked submission.csv and prints a table of validation scor
 Settings (environment variables; on Kaggle all are optional):
   SOLUTION_DATA_ROOT       the competition data; default /kaggle/input/predict-ai-model-runtime, else the first
                            attached input that holds npz_all/npz
-  SOLUTION_OUTPUT_DIR      where submission.csv, parts/ and checkpoints/<collection>.ckpt go; default /kaggle/working
+  SOLUTION_OUTPUT_DIR      where submission.csv, parts/, rankers/<collection>.ranker and checkpoints/ go; default
+                           /kaggle/working
   SOLUTION_TIME_BUDGET     wall-clock seconds of the whole job, start to checked submission.csv; default
                            39600; the job plans its steps from the files' sizes and trains each
                            collection for its share of what they leave:
                            tile:xla=10%, layout:xla:random=20%, layout:xla:default=20%,
                            layout:nlp:random=25%, layout:nlp:default=25%
+  SOLUTION_RANKERS         a folder of <collection>.ranker (an earlier run's rankers/, attached as a dataset):
+                           those collections rank with them, as saved, and are not trained
   SOLUTION_CHECKPOINTS     a folder of <collection>.ckpt (e.g. an earlier run's checkpoints/, attached as a
                            dataset, or `solution fit` checkpoints renamed): those collections are not trained
   SOLUTION_CACHE           preprocessed graphs; default <temp dir>/solution-cache (never the read-only input)
@@ -121,7 +124,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'sentinel': True,
                        'extra_features': True,
                        'fill_default_layout': False,
-                       'traffic': False,
                        'segment_nodes': 0,
                        'graphs_per_batch': 16,
                        'configs_per_graph': 32,
@@ -130,7 +132,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'eval_chunk': 256,
                        'valid_configs': 0,
                        'eval_graphs_per_batch': 32,
-                       'predict_repeats': 1,
                        'skip_bad_files': True,
                        'num_workers': 4,
                        'collection': 'tile:xla'}},
@@ -168,10 +169,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'temperature': 0.5,
                                                           'edge_direction': 'both',
                                                           'dropout': 0.0,
-                                                          'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
-                                                          'propagated_traffic': False,
                                                           'inference_rows': 32768}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -186,7 +185,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'fill_default_layout': True,
-                                'traffic': False,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
                                 'configs_per_graph': 128,
@@ -195,7 +193,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'eval_chunk': 256,
                                 'valid_configs': 0,
                                 'eval_graphs_per_batch': 1,
-                                'predict_repeats': 1,
                                 'skip_bad_files': True,
                                 'num_workers': 4,
                                 'collection': 'layout:xla:random',
@@ -235,10 +232,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'temperature': 0.5,
                                                            'edge_direction': 'both',
                                                            'dropout': 0.0,
-                                                           'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
-                                                           'propagated_traffic': False,
                                                            'inference_rows': 32768}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -253,7 +248,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'fill_default_layout': True,
-                                 'traffic': False,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
                                  'configs_per_graph': 64,
@@ -262,7 +256,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'eval_chunk': 256,
                                  'valid_configs': 0,
                                  'eval_graphs_per_batch': 1,
-                                 'predict_repeats': 1,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:xla:default'},
@@ -301,10 +294,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'temperature': 0.5,
                                                           'edge_direction': 'both',
                                                           'dropout': 0.0,
-                                                          'shared_link_maps': False,
                                                           'config_hidden': 96,
                                                           'physical_layout': True,
-                                                          'propagated_traffic': False,
                                                           'inference_rows': 32768}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -319,7 +310,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'fill_default_layout': True,
-                                'traffic': False,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
                                 'configs_per_graph': 128,
@@ -328,7 +318,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'eval_chunk': 256,
                                 'valid_configs': 0,
                                 'eval_graphs_per_batch': 1,
-                                'predict_repeats': 1,
                                 'skip_bad_files': True,
                                 'num_workers': 4,
                                 'collection': 'layout:nlp:random',
@@ -368,10 +357,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'temperature': 0.5,
                                                            'edge_direction': 'both',
                                                            'dropout': 0.0,
-                                                           'shared_link_maps': False,
                                                            'config_hidden': 96,
                                                            'physical_layout': False,
-                                                           'propagated_traffic': False,
                                                            'inference_rows': 32768}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -386,7 +373,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'fill_default_layout': True,
-                                 'traffic': False,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
                                  'configs_per_graph': 64,
@@ -395,7 +381,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'eval_chunk': 256,
                                  'valid_configs': 0,
                                  'eval_graphs_per_batch': 1,
-                                 'predict_repeats': 1,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:nlp:default'},
@@ -595,7 +580,6 @@ SOURCES['solution.data.batch'] = '''\
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -603,15 +587,9 @@ import torch
 from torch import Tensor
 
 from ..constants import PAD
-from ..errors import SettingsError
 from .partition import partition
 from .preprocess import Graph
 from .tasks import Task
-
-TRAFFIC_FEATURES = 2  # per configurable node and config: the traffic its layouts cause, over the file's and itself
-# (graph, its config rows [C]) -> [C, K, TRAFFIC_FEATURES]: `data.traffic`'s features from the whole file
-# (`config_traffic` of solution/physics/propagation.py, given by whoever builds the loader: data/ imports no physics)
-ConfigTraffic = Callable[[Graph, np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -626,7 +604,6 @@ class Batch:
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
-    config_traffic: Tensor | None = None  # [G, C, K, TRAFFIC_FEATURES] the traffic of each config per node, 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -657,24 +634,12 @@ def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
     return out
 
 
-def wanted_traffic(wanted: bool, traffic: ConfigTraffic | None) -> ConfigTraffic | None:
-    """The traffic features a collate adds: `traffic` where the data settings ask for them (`data.traffic`), else
-    none; a SettingsError where they ask and the builder of the loader gave none."""
-    if wanted and traffic is None:
-        raise SettingsError("data.traffic=true needs the traffic features of solution/physics/propagation.py "
-                            "(`config_traffic`); whatever builds this loader gave none")
-    return traffic if wanted else None
-
-
 class Collate:
     """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
-    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training);
-    with `traffic`, the memory traffic each config's layouts cause per configurable node (`ConfigTraffic`)."""
+    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training)."""
 
-    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0,
-                 traffic: ConfigTraffic | None = None) -> None:
+    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
         self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
-        self.traffic = traffic
 
     def __call__(self, samples: list[tuple[Graph, Item]]) -> Batch:
         graphs, items = zip(*samples)
@@ -696,9 +661,6 @@ class Collate:
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
-        if self.traffic is not None:  # from each graph's whole file
-            traffic = [self.traffic(g, r) for g, r in zip(graphs, rows)]  # [C, K, TRAFFIC_FEATURES] each
-            batch["config_traffic"] = pad(traffic, 0)  # [G, C, K, TRAFFIC_FEATURES]
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
         return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})
@@ -889,7 +851,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..constants import SPLITS
 from ..errors import SettingsError
-from .batch import Collate, ConfigTraffic, wanted_traffic
+from .batch import Collate
 from .features import node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
@@ -903,8 +865,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     """One collection of a TpuGraphs folder: preprocessed once into the cache, sampled per step,
     evaluated over every config in fixed-size chunks."""
 
-    config_traffic: ConfigTraffic | None = None  # the features `data.traffic` asks for: set by whoever builds this
-
     def __init__(
         self,
         collection: str,
@@ -917,7 +877,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         extra_features: bool = True,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
-        traffic: bool = False,
         graphs_per_batch: int = 1,
         configs_per_graph: int = 128,
         sampling: str = "uniform",
@@ -925,7 +884,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         eval_chunk: int = 256,
         valid_configs: int = 0,
         eval_graphs_per_batch: int = 1,
-        predict_repeats: int = 1,
         predict_split: str = SPLIT_DEFAULTS["predict_split"],
         test_split: str = SPLIT_DEFAULTS["test_split"],
         limit_graphs: int | None = SPLIT_DEFAULTS["limit_graphs"],
@@ -938,11 +896,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
-        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout or traffic):
+        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
-                             f"{fill_default_layout}, data.traffic={traffic} for {collection}: it has no configurable "
-                             "nodes to prune around, segment, fill or carry layouts from; expected none, 0, false and "
-                             "false")
+                             f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
+                             "segment or fill; expected none, 0 and false")
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
@@ -1023,10 +980,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         trainer, workers = self.trainer, usable_workers(self.hparams.num_workers)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         seed = torch.initial_seed() % 2**62  # set by seed_everything
-        traffic = wanted_traffic(self.hparams.traffic, self.config_traffic)
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
                           num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout,
-                                                                  self.hparams.segment_nodes, traffic),
+                                                                  self.hparams.segment_nodes),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
@@ -1034,9 +990,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         train = TrainSet(self.graphs("train"), hp.configs_per_graph, hp.sampling, hp.row_budget)
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
-    def eval_set(self, split: str, repeats: int = 1, configs: int = 0) -> ChunkSet:
-        seed = torch.initial_seed() % 2**62  # the run's seed (seed_everything)
-        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, seed, configs)
+    def eval_set(self, split: str, configs: int = 0) -> ChunkSet:
+        seed = torch.initial_seed() % 2**62  # the run's seed (seed_everything): the subset of `configs`
+        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, seed, configs)
 
     def val_dataloader(self) -> DataLoader:
         valid = self.eval_set("valid", configs=self.hparams.valid_configs)
@@ -1046,8 +1002,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return self._loader(self.eval_set(self.hparams.test_split), self.hparams.eval_graphs_per_batch, train=False)
 
     def predict_dataloader(self) -> DataLoader:
-        chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)
-        return self._loader(chunks, self.hparams.eval_graphs_per_batch, train=False)
+        return self._loader(self.eval_set(self.hparams.predict_split), self.hparams.eval_graphs_per_batch, train=False)
 
 
 def usable_workers(asked: int) -> int:
@@ -1976,18 +1931,15 @@ class ShardSampler(DistributedSampler):
 
 
 class ChunkSet(Dataset):
-    """Every config of every graph, in chunks of at most `chunk`; with `repeats` > 1 each graph is covered
-    that many times, each time under another seeded random permutation of chunk membership. With `configs` > 0,
-    a graph with more configs than that is covered on a seeded random subset of that many (the same for a seed)."""
+    """Every config of every graph once, in chunks of at most `chunk` in row order. With `configs` > 0, a graph
+    with more configs than that is covered on a seeded random subset of that many (the same for a seed)."""
 
-    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0, configs: int = 0) -> None:
+    def __init__(self, graphs: GraphSet, chunk: int, seed: int = 0, configs: int = 0) -> None:
         self.graphs = graphs
         self.items: list[Item] = []
         for index in range(len(graphs)):
             rows = config_subset(graphs.num_configs(index), configs, (seed, index))
-            for repeat in range(repeats):
-                order = rows if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(rows)
-                self.items += [Item(index, order[s:s + chunk]) for s in range(0, len(rows), chunk)]
+            self.items += [Item(index, rows[s:s + chunk]) for s in range(0, len(rows), chunk)]
 
     def __len__(self) -> int:
         return len(self.items)
@@ -2880,20 +2832,15 @@ class LinkBlock(nn.Module):
     node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
     what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
-    work is one sparse product each way and one GELU. With `shared_maps`, one send and one receive map serve
-    the three routes, which a learned gain per route and channel tells apart: 3 d x d products per (node,
-    config) instead of 7. The encoder's states may be wider (`context_dim`) than the config-aware ones."""
+    work is one sparse product each way and one GELU. The encoder's states may be wider (`context_dim`) than the
+    config-aware ones."""
 
-    def __init__(self, dim: int, dropout: float = 0.0, shared_maps: bool = False,
-                 context_dim: int | None = None) -> None:
+    def __init__(self, dim: int, dropout: float = 0.0, context_dim: int | None = None) -> None:
         super().__init__()
         routes = ConfigLinks.ROUTES
-        maps = 1 if shared_maps else routes
-        self.send = nn.Linear(dim, maps * dim, bias=False)
+        self.send = nn.Linear(dim, routes * dim, bias=False)
         self.context = nn.Linear(context_dim or dim, dim)
-        self.receive = nn.Linear(maps * dim, dim, bias=False)
-        # [send / receive, route, d]; near 1, unequal so that the routes start apart
-        self.gains = nn.Parameter(1 + 0.1 * torch.randn(2, routes, dim)) if shared_maps else None
+        self.receive = nn.Linear(routes * dim, dim, bias=False)
         self.linear = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
@@ -2905,12 +2852,10 @@ class LinkBlock(nn.Module):
         (m, c, d), routes = z.shape, ConfigLinks.ROUTES
         met = self.meet(z, own, links)  # [T, C, d]
         back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]
-        if self.gains is not None:
-            back = (back * self.gains[1, :, None]).sum(0, keepdim=True)  # [1, M*C, d]
-        receive = self.receive.weight.view(d, back.size(0), d).permute(1, 2, 0)  # [maps, d_in, d_out]
+        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
         out = self.linear(z).view(m * c, d)
-        # accumulated map by map: no [3, M*C, d] product beside `back`; unbound, so that the backward stacks the
-        # maps' gradients once instead of zero-filling a [3, M*C, d] per map
+        # accumulated route by route: no [3, M*C, d] product beside `back`; unbound, so that the backward stacks the
+        # routes' gradients once instead of zero-filling a [3, M*C, d] per route
         for part, weight in zip(back.unbind(0), receive.unbind(0)):
             out = torch.addmm(out, part, weight)
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
@@ -2937,10 +2882,9 @@ class LinkBlock(nn.Module):
         """[3, M*C, d]: what each configurable node sends along each route; route-major, so that the [3M, C*d]
         stack the sparse product takes is a view."""
         m, c, d = z.shape
-        flat, sends = z.reshape(m * c, d), self.send.weight.view(-1, d, d).unbind(0)  # maps x [d_out, d_in]
-        # one product per map, stacked: a broadcast matmul would copy z once per map, and again in its backward
-        sent = torch.stack([F.linear(flat, send) for send in sends])  # [maps, M*C, d]
-        return sent if self.gains is None else sent * self.gains[0, :, None]  # [3, M*C, d]
+        flat, sends = z.reshape(m * c, d), self.send.weight.view(-1, d, d).unbind(0)  # 3 x [d_out, d_in]
+        # one product per route, stacked: a broadcast matmul would copy z once per route, and again in its backward
+        return torch.stack([F.linear(flat, send) for send in sends])  # [3, M*C, d]
 
 
 def in_chunks(fn: Callable[..., torch.Tensor], size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:
@@ -3156,8 +3100,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
-from ..data.batch import TRAFFIC_FEATURES, Batch
-from ..errors import SettingsError
+from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -3184,9 +3127,8 @@ class LayoutRanker(Ranker):
     nodes only, [M, C, w]; link blocks pass config-aware messages through the nodes those touch, with
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
-    attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
-    receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
-    `hidden`); `physical_layout` and `propagated_traffic` add what each config's layouts mean in memory. The
+    attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
+    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory. The
     config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -3208,10 +3150,8 @@ class LayoutRanker(Ranker):
         edge_direction: str = "both",
         dropout: float = 0.0,
         inference_rows: int = 32768,
-        shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        propagated_traffic: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -3221,25 +3161,20 @@ class LayoutRanker(Ranker):
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
-        self.traffic = zero_linear(TRAFFIC_FEATURES, width) if propagated_traffic else None
-        self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
+        self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
-    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor,
-                  traffic: torch.Tensor | None = None) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
         config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
-        in memory for its output dims [M, 6], and with `propagated_traffic` the traffic its layouts cause as XLA
-        carries them through the whole graph, traffic [M, C, 2]."""
+        in memory for its output dims [M, 6]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
-        if self.traffic is not None:
-            z = z + self.traffic(traffic)
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -3251,14 +3186,7 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
-        per_config_inputs = [values]
-        if self.traffic is not None:
-            if batch.config_traffic is None:
-                raise SettingsError("model.ranker.init_args.propagated_traffic=true needs the traffic features; "
-                                    "expected data.traffic=true")
-            per_config_inputs.append(batch.config_traffic[links.graph, :, links.slot])  # [M, C, 2]
-        z = in_chunks(lambda *part: self.configure(h_nodes, dims, *part), configs_per_pass, 1,
-                      *per_config_inputs)  # [M, C, w]
+        z = in_chunks(lambda part: self.configure(h_nodes, dims, part), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -3518,7 +3446,6 @@ class Segment:
             config_node=self.config_node[None],  # [1, k]
             config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
-            config_traffic=None if batch.config_traffic is None else batch.config_traffic[g:g + 1][:, :, self.slots],
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )
 
@@ -3951,7 +3878,7 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
 
 def graph_work(graph: Graph, rows: np.ndarray | None = None) -> ConfigWork:
     """The `ConfigWork` of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
-    file (read once per process, as the traffic features are)."""
+    file (read once per process)."""
     propagation = file_propagation(graph.meta["path"], graph.meta["split"])
     return ConfigWork.concatenate(list(_chunk_works(graph, rows)), propagation.matmuls)
 
@@ -4016,8 +3943,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..constants import LAYOUT_GROUP, SHAPE_DIMS
-from ..data.packing import unpack
-from ..data.preprocess import Graph
 from ..data.reader import RawGraph, read_graph
 from ..layouts import (
     ELEMENTWISE,
@@ -4048,7 +3973,6 @@ TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
-TRAFFIC_SCALES = np.array([4.0, 16.0])  # [TRAFFIC_FEATURES] the features' logs over these: about unit size
 PARTS = ("fused", "passes", "relayouts", "copies", "transposes", "launches", "lane_reduces")
 BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast); then kernels
 # launched, and bytes reduced across lanes
@@ -4118,70 +4042,41 @@ class Propagation:
         block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
         self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
 
-    @functools.cached_property
-    def default(self) -> np.ndarray:
-        """[nc + 1] `traffic` under the file's own layouts (every block -1), computed when first needed."""
-        return self.traffic(np.full((1, len(self.slots), 3 * LAYOUT_GROUP), -1))[0]
-
-    def features(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc, 2] float32 per configurable node under configs [C, nc, 18]: the log of the traffic its layout
-        causes over that under the file's layouts, and the log of that traffic itself (each over TRAFFIC_SCALES)."""
-        moved = np.log1p(self.traffic(configs)[:, :-1])  # [C, nc]
-        features = np.stack([moved - np.log1p(self.default[:-1]), moved], -1)  # [C, nc, 2]
-        return (features / TRAFFIC_SCALES).astype(np.float32)
-
-    def traffic(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc + 1] the bytes moved under configs [C, nc, 18] (values -1..5), per configurable node whose
-        layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
-        return self._passes(configs)[0]
-
     def work(self, configs: np.ndarray) -> ConfigWork:
-        """What configs [C, nc, 18] make the whole program do: its PARTS, and each configurable dot's or
-        convolution's MATMUL."""
-        return self._passes(configs)[1]
+        """What configs [C, nc, 18] (values -1..5) make the whole program do: its PARTS, and each configurable dot's
+        or convolution's MATMUL, a chunk of configs at a time."""
+        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
+                  for start in range(0, len(configs), CONFIG_CHUNK)]
+        return ConfigWork.concatenate(chunks, self.matmuls)
 
     @functools.cached_property
     def matmuls(self) -> int:
         """How many configurable dots and convolutions the file has (every configurable node but its reshapes)."""
         return sum(self.tensors[i].name != "reshape" for i in self.slots)
 
-    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
-        """`traffic` and `work` of configs, a chunk at a time."""
-        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
-                  for start in range(0, len(configs), CONFIG_CHUNK)]
-        moved = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, len(self.slots) + 1))
-        return moved, ConfigWork.concatenate([c[1] for c in chunks], self.matmuls)
-
-    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
-        """`traffic` and `work` of one chunk of configs, node by node in the file's (topological) order."""
+    def _pass(self, configs: np.ndarray) -> ConfigWork:
+        """`work` of one chunk of configs, node by node in the file's (topological) order."""
         tensors = self.tensors
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
-        owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
-        moved = np.zeros((len(configs), len(self.slots) + 1))
         parts = np.zeros((len(configs), len(PARTS)))
         matmuls = []
         for i, tensor in enumerate(tensors):
             matmul = None
             if i in self.slots:
-                owner, block_ranks = self.slots[i]
-                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
+                slot, block_ranks = self.slots[i]
+                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, slot], block_ranks)
             else:
-                source = _layout_source(tensor, tensors, layouts)
-                owner = owners[source] if source >= 0 else -1
                 layout, done = _propagated(tensor, tensors, layouts)
             if tensor.is_root:  # a result leaves in the file's layout
                 done = done + _copy(tensor, layout, tensor.text)
             layouts.append(layout)
-            owners.append(owner)
             runs = self.runs[i]
             for k, amount in done.items():
                 parts[:, k] += runs * amount
-            moved[:, owner] += runs * done.moved()
             if matmul is not None:
                 matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]: multiply-adds and bytes per program run
-                moved[:, owner] += matmuls[-1][:, 1]
         stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
-        return moved, ConfigWork(parts, stacked)
+        return ConfigWork(parts, stacked)
 
 
 def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
@@ -4224,12 +4119,6 @@ def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
 def file_propagation(path: str, split: str) -> Propagation:
     """The propagation of a layout file of a split, read once per process for the files in use (~0.6 KiB a node)."""
     return Propagation(read_graph(path, split))
-
-
-def config_traffic(graph: Graph, rows: np.ndarray) -> np.ndarray:
-    """[C, nc, TRAFFIC_FEATURES] the traffic features of a preprocessed layout graph's config `rows`, from its whole
-    file (pruning keeps too little of the paths layouts take): what a batch carries with `data.traffic`."""
-    return file_propagation(graph.meta["path"], graph.meta["split"]).features(unpack(np.asarray(graph.configs[rows])))
 
 
 def _tensors(raw: RawGraph) -> list[_Tensor]:
@@ -4290,11 +4179,6 @@ def _is_order(dims: tuple[int, ...], rank: int) -> bool:
     return sorted(dims) == list(range(rank))
 
 
-def _layout_source(tensor: _Tensor, tensors: list[_Tensor], layouts: list) -> int:
-    """The operand whose layout a non-configurable node's traffic follows (-1: none): its first laid-out one."""
-    return next((o for o in tensor.operands if tensors[o].rank >= 0 and layouts[o] is not None), -1)
-
-
 class Work(dict):
     """What one node makes the program do: part (an index into PARTS) -> amount ([C], or one number for all
     configs)."""
@@ -4304,10 +4188,6 @@ class Work(dict):
         for part, amount in other.items():
             total[part] = total.get(part, 0.0) + amount
         return total
-
-    def moved(self) -> np.ndarray | float:
-        """The bytes moved: the sum of the byte parts."""
-        return sum((amount for part, amount in self.items() if part < BYTE_PARTS), 0.0)
 
 
 def work(**amounts) -> Work:
@@ -5975,34 +5855,6 @@ def submit_main(argv: list[str] | None = None) -> int:
     return OK
 '''
 
-# ---------------------------------------- solution.submission.writer
-SOURCES['solution.submission.writer'] = '''\
-"""The predict callback that writes a collection's submission CSV and raw scores."""
-
-from __future__ import annotations
-
-from pathlib import Path
-
-import lightning.pytorch as pl
-
-from .ensemble import write_predictions
-
-
-class SubmissionWriter(pl.Callback):
-    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it, with the digest
-    and config count of each data file they cover (from every process's predictions, written once)."""
-
-    def __init__(self, out_dir: str = "submissions") -> None:
-        self.out_dir = Path(out_dir)
-
-    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        datamodule = trainer.datamodule
-        split = datamodule.hparams.predict_split
-        table = pl_module.take_predictions()
-        if trainer.is_global_zero:
-            write_predictions(table, datamodule.graphs(split), self.out_dir, datamodule.hparams.collection, split)
-'''
-
 # ---------------------------------------- solution.tools
 SOURCES['solution.tools'] = '''\
 """Tools around the pipeline: the command line, the Kaggle kernel and its bundler, tracking, compare, sweeps, demo."""
@@ -6110,12 +5962,13 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
     if profile not in PROFILES:
         raise SettingsError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
-    data, checkpoints = environ.get("SOLUTION_DATA_ROOT"), environ.get("SOLUTION_CHECKPOINTS")
+    data, checkpoints, rankers = (environ.get(f"SOLUTION_{name}") for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS"))
     job = Job(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
               output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
               cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
               budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
-              checkpoints=Path(checkpoints) if checkpoints else None, budget_source="SOLUTION_TIME_BUDGET")
+              checkpoints=Path(checkpoints) if checkpoints else None, budget_source="SOLUTION_TIME_BUDGET",
+              rankers=Path(rankers) if rankers else None)
     return job, profile
 
 
@@ -6163,23 +6016,22 @@ from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import collection_dir, find_collections
-from ..data.sets import GraphSet
 from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
 from ..physics.blend import blend_shares, chosen_weight, prior_weights, scored_priors
 from ..physics.fit import PriorFit, fit_prior
-from ..physics.prior import UNIT, WEIGHTS, prior_by_row
-from ..physics.propagation import config_traffic
-from ..submission.ensemble import combine, ensemble, file_record, write_run
+from ..physics.prior import UNIT, WEIGHTS
+from ..submission.ensemble import combine
 from ..submission.files import check, collection_file_stem, format_scores, merge
-from ..submission.writer import SubmissionWriter
 from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
+from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted
+from .ranking import ranked_split, ranker_path, resolved, split_metrics, write_ranked
 from .settings import read_settings, section, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
@@ -6200,11 +6052,12 @@ class Job:
     """Where the job reads and writes, and how long it trains."""
 
     root: Path  # the data (read only)
-    output: Path  # submission.csv, parts/, checkpoints/
+    output: Path  # submission.csv, parts/, rankers/, checkpoints/
     cache: Path | None = None  # preprocessed graphs; None: the default ($SOLUTION_CACHE or ~/.cache/solution)
     budget: float | None = None  # wall-clock seconds of the whole job (`plan.py`); None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
-    runs: Path | None = None  # where trained checkpoints go (<runs>/checkpoints); None: the output folder
+    rankers: Path | None = None  # a folder of <collection>.ranker to rank with instead of training
+    runs: Path | None = None  # where checkpoints and rankers go (<runs>/checkpoints, rankers); None: the output
     # collection -> the settings given when the user sets nothing (a checkpoint's settings replace those freely;
     # a value the user set that contradicts a checkpoint is an error); None: the settings run() is given
     defaults: Mapping[str, Mapping] | None = None
@@ -6216,6 +6069,12 @@ class Job:
     @property
     def parts(self) -> Path:
         return self.output / "parts"
+
+    @property
+    def saved_rankers(self) -> Path:
+        """Where the job saves each collection's ranker, beside its checkpoints: <runs>/rankers/<collection>.ranker
+        (runs: the output folder where not set)."""
+        return (self.runs or self.output) / "rankers"
 
     def checkpoint_path(self, collection: str, member: int = 0) -> Path:
         """<runs>/checkpoints/<collection>.ckpt, and <collection>.member<j>.ckpt for ensemble member j > 0."""
@@ -6257,12 +6116,9 @@ def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
 
 
 def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
-    """The data module of `data` settings with this job's paths, ranking every test file (with `data.traffic`, its
-    batches carry the physics package's traffic features)."""
-    datamodule = TpuGraphsDataModule(**{**data, "root": str(job.root), "predict_split": "test", "limit_graphs": None,
-                                        "cache_dir": str(job.cache) if job.cache else None})
-    datamodule.config_traffic = config_traffic
-    return datamodule
+    """The data module of `data` settings with this job's paths, ranking every test file."""
+    return TpuGraphsDataModule(**{**data, "root": str(job.root), "predict_split": "test", "limit_graphs": None,
+                                  "cache_dir": str(job.cache) if job.cache else None})
 
 
 class Progress(Callback):
@@ -6351,28 +6207,25 @@ def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tupl
 
 @dataclass
 class Members:
-    """A collection's loaded members: each (model, data module, trainer) and the folder its predictions go to; per
-    fold of validation, the tables of the members that validated on it and the physics priors of its files."""
+    """What a collection's members scored on the valid files: per fold of validation, the tables of the members
+    that validated on it and the physics priors of its files."""
 
-    loaded: list[tuple[RankingModule, TpuGraphsDataModule, pl.Trainer]] = field(default_factory=list)
-    folders: list[Path] = field(default_factory=list)
     groups: dict[int, tuple[list[ScoreTable], dict[int, np.ndarray]]] = field(default_factory=dict)
     files: int = 0  # validation files
 
 
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
              validate: bool = True, parts: np.ndarray | None = None) -> dict[str, float]:
-    """Validate a checkpoint, or an ensemble of several (with `validate`), and write its test predictions to
-    <output>/parts/<collection>.csv (with `predict`); returns its validation metrics (`score`, ...) and the number
-    of validation files, or nothing when it does not validate. An ensemble ranks by the mean of its members'
-    normalised ranks per graph (as `solution ensemble`), each member's own predictions under
-    parts/members/<collection>.member<j>/. With `member_folds`, member j validates on its own fold of models
-    (`member_data`), and the validation metrics are those of each file ranked by the one member that never trained
-    on it. With `prior_weights` the valid files are always ranked: the weight w that scores best there blends the
-    physics prior's ranks in as w against 1 - w for the members together (its ranking under
-    parts/members/<collection>.prior/), in the validation metrics and the test predictions (at w = 1 the members
-    rank no test file); a data root without valid files ranks by the model alone when not asked to validate. The
-    prior's weights are `parts` where given, else fitted here (`part_weights`)."""
+    """Validate a checkpoint, or an ensemble of several (with `validate`), save them as the collection's ranker
+    (`Job.saved_rankers`) and rank the test files with it into <output>/parts/<collection>.csv
+    (with `predict`); returns the validation metrics (`score`, ...) and the number of validation files, or nothing
+    when it does not validate. An ensemble ranks by the mean of its members' normalised ranks per graph (as
+    `solution ensemble`). With `member_folds`, member j validates on its own fold of models (`member_data`), and the
+    validation metrics are those of each file ranked by the one member that never trained on it. With
+    `prior_weights` the valid files are always ranked: the weight w that scores best there blends the physics
+    prior's ranks in as w against 1 - w for the members together, in the validation metrics and the ranker (at
+    w = 1 no network ranks a test file); a data root without valid files ranks by the model alone when not asked
+    to validate. The prior's weights are `parts` where given, else fitted here (`part_weights`)."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
     weights = prior_weights(settings, collection)
     if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
@@ -6381,67 +6234,55 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     ranks_valid = validate or len(weights) > 1
     if parts is None:
         parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
-    alone = len(checkpoints) == 1 and len(weights) == 1
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
-    members = load_members(collection, checkpoints, settings, job, ranks_valid, alone,
-                           parts if len(weights) > 1 else None)
+    members = validate_members(collection, checkpoints, settings, job, parts if len(weights) > 1 else None) \\
+        if ranks_valid else Members()
     groups = list(members.groups.values())
     metrics = {w: ensemble_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
     weight = chosen_weight(metrics)
     if len(weights) > 1:
         say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
             f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
+    ranker = SavedRanker.of_checkpoints([read_checkpoint(c) for c in checkpoints],
+                                        parts if len(weights) > 1 else None, weight,
+                                        [(w, metrics[w].get("score", np.nan)) for w in metrics])
+    path = ranker.save(ranker_path(job.saved_rankers, collection))
     if predict:
-        predict_blend(collection, members, weight, parts, job, alone)
+        rank_test_files(ranker, path, settings, job)
     if not validate:
         return {}
     return {**metrics[weight], "files": members.files,
             **({"prior_weight": weight} if len(weights) > 1 else {})}
 
 
-def load_members(collection: str, checkpoints: Sequence[Path], settings: Mapping, job: Job, ranks_valid: bool,
-                 alone: bool, parts: np.ndarray | None) -> Members:
-    """Each checkpoint loaded (with `member_data` where it ranks the valid files) with a trainer that writes its
-    predictions to parts/ (`alone`) or to parts/members/<member>/; with `ranks_valid`, each validated, its table
-    grouped by fold, and the physics priors (weights `parts`, where given) of each fold's valid files."""
+def validate_members(collection: str, checkpoints: Sequence[Path], settings: Mapping, job: Job,
+                     parts: np.ndarray | None) -> Members:
+    """Each checkpoint loaded with its `member_data` and validated, its table grouped by fold, with the physics
+    priors (weights `parts`, where given) of each fold's valid files."""
     members = Members()
     for member, checkpoint in enumerate(checkpoints):
-        pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
-        data = member_data(settings, member, len(checkpoints), job.root) if ranks_valid else settings["data"]
+        pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the subset of data.valid_configs
+        data = member_data(settings, member, len(checkpoints), job.root)
         model, datamodule = load(checkpoint, collection, {**settings, "data": data}, job)
-        members.folders.append(job.parts if alone else job.parts / "members" / member_name(collection, member))
         trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),
-                             devices=settings["trainer"].get("devices", 1), **QUIET,
-                             callbacks=[SubmissionWriter(str(members.folders[-1]))])
-        if ranks_valid:
-            trainer.validate(model, datamodule=datamodule, verbose=False)
-            fold = data.get("fold", 0)
-            if fold not in members.groups:
-                valid = datamodule.graphs("valid")
-                members.groups[fold] = ([], scored_priors(valid, model.last_table, parts) if parts is not None else {})
-                members.files += len(valid)
-            members.groups[fold][0].append(model.last_table)
-        members.loaded.append((model, datamodule, trainer))
+                             devices=settings["trainer"].get("devices", 1), **QUIET)
+        trainer.validate(model, datamodule=datamodule, verbose=False)
+        fold = data.get("fold", 0)
+        if fold not in members.groups:
+            valid = datamodule.graphs("valid")
+            members.groups[fold] = ([], scored_priors(valid, model.last_table, parts) if parts is not None else {})
+            members.files += len(valid)
+        members.groups[fold][0].append(model.last_table)
     return members
 
 
-def predict_blend(collection: str, members: Members, weight: float, parts: np.ndarray, job: Job, alone: bool) -> None:
-    """The test predictions: each member's (none at `weight` 1), and unless one member ranks `alone`, their rank
-    ensemble with the physics prior's ranks (weights `parts`, its run under parts/members/<collection>.prior/) at
-    `weight` into parts/."""
-    if weight < 1:  # at weight 1 the physics ranking alone ranks the test files: the members need not
-        for model, datamodule, trainer in members.loaded:
-            trainer.predict(model, datamodule=datamodule, return_predictions=False)
-    if alone:
-        return
-    folders = list(members.folders)
-    if weight > 0:
-        folders.append(write_prior(members.loaded[-1][1].graphs("test"), job.parts / "members" /
-                                   f"{collection_file_stem(collection)}.prior", collection, parts))
-    shares = blend_shares(len(members.folders), weight)
-    blended = [(folder, share) for folder, share in zip(folders, shares) if share > 0]  # w = 1: the prior alone
-    ensemble([folder for folder, _ in blended], job.parts, weights=[share for _, share in blended])
+def rank_test_files(ranker: SavedRanker, source: Path, settings: Mapping, job: Job) -> None:
+    """Rank every test file of the ranker's collection with it (as `solution predict --ranker` does) into
+    <output>/parts/<collection>.csv and its scores."""
+    graphs = build_datamodule(resolved(ranker, settings, str(source))["data"], job).graphs("test")
+    _, scores = ranked_split(ranker, settings, "test", str(source), graphs)
+    write_ranked(graphs, scores, job.parts, ranker.collection, "test")
 
 
 def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray]]],
@@ -6458,14 +6299,6 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
             scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
             per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
-
-
-def write_prior(graphs: GraphSet, folder: Path, collection: str, weights: np.ndarray) -> Path:
-    """Write the physics prior of every test file as a run of `collection` under `folder` (as predictions are)."""
-    scores = {path.stem: prior_by_row(graphs, index, weights) for index, path in enumerate(graphs.paths)}
-    write_run(folder, collection, "test", scores, {path.stem: file_record(path, len(scores[path.stem]), graphs.cache)
-                                                   for path in graphs.paths})
-    return folder
 
 
 def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
@@ -6506,6 +6339,35 @@ def given_checkpoints(folder: Path | None) -> dict[str, list[Path]]:
     return found
 
 
+def given_rankers(folder: Path | None) -> dict[str, Path]:
+    """Collection -> <folder>/<collection>.ranker for those present; a folder holding none is a mistake."""
+    if folder is None:
+        return {}
+    found = {c: ranker_path(folder, c) for c in COLLECTIONS if ranker_path(folder, c).is_file()}
+    if not found:
+        raise FileNotFoundError(f"{folder}: no ranker there; expected some of "
+                                f"{', '.join(ranker_path(Path(), c).name for c in COLLECTIONS)}")
+    return found
+
+
+def rank_saved(collection: str, path: Path, settings: Mapping, job: Job) -> dict[str, float]:
+    """A collection ranked by a saved ranker, as saved: its valid files scored with it, its test files ranked into
+    parts/, and the ranker kept with the job's others (`Job.saved_rankers`)."""
+    ranker = read_ranker(path)
+    if ranker.collection != collection:
+        raise CheckpointError(f"{path}: key collection is {ranker.collection!r}; expected a ranker of {collection}")
+    say(f"[{collection}] ranking with {path} ({describe(ranker)})")
+    metrics = {}
+    if (collection_dir(job.root, collection) / "valid").is_dir():
+        graphs = build_datamodule(resolved(ranker, settings, str(path))["data"], job).graphs("valid")
+        _, scores = ranked_split(ranker, settings, "valid", str(path), graphs)
+        metrics = {**split_metrics(graphs, scores, collection), "files": len(graphs)}
+    if path.resolve() != ranker_path(job.saved_rankers, collection).resolve():
+        ranker.save(ranker_path(job.saved_rankers, collection))
+    rank_test_files(ranker, path, settings, job)
+    return metrics
+
+
 def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     """Fit (or load) every collection the data root holds, predict its test files, write a checked
     <output>/submission.csv and print the validation scores; returns collection -> validation metrics (and
@@ -6519,16 +6381,17 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     missing = [c for c in COLLECTIONS if c not in present]
     if not present:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
-    given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present}
+    rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
+    given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
     plan = None
     if job.budget is not None:
         plan = Plan(job.budget, {c: dict(settings[c]) for c in present},
-                    {c: collection_sizes(job.root, c) for c in present}, job.clock, say, given=set(given))
+                    {c: collection_sizes(job.root, c) for c in present}, job.clock, say, given={*given, *rankers})
         plan.check_enough(job.budget_source)
     if missing:
         say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
             f" skipped, and submission.csv covers only {', '.join(present)}")
-    scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c))
+    scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c), rankers.get(c))
               for index, c in enumerate(present)}
     parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
@@ -6540,14 +6403,20 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
 
 
 def rank_collection(collection: str, remaining: list[str], settings: Mapping, job: Job, plan: Plan | None,
-                    checkpoints: list[Path] | None) -> dict[str, float]:
+                    checkpoints: list[Path] | None, ranker: Path | None = None) -> dict[str, float]:
     """One collection of the job (remaining[0]; the others follow it): fit its members (or use `checkpoints`), fit
-    its physics prior, validate and predict; under a `plan`, with the settings and training time it re-plans,
-    each later step timed for the plan's estimates."""
+    its physics prior, validate, save its ranker and predict, or rank with a saved `ranker`; under a `plan`, with
+    the settings and training time it re-plans, each later step timed for the plan's estimates."""
     start = job.clock()
     seconds = plan.training_seconds(remaining) if plan else None
     planned = seconds + plan.reserved(collection) if plan else None
     settings = plan.settings[collection] if plan else settings
+    if ranker is not None:
+        metrics = rank_saved(collection, ranker, settings, job)
+        if plan:
+            plan.measured(collection, "evaluate", job.clock() - start)
+            plan.progress(collection, planned, job.clock() - start, remaining[1:])
+        return metrics
     if checkpoints is None:
         setup = plan.estimate(collection, "setup") if plan else 0.0
         checkpoints = train_members(collection, settings, None if plan is None else setup + seconds, job)
@@ -6571,13 +6440,17 @@ def main(argv: list[str] | None = None) -> int:
     """`solution run --data.root PATH`: the whole job in one command."""
     parser = argparse.ArgumentParser(prog="solution run", description=__doc__)
     parser.add_argument("--data.root", dest="root", required=True, help="the data: a folder holding npz_all/npz")
-    parser.add_argument("--out", default="submissions", help="submission.csv, parts/ and checkpoints/ go here")
+    parser.add_argument("--out", default="submissions",
+                        help="submission.csv, parts/, rankers/ and checkpoints/ go here")
     parser.add_argument("--config", action="append", default=[], type=Path,
                         help="a YAML layered over every collection's configs/ settings (repeatable), "
                              "e.g. configs/demo.yaml")
     parser.add_argument("--budget", type=float, default=None,
                         help="wall-clock seconds of the whole job, start to checked submission.csv (planned from the "
                              "files' sizes, re-planned as it goes); default: each collection its max_epochs")
+    parser.add_argument("--rankers", type=Path, default=None,
+                        help="a folder of <collection>.ranker (an earlier run's <out>/rankers/) to rank those "
+                             "collections with, as saved, instead of training them")
     parser.add_argument("--checkpoints", type=Path, default=None,
                         help="a folder of <collection>.ckpt to use instead of training those collections")
     parser.add_argument("--cache", type=Path, default=None, help="preprocessed graphs; default: the data module's")
@@ -6588,7 +6461,8 @@ def main(argv: list[str] | None = None) -> int:
     settings, defaults = read_settings(layers=args.config), read_settings()
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
-    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, defaults=defaults), settings)
+    run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, args.rankers,
+            defaults=defaults), settings)
     return 0
 '''
 
@@ -6900,6 +6774,87 @@ def setting(settings: Mapping, key: str) -> object:
     return "all" if key == "data.valid_configs" and not value else value
 '''
 
+# ---------------------------------------- solution.tools.ranking
+SOURCES['solution.tools.ranking'] = '''\
+"""Ranking a split with a saved ranker, the one way every command ranks: each member scores every config as
+`solution predict` does (settings resolved against its checkpoint, no Lightning), the blend with the physics prior
+is the ranker's, and the result is written as a run of the collection."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.preprocess import Graph
+from ..data.sets import GraphSet
+from ..data.splits import SPLIT_DEFAULTS, split_graphs
+from ..data.tasks import task_of
+from ..metrics import mean_over_graphs
+from ..submission.ensemble import file_record, write_run
+from ..submission.files import collection_file_stem
+from ..training.checkpoints import saved_settings
+from ..training.inference import ScoreTable, checkpoint_scores
+from ..training.ranker_file import SUFFIX, SavedRanker
+from .settings import configs_folder, read_settings, read_yaml, with_checkpoint
+
+
+def ranker_path(folder: Path, collection: str) -> Path:
+    """Where a job keeps a collection's ranker: <folder>/<collection stem>.ranker."""
+    return folder / f"{collection_file_stem(collection)}{SUFFIX}"
+
+
+def command_defaults(collection: str) -> list[dict]:
+    """What a command gives when nothing is set: configs/base.yaml and the collection's own settings."""
+    return [read_yaml(configs_folder() / "base.yaml"), read_settings()[collection]]
+
+
+def resolved(ranker: SavedRanker, settings: Mapping[str, Any], source: str, member: int = 0) -> dict:
+    """A command's `settings` with what the ranker's member `member` fixes put in place (a contradiction is a
+    SettingsError naming both values)."""
+    stored = saved_settings(ranker.members[member]) if ranker.members else {"model": {}, "data": ranker.data_settings}
+    return with_checkpoint(settings, stored, command_defaults(ranker.collection), source)
+
+
+def ranked_split(ranker: SavedRanker, settings: Mapping[str, Any], split: str, source: str,
+                 graphs: GraphSet | None = None) -> tuple[GraphSet, dict[int, np.ndarray]]:
+    """The files of `split` under the ranker's data settings (or `graphs`), and per file its configs' blended
+    scores (lower = predicted faster)."""
+    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, source)["data"]}
+    graphs = graphs if graphs is not None else split_graphs(data, split)
+
+    def member_scores(j: int) -> ScoreTable:
+        return checkpoint_scores(ranker.members[j], resolved(ranker, settings, source, j), graphs, source)
+
+    return graphs, ranker.scores(graphs, member_scores)
+
+
+def write_ranked(graphs: GraphSet, scores: Mapping[int, np.ndarray], out_dir: str | Path, collection: str,
+                 split: str) -> tuple[Path, Path]:
+    """Write a split's blended scores as a run (`<out_dir>/<collection>.csv` and its scores), as predict does."""
+    paths = {i: graphs.paths[i] for i in scores}
+    files = {path.stem: file_record(path, len(scores[i]), graphs.cache) for i, path in paths.items()}
+    return write_run(out_dir, collection, split, {path.stem: scores[i] for i, path in paths.items()}, files)
+
+
+
+def split_metrics(graphs: GraphSet, scores: Mapping[int, np.ndarray], collection: str) -> dict[str, float]:
+    """The task's metrics of a split with runtimes ranked by `scores` (graph index -> by config row): means over its
+    files, as validation takes them."""
+    task = task_of(collection)
+    per_graph = [task.graph_metrics(scores[i], runtimes_by_row(graphs.load(i))) for i in range(len(graphs))]
+    return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
+
+
+def runtimes_by_row(graph: Graph) -> np.ndarray:
+    """[configs] a preprocessed graph's runtimes in its file's config rows."""
+    target = np.empty(len(graph.target))
+    target[graph.config_index] = graph.target
+    return target
+'''
+
 # ---------------------------------------- solution.tools.settings
 SOURCES['solution.tools.settings'] = '''\
 """Settings: where the package's configs live, how YAML files layer over them, and what a checkpoint fixes."""
@@ -6918,7 +6873,7 @@ from ..submission.files import collection_file_stem
 # data settings a command may change for a trained model: where files are, how many at a time, which split
 FREE_DATA = frozenset({
     "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "row_budget",
-    "eval_chunk", "eval_graphs_per_batch", "predict_split", "predict_repeats", "test_split", "limit_graphs",
+    "eval_chunk", "eval_graphs_per_batch", "predict_split", "test_split", "limit_graphs",
     "skip_bad_files", "folds", "fold", "fold_variant_parts",
 })
 FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
@@ -7116,6 +7071,7 @@ package's registry before anything is imported or built."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -7126,6 +7082,10 @@ from ..constants import COLLECTIONS
 from ..models.spec import UnknownClass, registered, unknown_arguments
 
 SETTINGS_KEYS = ("hyper_parameters", "datamodule_hyper_parameters")  # where a checkpoint keeps its settings
+# data settings that earlier versions saved and this one removed (CHANGELOG.md): a checkpoint that names one is
+# refused, as one whose model names an argument its class no longer takes
+REMOVED_DATA = ("traffic", "predict_repeats")
+UNREADABLE = {errno.EACCES, errno.EPERM, errno.EIO, errno.EISDIR, errno.ENOENT}  # OSErrors of reading, not of contents
 
 
 class CheckpointError(Exception):
@@ -7147,35 +7107,56 @@ def class_specs(settings: Any, key: str) -> Iterator[tuple[str, Mapping]]:
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """A checkpoint's contents, loaded with `weights_only` (no pickled code runs), after checking that every class
     its settings name is one of the package's model classes."""
+    saved = load_as_data(path, "checkpoint", "`solution fit` or `solution run`")
+    check_contents(saved, path)
+    return dict(saved)
+
+
+def load_as_data(path: str | Path, kind: str, writers: str) -> Any:
+    """A file saved by torch.save, loaded with `weights_only` (tensors and plain values: no pickled code runs); one
+    that is missing, or that holds anything else (a pickle, a cut-short file), is refused in one line."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint file")
+        raise FileNotFoundError(f"{path}: no such {kind} file")
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError:
-        raise  # a file that cannot be read: told as such
-    except Exception as error:  # noqa: BLE001 -- whatever the unpickler meets in a file that is not a checkpoint
-        words = str(error).strip().splitlines()[0].split(". ")[0] if str(error).strip() else ""
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(error).__name__}: {words[:200]}); expected "
-                              "a file written by `solution fit` or `solution run`") from error
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as error:
+        if error.errno in UNREADABLE:
+            raise  # a file that cannot be read: told as such
+        reason = error  # the zip reader's EINVAL: a file cut short
+    except Exception as error:  # noqa: BLE001 -- whatever the unpickler meets in a file that is not of this kind
+        reason = error
+    words = str(reason).strip().splitlines()[0].split(". ")[0] if str(reason).strip() else ""
+    raise CheckpointError(f"{path}: not a readable {kind} ({type(reason).__name__}: {words[:200]}); expected "
+                          f"a file written by {writers}") from reason
+
+
+def check_contents(saved: Any, source: str | Path, where: str = "") -> None:
+    """Refuse checkpoint contents without state_dict and hyper_parameters, or whose settings name a class outside
+    the package's model classes, an argument its class does not take or a removed data setting (`where`: the key
+    that holds them)."""
     if not isinstance(saved, Mapping) or not isinstance(saved.get("state_dict"), Mapping) \\
             or not isinstance(saved.get("hyper_parameters"), Mapping):
-        raise CheckpointError(f"{path}: keys state_dict and hyper_parameters missing; expected a checkpoint "
-                              "written by `solution fit` or `solution run`")
+        raise CheckpointError(f"{source}: keys {where}state_dict and {where}hyper_parameters missing; expected a "
+                              "checkpoint written by `solution fit` or `solution run`")
     for section in SETTINGS_KEYS:
-        for key, spec in class_specs(saved.get(section, {}), section):
+        for key, spec in class_specs(saved.get(section, {}), f"{where}{section}"):
             try:
                 cls = registered(spec["class_path"])
             except UnknownClass as error:
-                raise CheckpointError(f"{path}: {key}.class_path = {spec['class_path']!r} is not one of the "
+                raise CheckpointError(f"{source}: {key}.class_path = {spec['class_path']!r} is not one of the "
                                       "package's model classes; refused (a checkpoint may name only solution.models "
                                       "classes)") from error
             unknown = unknown_arguments(cls, spec.get("init_args") or {})
             if unknown:
-                raise CheckpointError(f"{path}: {key}.init_args.{unknown[0]}: {cls.__name__} takes no such argument "
+                raise CheckpointError(f"{source}: {key}.init_args.{unknown[0]}: {cls.__name__} takes no such argument "
                                       "(an option of another version of the package); expected a checkpoint "
                                       "written by this version")
-    return dict(saved)
+    data = saved.get("datamodule_hyper_parameters")
+    removed = [key for key in REMOVED_DATA if isinstance(data, Mapping) and key in data]
+    if removed:
+        raise CheckpointError(f"{source}: {where}datamodule_hyper_parameters.{removed[0]}: a data setting this version "
+                              "removed (CHANGELOG.md); expected a checkpoint written by this version")
 
 
 def saved_settings(saved: Mapping[str, Any]) -> dict[str, dict]:
@@ -7212,7 +7193,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data.batch import Batch, Collate, ConfigTraffic, wanted_traffic
+from ..data.batch import Batch, Collate
 from ..data.features import Standardizer
 from ..data.sets import ChunkSet, GraphSet
 from ..data.tasks import TASKS, task_of
@@ -7222,7 +7203,7 @@ from .checkpoints import CheckpointError
 
 
 class ScoreTable:
-    """Per-graph scores gathered from chunks (and averaged over repeated chunkings), indexed by config row."""
+    """Per-graph scores gathered from chunks, indexed by config row."""
 
     def __init__(self) -> None:
         self.parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
@@ -7236,7 +7217,8 @@ class ScoreTable:
             self.parts.setdefault(graph_id, []).append((rows[g][keep], values[g][keep], target[g][keep]))
 
     def graph(self, graph_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(config rows seen, their mean scores, their targets) of one graph, in row order."""
+        """(config rows seen, their scores (the mean of a row scored more than once), their targets) of one graph,
+        in row order."""
         rows, values, target = (np.concatenate(x) for x in zip(*self.parts[graph_id]))
         seen, inverse = np.unique(rows, return_inverse=True)
         mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
@@ -7310,12 +7292,11 @@ class Scorer(nn.Module):
         return standardized_scores(self.ranker, self.node_scaler, self.config_scaler, batch)
 
     @torch.inference_mode()
-    def score(self, graphs: GraphSet, collate: Collate, chunk: int, repeats: int = 1, seed: int = 0,
-              precision: str | int | None = None) -> ScoreTable:
-        """Every config of every graph, `chunk` configs a batch (covered `repeats` times, each time in another
-        seeded chunking), as `solution predict` scores them, at a trainer's `precision` (CPU_PRECISIONS)."""
+    def score(self, graphs: GraphSet, collate: Collate, chunk: int, precision: str | int | None = None) -> ScoreTable:
+        """Every config of every graph, `chunk` configs a batch, as `solution predict` scores them, at a trainer's
+        `precision` (CPU_PRECISIONS)."""
         table = ScoreTable()
-        chunks = ChunkSet(graphs, chunk, repeats, seed)
+        chunks = ChunkSet(graphs, chunk)
         with on_cpu_at(precision):
             for index in range(len(chunks)):
                 batch = collate([chunks[index]])
@@ -7335,17 +7316,14 @@ def on_cpu_at(precision: str | int | None) -> contextlib.AbstractContextManager:
     return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
 
 
-def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path,
-                      traffic: ConfigTraffic | None = None) -> ScoreTable:
+def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path) -> ScoreTable:
     """Every config of `graphs` scored by a checkpoint read by `read_checkpoint`, under `settings` resolved against
-    it (`with_checkpoint`): its model, the collate and chunks of its data settings (`traffic`: the features
-    `data.traffic` asks for), the run's seed."""
+    it (`with_checkpoint`): its model, the collate and chunks of its data settings."""
     data = settings["data"]
     scorer = Scorer.of_checkpoint(saved, settings["model"], source)
-    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"],
-                      wanted_traffic(data.get("traffic", False), traffic))  # older checkpoints carry no traffic
-    seed, precision = settings.get("seed_everything", 0), (settings.get("trainer") or {}).get("precision")
-    return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed, precision)
+    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"])
+    precision = (settings.get("trainer") or {}).get("precision")
+    return scorer.score(graphs, collate, data["eval_chunk"], precision)
 '''
 
 # ---------------------------------------- solution.training.module
@@ -7495,6 +7473,165 @@ def build_module(model: Mapping, datamodule) -> RankingModule:
     ranker = with_widths(model["ranker"], datamodule.node_feat_dim, datamodule.config_width)
     rest = {key: value for key, value in model.items() if key not in ("ranker", "task")}
     return RankingModule(ranker=ranker, task=datamodule.task.name, **rest)
+'''
+
+# ---------------------------------------- solution.training.ranker_file
+SOURCES['solution.training.ranker_file'] = '''\
+"""Ranker files: a collection's trained members, its physics prior's weights and their blend, saved whole as data
+(no pickled code) and read back with every key and class checked, so that every command ranks the same way."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..atomic import atomic_files
+from ..constants import COLLECTIONS
+from ..data.sets import GraphSet
+from ..physics.prior import WEIGHTS, prior_by_row
+from ..submission.ensemble import combine
+from ..submission.files import SubmissionError
+from .checkpoints import CheckpointError, check_contents, checkpoint_collection, load_as_data, saved_settings
+from .inference import ScoreTable
+
+FORMAT, FORMAT_VERSION, SUFFIX = "solution.ranker", 1, ".ranker"
+MEMBER_KEYS = ("state_dict", "hyper_parameters", "datamodule_hyper_parameters")  # what a member keeps of its checkpoint
+WRITERS = "`solution run` or `solution fit`"
+
+
+@dataclass
+class SavedRanker:
+    """One collection's ranker: per graph, the mean of its members' normalised ranks at 1 - `weight` against the
+    physics prior's ranks (its weights `prior`, by name) at `weight`; at weight 1 the prior alone ranks and no
+    network is built. `tried` holds the valid score of each weight the valid files chose among."""
+
+    collection: str
+    members: list[dict[str, Any]]  # each a checkpoint's MEMBER_KEYS
+    prior: dict[str, float] = field(default_factory=dict)  # the physics prior's weights by name; empty: none
+    weight: float = 0.0  # the prior's share of the ranks
+    tried: list[tuple[float, float]] = field(default_factory=list)  # (weight, valid score) of each weight tried
+    package_version: str = __version__
+
+    @classmethod
+    def of_checkpoints(cls, checkpoints: Sequence[Mapping[str, Any]], prior: np.ndarray | None = None,
+                       weight: float = 0.0, tried: Sequence[tuple[float, float]] = ()) -> SavedRanker:
+        """A ranker of checkpoints read by `read_checkpoint` (one collection), with the prior's weights in WEIGHTS'
+        order."""
+        members = [{key: saved[key] for key in MEMBER_KEYS if key in saved} for saved in checkpoints]
+        collection = saved_settings(members[0])["data"].get("collection")
+        named = {} if prior is None else {name: float(value) for name, value in zip(WEIGHTS, prior)}
+        return cls(collection, members, named, float(weight), [(float(w), float(s)) for w, s in tried])
+
+    @property
+    def prior_weights(self) -> np.ndarray:
+        """[len(WEIGHTS)] the prior's weights in WEIGHTS' order."""
+        return np.array([self.prior[name] for name in WEIGHTS])
+
+    @property
+    def data_settings(self) -> dict:
+        """The data settings that shape the inputs (pruning, features, segments): the first member's."""
+        return saved_settings(self.members[0])["data"] if self.members else {"collection": self.collection}
+
+    def save(self, path: str | Path) -> Path:
+        """Write the ranker to `path` atomically (a temporary sibling renamed over it when whole)."""
+        buffer = io.BytesIO()
+        torch.save({"format": FORMAT, "format_version": FORMAT_VERSION, "package_version": self.package_version,
+                    "collection": self.collection, "members": self.members, "prior": self.prior,
+                    "weight": self.weight, "tried": [list(pair) for pair in self.tried]}, buffer)
+        with atomic_files([path], "wb") as (handle,):
+            handle.write(buffer.getvalue())
+        return Path(path)
+
+    def scores(self, graphs: GraphSet, member_scores: Callable[[int], ScoreTable]) -> dict[int, np.ndarray]:
+        """Graph index -> [configs] the blended score of each config row of `graphs` (lower = predicted faster);
+        `member_scores(j)` scores every config of `graphs` with member j."""
+        tables = [member_scores(j) for j in range(len(self.members))] if self.weight < 1 else []
+        shares = np.array([(1 - self.weight) / max(len(tables), 1)] * len(tables) + [self.weight] * (self.weight > 0))
+        out = {}
+        for index in range(len(graphs)):
+            ranked = [table_row_scores(table, graphs, index) for table in tables]
+            if self.weight > 0:
+                ranked.append(prior_by_row(graphs, index, self.prior_weights))
+            out[index] = ranked[0] if len(ranked) == 1 else combine(ranked, shares, "rank")
+        return out
+
+
+def table_row_scores(table: ScoreTable, graphs: GraphSet, index: int) -> np.ndarray:
+    """[configs] a table's mean score of each config row of graph `index`; one it misses is refused."""
+    rows, mean, _ = table.graph(index)
+    if not np.array_equal(rows, np.arange(graphs.num_configs(index))):
+        raise SubmissionError(f"{graphs.paths[index]}: predictions cover {len(rows)} of {graphs.num_configs(index)} "
+                              "configs; expected every config ranked (nothing was written)")
+    return mean
+
+
+def read_ranker(path: str | Path) -> SavedRanker:
+    """A ranker file (`.ranker`), or a checkpoint as a ranker of one member and no prior; anything else, a file cut
+    short, one holding pickled objects, naming a class outside the package or a key of another version, is refused
+    in one line (CheckpointError)."""
+    path = Path(path)
+    if path.suffix != SUFFIX:
+        saved = load_as_data(path, "checkpoint", WRITERS)
+        check_contents(saved, path)
+        checkpoint_collection(saved, path)
+        return SavedRanker.of_checkpoints([saved])
+    data = load_as_data(path, "ranker", WRITERS)
+    if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: key format is {_got(data, 'format')}; expected {FORMAT!r} (a file written "
+                              f"by {WRITERS})")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: key format_version is {_got(data, 'format_version')}; expected "
+                              f"{FORMAT_VERSION} (written by package version {data.get('package_version')!r})")
+    ranker = SavedRanker(data.get("collection"), data.get("members"), data.get("prior"), data.get("weight"),
+                         [tuple(pair) for pair in data.get("tried") or []], str(data.get("package_version")))
+    check_ranker(ranker, path)
+    return ranker
+
+
+def check_ranker(ranker: SavedRanker, path: Path) -> None:
+    """Refuse a ranker whose keys do not hold what `SavedRanker` says, naming the file and the key."""
+    if ranker.collection not in COLLECTIONS:
+        raise CheckpointError(f"{path}: key collection is {ranker.collection!r}; expected one of "
+                              f"{', '.join(COLLECTIONS)}")
+    weight = ranker.weight
+    if not isinstance(weight, float) or not 0 <= weight <= 1:
+        raise CheckpointError(f"{path}: key weight is {weight!r}; expected a number from 0 to 1")
+    if not isinstance(ranker.members, list) or not ranker.members and weight < 1:
+        raise CheckpointError(f"{path}: key members holds no member; expected at least one unless weight is 1")
+    for index, member in enumerate(ranker.members):
+        check_contents(member, path, f"members[{index}].")
+        collection = saved_settings(member)["data"].get("collection")
+        if collection != ranker.collection:
+            raise CheckpointError(f"{path}: key members[{index}].datamodule_hyper_parameters.collection is "
+                                  f"{collection!r}; expected {ranker.collection!r}, the ranker's")
+    prior = ranker.prior
+    names_ok = isinstance(prior, Mapping) and (not prior or set(prior) == set(WEIGHTS))
+    if not names_ok or not all(isinstance(v, float) and math.isfinite(v) for v in prior.values()) \\
+            or weight > 0 and not prior:
+        raise CheckpointError(f"{path}: key prior holds {sorted(prior) if isinstance(prior, Mapping) else prior!r}; "
+                              f"expected a number for each of {', '.join(WEIGHTS)}"
+                              + (" (the ranker blends the prior in)" if weight > 0 else " or none"))
+
+
+def _got(data: Any, key: str) -> str:
+    """How a key of a loaded file reads in an error: its value, or that it is missing."""
+    return repr(data[key]) if isinstance(data, Mapping) and key in data else "missing"
+
+
+def describe(ranker: SavedRanker) -> str:
+    """What a ranker ranks by, in words: 'the physics prior alone', '2 members and the physics prior at weight 0.5'."""
+    if ranker.weight >= 1:
+        return "the physics prior alone"
+    members = "one network" if len(ranker.members) == 1 else f"{len(ranker.members)} networks"
+    return members + (f" and the physics prior at weight {ranker.weight:g}" if ranker.weight > 0 else ", no prior")
 '''
 
 

@@ -80,7 +80,6 @@ VARIANTS = {
     "config-only baseline": Variant((RANKER, "solution.models.baselines.ConfigOnlyRanker")),
     "early fusion": Variant((RANKER, "solution.models.baselines.EarlyFusionRanker"), layout_only=True),
     "0 padding": Variant(("--data.sentinel", "false")),
-    "shared link maps": Variant((f"{RANKER}.init_args.shared_link_maps", "true"), layout_only=True),
     "config width 96": Variant((f"{RANKER}.init_args.config_hidden", "96"), layout_only=True),
     "config width 64": Variant((f"{RANKER}.init_args.config_hidden", "64"), layout_only=True),
     "no pruning": Variant(("--data.prune", "none"), layout_only=True),
@@ -98,8 +97,6 @@ QUESTIONS = {  # section title -> the variants it compares; the full model is ea
     "only the readout's)": ["full model", "no per-node attention", "no readout attention", "no cross-attention"],
     "Model: the graph, and encoding it once": ["full model", "config-only baseline", "early fusion"],
     "Padding: -1 (0 is a valid feature value) vs 0": ["full model", "0 padding"],
-    "Link maps: one send and one receive map per route (full model) vs one of each for all three routes, with a "
-    "gain per route": ["full model", "shared link maps"],
     "Config-aware width: the configurable nodes' per-config states as wide as the encoder's (128) or narrower":
         ["full model", "config width 96", "config width 64"],
     "Pruning (layout; the full model keeps configurable nodes and their 1-hop neighbours)":

@@ -1,5 +1,4 @@
-"""Data-layer benchmark: pruning retention, packed config size, cold vs cached reads, the traffic features' loader
-time, memory over an epoch.
+"""Data-layer benchmark: pruning retention, packed config size, cold vs cached reads, memory over an epoch.
 
     python benchmarks/data_bench.py --size realistic --out benchmarks/results/data_benchmark.md
     python benchmarks/data_bench.py --size tiny --smoke          # seconds, checks that the script still runs
@@ -16,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +28,6 @@ from solution.data.pruning import STRATEGIES, keep_nodes, output_node
 from solution.data.reader import list_files, read_graph
 from solution.data.sets import GraphSet, TrainSet
 from solution.data.tasks import LAYOUT
-from solution.physics.propagation import Propagation, config_traffic, file_propagation
 from solution.synth.files import generate
 
 
@@ -100,35 +97,6 @@ def epoch_memory(root: str, collection: str, cache_dir: str, loads: int = 200) -
     return {"graphs": len(train), "loads": loads, "rss_trace_mib": trace, "peak_mib": rss_mib()[1]}
 
 
-def traffic_loader(root: Path, collection: str, cache_dir: Path, epochs: int = 3) -> list[str]:
-    """Seconds per epoch of one-graph training batches with `data.traffic` (each config's traffic from the graph's
-    whole file): each file's propagation built again for every batch, then kept across epochs (as the loader keeps
-    it: `file_propagation`'s cache), each run from an empty cache over the same epochs; and what the kept hold."""
-    graphs = GraphSet(list_files(root, collection, "train"), "train", Preprocessing(), record_cache(cache_dir))
-    train, collate = TrainSet(graphs, 128, "uniform"), Collate(LAYOUT, traffic=config_traffic)
-    seconds = {"built every batch": [], "kept": []}
-    for (name, times), rebuild in zip(seconds.items(), (True, False)):
-        file_propagation.cache_clear()
-        for epoch in range(epochs):
-            start = time.perf_counter()
-            for index in np.random.default_rng(epoch).permutation(len(train)):
-                if rebuild:
-                    file_propagation.cache_clear()
-                collate([train[int(index), (0, epoch, int(index))]])
-            times.append(time.perf_counter() - start)
-    built, kept = (np.mean(times[1:] or times) for times in seconds.values())
-    tracemalloc.start()
-    propagations = [Propagation(read_graph(path, "train")) for path in graphs.paths]  # what the cache holds
-    held = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    nodes = sum(meta["nodes_raw"] for meta in graphs.meta)
-    return [f"- {collection}, {len(train)} train graphs, 128 configs each: "
-            + "; ".join(f"{name} {', '.join(f'{t:.2f}' for t in times)} s" for name, times in seconds.items())
-            + f" per epoch -> after the first epoch **{built / kept:.1f}x** faster kept",
-            f"- the {len(propagations)} propagations kept hold {held / 2**20:.1f} MiB for {nodes:,} nodes "
-            f"({held / max(nodes, 1) / 1024:.2f} KiB a node)"]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=None, help="dataset root (generated when missing)")
@@ -156,7 +124,6 @@ def main(argv: list[str] | None = None) -> int:
     lines += retention(root, layout)
     lines += ["", "## Packed layout configs", ""] + packed_size(root, "layout:nlp:random")
     lines += ["", "## Cold vs cached reads", ""] + read_speed(root, "layout:nlp:random", cache_dir)
-    lines += ["", "## Traffic per batch (`data.traffic`)", ""] + traffic_loader(root, "layout:xla:random", cache_dir)
     child = subprocess.run([sys.executable, __file__, "--epoch-child", str(root), "layout:nlp:random", str(cache_dir)],
                            capture_output=True, text=True, check=True)
     epoch = json.loads(child.stdout.strip().splitlines()[-1])

@@ -1,15 +1,13 @@
-"""Ensembles: one model vs a 5-seed ensemble vs a 5-fold ensemble, and test-time permutation averaging, scored
-on the synthetic test answers.
+"""Ensembles: one model vs a 5-seed ensemble vs a 5-fold ensemble, scored on the synthetic test answers.
 
     python benchmarks/ensembles.py --data data/synthetic-small --size small --out benchmarks/results/ensembles.md
     python benchmarks/ensembles.py --smoke      # tiny data, two seeds, two folds, one epoch: checks that it runs
 
 Per collection: `--seeds` fits on train (`solution fit`: configs/base.yaml, configs/<collection>.yaml, then
-configs/demo.yaml), each predicting the test split once and again averaged over `--repeats` random chunkings
-(`--data.predict_repeats`); `--folds` fits on train + valid pooled (`--data.folds`, one fold held out each,
-seed 0). `solution ensemble` (rank averaging) combines the seeds' predictions, and the folds'. Every prediction
-is scored on answers.csv with the competition metric (layout: Kendall tau over all configs; tile: the top-5
-score). Predictions already in <runs>/predictions are reused, so the script resumes where it stopped.
+configs/demo.yaml), each predicting the test split; `--folds` fits on train + valid pooled (`--data.folds`, one
+fold held out each, seed 0). `solution ensemble` (rank averaging) combines the seeds' predictions, and the folds'.
+Every prediction is scored on answers.csv with the competition metric (layout: Kendall tau over all configs; tile:
+the top-5 score). Predictions already in <runs>/predictions are reused, so the script resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -75,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="small", choices=("tiny", "small"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=4, help="random chunkings averaged at test time")
     parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=list(COLLECTIONS))
     parser.add_argument("--max_epochs", type=int, default=None, help="override configs/demo.yaml")
     parser.add_argument("--runs", default="runs/ensembles", help="logs, checkpoints and predictions")
@@ -84,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         work = Path(tempfile.mkdtemp(prefix="solution-ensembles-"))
-        args.data, args.size, args.seeds, args.folds, args.repeats = str(work / "data"), "tiny", [0, 1], 2, 2
+        args.data, args.size, args.seeds, args.folds = str(work / "data"), "tiny", [0, 1], 2
         args.collections, args.max_epochs, args.runs = ["tile:xla", "layout:xla:random"], 1, str(work / "runs")
         args.out = args.out or str(work / "ensembles.md")
     args.out = args.out or "benchmarks/results/ensembles.md"
@@ -101,13 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     preds = runs / "predictions"
     rows = {}
     for collection in args.collections:
-        seeds, tta, folds = [], [], []
+        seeds, folds = [], []
         for seed in args.seeds:
-            once, averaged = preds / f"seed{seed}", preds / f"seed{seed}-x{args.repeats}"
-            fit_and_predict(collection, common, ["--seed_everything", str(seed)],
-                            {once: [], averaged: ["--data.predict_repeats", str(args.repeats)]})
-            seeds.append(once)
-            tta.append(averaged)
+            seeds.append(preds / f"seed{seed}")
+            fit_and_predict(collection, common, ["--seed_everything", str(seed)], {seeds[-1]: []})
         for fold in range(args.folds):
             folds.append(preds / f"fold{fold}-of{args.folds}")
             fit_and_predict(collection, common, ["--seed_everything", "0", "--data.folds", str(args.folds),
@@ -119,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
         single = [test_score(f, collection, answers) for f in seeds]
         rows[collection] = {
             "1 model": spread(single),
-            f"1 model, x{args.repeats} chunkings": spread([test_score(f, collection, answers) for f in tta]),
             f"{len(seeds)}-seed ensemble": f"{test_score(merged['seeds'], collection, answers):.4f}",
             f"{args.folds}-fold ensemble": f"{test_score(merged['folds'], collection, answers):.4f}",
             "best single seed": f"{max(single):.4f}",
@@ -134,9 +127,8 @@ def write(rows: dict[str, dict[str, str]], args: argparse.Namespace, argv: list[
     lines = [f"# Ensembles ({args.size} synthetic data, test split, {len(args.seeds)} seeds, {args.folds} folds)", "",
              f"Command: `python benchmarks/ensembles.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
              "Scores on the test split (answers.csv), with the competition metric. 1 model: mean ± sample std over "
-             f"the seeds, each trained on train. x{args.repeats} chunkings: the same models, each graph's scores "
-             f"averaged over {args.repeats} random chunkings of its configs (`--data.predict_repeats`). Ensembles: "
-             "`solution ensemble` rank averaging of the seeds' predictions, and of the folds' (each trained on "
+             "the seeds, each trained on train. Ensembles: `solution ensemble` rank averaging of the seeds' "
+             "predictions, and of the folds' (each trained on "
              f"{args.folds - 1}/{args.folds} of train + valid pooled, seed 0). Best single seed: the best of the "
              "single models, which no one can pick in advance.", "",
              "| collection | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]

@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads per cell (default 1: on a shared "
                         "2-core machine two threads stall each other whenever another process runs)")
     parser.add_argument("--once_args", nargs="*", default={}, type=setting, action=Settings, metavar="KEY=VALUE",
-                        help="LayoutRanker arguments other than the shipped ones, e.g. shared_link_maps=true")
+                        help="LayoutRanker arguments other than the shipped ones, e.g. config_hidden=64")
     parser.add_argument("--out", default="benchmarks/results/speed.md")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)

@@ -26,7 +26,6 @@ from solution.data.datamodule import TpuGraphsDataModule
 from solution.data.features import Standardizer
 from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.tasks import LAYOUT, TILE, Task
-from solution.errors import SettingsError
 from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
@@ -117,17 +116,9 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
     model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    for projection in ("physics", "traffic"):
-        if live and getattr(model, projection, None) is not None:
-            torch.nn.init.normal_(getattr(model, projection).weight)
+    if live and getattr(model, "physics", None) is not None:
+        torch.nn.init.normal_(model.physics.weight)
     return model
-
-
-def with_traffic(batch: Batch, seed: int = 3) -> Batch:
-    """The batch with made-up traffic features [G, C, K, 2] (what data.traffic computes from the files)."""
-    g = torch.Generator().manual_seed(seed)
-    shape = (*batch.config_mask.shape, batch.config_node.size(1), 2)
-    return batch.replace(config_traffic=torch.randn(shape, generator=g))
 
 
 def score(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
@@ -209,26 +200,22 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
                          for _ in range(batch.num_graphs)])  # [G, C]
     rows = torch.arange(batch.num_graphs)[:, None]
     shuffled = batch.replace(config_feat=batch.config_feat[rows, order], config_mask=batch.config_mask[rows, order],
-                             target=batch.target[rows, order], config_index=batch.config_index[rows, order],
-                             config_traffic=None if batch.config_traffic is None else batch.config_traffic[rows, order])
+                             target=batch.target[rows, order], config_index=batch.config_index[rows, order])
     return shuffled, order, rows
 
 
 @pytest.mark.parametrize("task, ranker, settings", [
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
-    (LAYOUT, LayoutRanker, {"shared_link_maps": True}), (LAYOUT, LayoutRanker, {"config_hidden": 8}),
-    (LAYOUT, LayoutRanker, {"physical_layout": True}), (LAYOUT, LayoutRanker, {"propagated_traffic": True}),
+    (LAYOUT, LayoutRanker, {"config_hidden": 8}), (LAYOUT, LayoutRanker, {"physical_layout": True}),
     (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
-], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-shared_maps", "layout-narrow", "layout-physical",
-        "layout-traffic", "tile-cross",
+], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-narrow", "layout-physical", "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
-    batch = with_traffic(batch) if settings.get("propagated_traffic") else batch
     model = make_model(task, ranker=ranker, live=True, **settings)
     shuffled, order, rows = _shuffled(batch)
     before, after = score(model, batch), score(model, shuffled)
@@ -236,41 +223,38 @@ def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> No
     torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("settings", [{}, {"shared_link_maps": True}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"propagated_traffic": True}],
-                         ids=["per_route", "shared_maps", "narrow", "physical", "traffic"])
+@pytest.mark.parametrize("settings", [{}, {"config_hidden": 8}, {"physical_layout": True}],
+                         ids=["shipped", "narrow", "physical"])
 @pytest.mark.parametrize("rows", [1, 13, 20, 30])
 def test_ranking_in_slices_gives_the_whole_pass_scores(rows: int, settings: dict) -> None:
     """inference_rows slices the config-aware layers without gradients (1 to 3 configs, or nodes, per pass on this
     batch of 10 configurable nodes and 8 config slots, uneven last slices): the scores of one whole pass."""
-    batch = with_traffic(batch_of(LAYOUT, graphs_of(LAYOUT)))
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     assert ConfigLinks.of(batch).nodes.numel() == 10 and batch.config_mask.shape[1] == 8
     whole = make_model(LAYOUT, inference_rows=0, live=True, **settings)
     sliced = make_model(LAYOUT, inference_rows=rows, live=True, **settings)
     torch.testing.assert_close(score(sliced, batch), score(whole, batch), atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("shared, products", [(False, 7), (True, 3)], ids=["per_route", "shared_maps"])
 @pytest.mark.parametrize("w", [16, 8])
-def test_link_block_dense_products_per_node_and_config(monkeypatch, shared: bool, products: int, w: int) -> None:
-    """A link block's w x w products per (configurable node, config): 3 sends + 3 receives + its own linear with a
-    map per route; 1 + 1 + 1 with shared maps. Plus one d x w context map per touched node, whatever the configs
+def test_link_block_dense_products_per_node_and_config(monkeypatch, w: int) -> None:
+    """A link block's w x w products per (configurable node, config): 3 sends + 3 receives + its own linear, a map
+    per route. Plus one d x w context map per touched node, whatever the configs
     (the encoder's d = 16, the config-aware width w), which the ranker maps once for every slice of configs."""
     links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
     (m, t), c, d = (links.nodes.numel(), links.touched.numel()), 8, 16
-    block = LinkBlock(w, shared_maps=shared, context_dim=d)
+    block = LinkBlock(w, context_dim=d)
     monkeypatch.setattr(layers, "sparse_mean", outside_modes(layers.sparse_mean))  # the sparse products uncounted
     with FlopCounterMode(display=False) as counter:
         block(torch.randn(m, c, w), block.context(torch.randn(t, d)), links)
-    assert counter.get_total_flops() == 2 * w * (w * products * m * c + d * t)
+    assert counter.get_total_flops() == 2 * w * (w * 7 * m * c + d * t)
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["per_route", "shared_maps"])
-def test_a_link_block_gives_the_same_states_with_and_without_gradients(shared: bool) -> None:
+def test_a_link_block_gives_the_same_states_with_and_without_gradients() -> None:
     """Without gradients the touched nodes' states are built in place in one buffer; with them, out of place: the
     same block output."""
     links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
-    block = LinkBlock(8, shared_maps=shared, context_dim=16)
+    block = LinkBlock(8, context_dim=16)
     z, h = torch.randn(links.nodes.numel(), 5, 8), torch.randn(links.touched.numel(), 16)
     trained = block(z, block.context(h), links)
     with torch.inference_mode():
@@ -568,24 +552,18 @@ def test_physical_layout_features_skip_size_1_dims_wherever_the_layout_puts_them
     torch.testing.assert_close(features, flat[[0, 0, 1]])
 
 
-@pytest.mark.parametrize("setting, projection", [("physical_layout", "physics"), ("propagated_traffic", "traffic")])
-def test_a_new_model_with_physical_features_scores_as_one_without(setting: str, projection: str):
+def test_a_new_model_with_physical_features_scores_as_one_without():
     """The physical features enter through a zero-initialised projection: an untrained model with them gives the
     scores of the same model without them (they are learned in from there), and training moves the projection."""
-    batch = with_traffic(batch_of(LAYOUT, graphs_of(LAYOUT)))
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
     without = make_model(LAYOUT)
-    with_physics = make_model(LAYOUT, **{setting: True})
+    with_physics = make_model(LAYOUT, physical_layout=True)
     missing = with_physics.load_state_dict(without.state_dict(), strict=False).missing_keys
-    assert sorted(missing) == [f"{projection}.bias", f"{projection}.weight"]
+    assert sorted(missing) == ["physics.bias", "physics.weight"]
     torch.testing.assert_close(score(with_physics, batch), score(without, batch))
     with_physics.train()
     with_physics(batch).sum().backward()
-    assert getattr(with_physics, projection).weight.grad.abs().sum() > 0
-
-
-def test_a_model_of_propagated_traffic_asks_for_the_datas_traffic():
-    with pytest.raises(SettingsError, match="propagated_traffic=true needs .*expected data.traffic=true"):
-        score(make_model(LAYOUT, propagated_traffic=True), batch_of(LAYOUT, graphs_of(LAYOUT)))
+    assert with_physics.physics.weight.grad.abs().sum() > 0
 
 
 def test_the_batch_carries_each_configurable_nodes_output_dims():

@@ -1,5 +1,5 @@
-"""Layouts carried through a whole layout file as XLA carries them: the traffic each config causes, per configurable
-node, on hand-made and real-format files, and the traffic features a batch carries."""
+"""Layouts carried through a whole layout file as XLA carries them: the work each config causes, on hand-made and
+real-format files."""
 
 from __future__ import annotations
 
@@ -11,27 +11,20 @@ import pytest
 from test_prior import FIXTURES
 
 from solution.constants import NODE_FEAT_DIM
-from solution.data.batch import Collate, Item, wanted_traffic
-from solution.data.packing import unpack
-from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.reader import RawGraph, read_graph
-from solution.data.tasks import LAYOUT, TASKS
-from solution.errors import SettingsError
+from solution.data.tasks import TASKS
 from solution.physics.prior import layout_traffic
 from solution.physics.propagation import (
     BYTE_PARTS,
     MATMUL,
     PARTS,
     Propagation,
-    config_traffic,
     dot_keys,
     file_propagation,
 )
 from solution.programs import hlo
 from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, Graph, arrays, flatten
 from solution.programs.law import computation_weights
-from solution.tools import pipeline
-from solution.tools.lightning_cli import lightning_main
 
 UNSET = [-1] * 6
 
@@ -113,42 +106,9 @@ def test_a_real_format_files_prior_follows_its_configs_whatever_their_order_and_
     np.testing.assert_allclose(layout_traffic(raw), whole[permutation])
 
 
-def test_traffic_is_told_per_configurable_node_whose_layout_the_moved_tensors_have():
-    configs = np.array([[blocks(), blocks()], [blocks([0, 1]), blocks()], [blocks([0, 1]), blocks(given=[1, 0])]])
-    raw = raw_graph(["parameter", "reshape", "negate", "reshape"], [[16, 256]] * 4, [[], [0], [1], [2]], configs)
-    moved = Propagation(raw).traffic(configs)  # [3, 2 + 1]
-    np.testing.assert_allclose(moved[:, 0], [ROW, (COLUMN + ROW) + COLUMN, (COLUMN + ROW) + COLUMN])  # with the negate
-    np.testing.assert_allclose(moved[:, 1], [0, ROW + COLUMN, COLUMN + ROW])  # a relayout, then a copy and a bitcast
-    np.testing.assert_allclose(moved[:, 2], 0)  # the parameter moves nothing
-    features = Propagation(raw).features(configs)  # [3, 2, 2]
-    np.testing.assert_allclose(features[0, :, 0], 0)  # the file's own layouts: no more traffic than the file's
-    assert (features[1:, :, 0] > 0).all()
-
-
-def test_a_batch_carries_each_configs_traffic_features_from_the_whole_file():
+def test_a_files_propagation_is_read_once_per_process():
     path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz"
-    graph = load_graph(path, "valid", Preprocessing(), None)
-    rows = np.array([3, 0, 5])
-    batch = Collate(LAYOUT, traffic=config_traffic)([(graph, Item(0, rows))])
-    expected = Propagation(read_graph(path)).features(unpack(graph.configs[rows]))  # [3, nc, 2]
-    assert batch.config_traffic.shape == (1, 3, len(graph.config_node), 2)
-    np.testing.assert_allclose(batch.config_traffic[0].numpy(), expected, rtol=1e-6)
-    assert file_propagation(str(path), "valid") is file_propagation(str(path), "valid")  # read once per process
-    assert Collate(LAYOUT)([(graph, Item(0, rows))]).config_traffic is None
-
-
-def test_the_traffic_features_come_from_the_commands_that_build_the_loaders(tmp_path):
-    """data/ imports no physics: a loader asked for traffic features without them is refused in one line, and the
-    commands (the Lightning CLI, `solution run`, `solution rank` and `predict`) give them."""
-    assert wanted_traffic(False, config_traffic) is None and wanted_traffic(True, config_traffic) is config_traffic
-    with pytest.raises(SettingsError, match=r"^data.traffic=true needs the traffic features"):
-        wanted_traffic(True, None)
-    configs = Path(__file__).resolve().parent.parent / "configs"
-    cli = lightning_main([f"--config={configs / name}.yaml" for name in ("base", "layout_xla_random")]
-                         + ["--trainer.logger", "false", "--data.traffic", "true"], run=False)
-    assert cli.datamodule.config_traffic is config_traffic
-    job = pipeline.Job(tmp_path, tmp_path)
-    assert pipeline.build_datamodule({"collection": "layout:xla:random"}, job).config_traffic is config_traffic
+    assert file_propagation(str(path), "valid") is file_propagation(str(path), "valid")
 
 
 def test_the_work_comes_in_parts_whose_elements_add_up_to_the_traffic():
@@ -164,7 +124,6 @@ def test_the_work_comes_in_parts_whose_elements_add_up_to_the_traffic():
     np.testing.assert_allclose(parts["launches"], [2, 2])  # two relayouts, or one and the copy
     elements = sum(parts[p] for p in PARTS[:BYTE_PARTS])
     np.testing.assert_allclose(elements, layout_traffic(raw))
-    np.testing.assert_allclose(elements, Propagation(raw).traffic(configs).sum(1))
 
 
 def test_a_dot_counts_its_multiply_adds_its_bytes_and_its_operands_fed_with_their_contracted_dim_not_minor():

@@ -74,15 +74,6 @@ def test_rank_gives_the_scores_that_run_gives_the_same_file(layout_checkpoint, t
     assert_rank_scores_as_run(layout_checkpoint, read_settings()["layout:xla:random"], tmp_path)
 
 
-TRAFFIC = {"data": {"traffic": True}, "model": {"ranker": {"init_args": {"propagated_traffic": True}}}}
-
-
-def test_a_model_of_propagated_traffic_ranks_as_run_ranks_it(tiny_root, tmp_path):
-    """A checkpoint that reads the traffic features gets them in `solution rank` (no Lightning) as in `run`."""
-    settings = layered(read_settings()["layout:xla:random"], layered(QUICK, TRAFFIC))
-    assert_rank_scores_as_run(train_layout(tiny_root, tmp_path / "fit", settings), settings, tmp_path)
-
-
 def test_rank_in_bfloat16_keeps_the_float32_order(layout_checkpoint, tmp_path):
     """--precision bf16-mixed: the model's states in bfloat16, its scores in float32 (distinct, near float32's)."""
     scores = {}

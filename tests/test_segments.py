@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from npz_factory import layout_arrays
-from test_model import batch_of, make_model, preprocess, with_traffic
+from test_model import batch_of, make_model, preprocess
 
 from solution.data.batch import Batch, Collate
 from solution.data.datamodule import TpuGraphsDataModule
@@ -114,10 +114,9 @@ def test_batches_are_cut_along_the_records_computations():
 
 
 @pytest.mark.parametrize("settings", [{}, {"config_layers": 1}, {"edge_direction": "both"},
-                                      {"cross_attention": False}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"propagated_traffic": True}])
+                                      {"cross_attention": False}, {"config_hidden": 8}, {"physical_layout": True}])
 def test_a_halo_of_every_layer_reproduces_the_whole_graph_scores(settings):
-    model, batch = make_model(LAYOUT, live=True, **settings), with_traffic(segmented(layout_graphs(), budget=9))
+    model, batch = make_model(LAYOUT, live=True, **settings), segmented(layout_graphs(), budget=9)
     assert len(split(batch)) > 4
     with torch.no_grad():
         scores = model(whole(batch))

@@ -29,6 +29,7 @@ from solution.training.module import RankingModule
 
 REPO = Path(__file__).resolve().parent.parent
 TILE = ["--config", str(configs_folder() / "tile_xla.yaml")]
+PROGRAM = REPO.parent / "shared" / "fixtures" / "npz" / "layout" / "xla" / "random" / "test" / "fixture_scan_rnn.npz"
 QUICK = {"trainer": {"max_epochs": 1, "check_val_every_n_epoch": 1, "num_sanity_val_steps": 0, "accelerator": "cpu"},
          "model": {"ranker": {"init_args": {"hidden": 16, "opcode_dim": 8}}, "warmup_steps": 0},
          "data": {"configs_per_graph": 8, "num_workers": 0}}
@@ -155,7 +156,7 @@ def test_predict_and_run_give_the_same_predictions_from_the_checkpoints_settings
 def test_predict_runs_without_importing_lightning_and_writes_what_the_trainer_writes(trained, tile_root, tmp_path,
                                                                                      precision):
     args = [*TILE, "--data.root", str(tile_root), "--ckpt_path", str(trained / "tile_xla.ckpt"), "--data.eval_chunk",
-            "3", "--data.predict_repeats", "2", "--seed_everything", "5", *precision]
+            "3", "--seed_everything", "5", *precision]
     code = ("import sys; from solution.tools.cli import main; code = main(sys.argv[1:]); "
             "sys.exit(code or 10 * any(name.split('.')[0] == 'lightning' for name in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code, "predict", *args, "--submission.out_dir", str(tmp_path / "a")],
@@ -231,6 +232,35 @@ def test_a_checkpoint_with_an_option_this_version_lacks_is_one_line(trained, til
     assert f"{old}: hyper_parameters.ranker.init_args.head_epochs: TileRanker takes no such argument" in message
 
 
+def test_a_checkpoint_that_names_a_removed_model_option_is_one_line(trained, tmp_path, capsys):
+    """A layout checkpoint written before `shared_link_maps` was removed (its ranker's settings name it, default
+    too) is refused before anything is built."""
+    def older(saved):
+        saved["datamodule_hyper_parameters"]["collection"] = "layout:xla:random"
+        saved["hyper_parameters"]["ranker"] = {"class_path": "solution.models.rankers.LayoutRanker",
+                                               "init_args": {"hidden": 16, "shared_link_maps": False}}
+    old = edited(trained, tmp_path / "old", older)
+    code = main(["rank", str(PROGRAM), "--ckpt", str(old)])
+    message = capsys.readouterr().err
+    assert code == errors.BAD_DATA and "Traceback" not in message, message
+    assert f"{old}: hyper_parameters.ranker.init_args.shared_link_maps: LayoutRanker takes no such argument" in message
+
+
+@pytest.mark.parametrize("key, value", [("traffic", False), ("predict_repeats", 1)])
+def test_a_checkpoint_that_names_a_removed_data_setting_is_one_line(key, value, trained, tile_root, tmp_path, capsys):
+    """A checkpoint written before `data.traffic` and `data.predict_repeats` were removed (the data module saved
+    every setting, defaults too) is refused in one line naming the file and the key."""
+    def older(saved):
+        saved["datamodule_hyper_parameters"][key] = value
+    old = edited(trained, tmp_path / "old", older)
+    for command in (["run", "--data.root", str(tile_root), "--checkpoints", str(old.parent), "--out", str(tmp_path)],
+                    ["predict", *TILE, "--data.root", str(tile_root), "--ckpt_path", str(old)]):
+        code = main(command)
+        message = capsys.readouterr().err
+        assert code == errors.BAD_DATA and "Traceback" not in message, message
+        assert f"{old}: datamodule_hyper_parameters.{key}: a data setting this version removed" in message
+
+
 @pytest.mark.parametrize("damage", ["text", "truncated", "no state"])
 def test_a_file_that_is_not_a_checkpoint_is_one_line(damage, trained, tile_root, tmp_path, capsys):
     path = tmp_path / "bad" / "tile_xla.ckpt"
@@ -260,19 +290,6 @@ def test_test_scores_a_split_with_runtimes_and_names_it(trained, tile_root, tmp_
                  "--data.test_split", "test", "--trainer.logger", "false"])
     message = capsys.readouterr().err
     assert code == errors.USAGE and "nothing to score" in message and "Traceback" not in message
-
-
-def test_prediction_repeats_follow_the_runs_seed(trained, tile_root, tmp_path):
-    def scores(seed: int, name: str) -> dict[str, np.ndarray]:
-        lightning_main(["predict", *TILE, "--data.root", str(tile_root), "--ckpt_path", str(trained / "tile_xla.ckpt"),
-                        "--data.eval_chunk", "3", "--data.predict_repeats", "2", "--seed_everything", str(seed),
-                        "--submission.out_dir", str(tmp_path / name)])
-        with np.load(tmp_path / name / "tile_xla.scores.npz") as npz:
-            return {k: npz[k] for k in npz.files if k != "__meta__"}
-
-    one, again, other = scores(1, "a"), scores(1, "b"), scores(2, "c")
-    assert all(np.array_equal(one[k], again[k]) for k in one)
-    assert any(not np.allclose(one[k], other[k]) for k in one)
 
 
 def test_scores_and_their_csv_are_written_as_a_pair(tmp_path, monkeypatch, tile_root):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,15 +10,9 @@ import torch
 from torch import Tensor
 
 from ..constants import PAD
-from ..errors import SettingsError
 from .partition import partition
 from .preprocess import Graph
 from .tasks import Task
-
-TRAFFIC_FEATURES = 2  # per configurable node and config: the traffic its layouts cause, over the file's and itself
-# (graph, its config rows [C]) -> [C, K, TRAFFIC_FEATURES]: `data.traffic`'s features from the whole file
-# (`config_traffic` of solution/physics/propagation.py, given by whoever builds the loader: data/ imports no physics)
-ConfigTraffic = Callable[[Graph, np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -34,7 +27,6 @@ class Batch:
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
-    config_traffic: Tensor | None = None  # [G, C, K, TRAFFIC_FEATURES] the traffic of each config per node, 0 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -65,24 +57,12 @@ def pad(arrays: list[np.ndarray], value: float) -> np.ndarray:
     return out
 
 
-def wanted_traffic(wanted: bool, traffic: ConfigTraffic | None) -> ConfigTraffic | None:
-    """The traffic features a collate adds: `traffic` where the data settings ask for them (`data.traffic`), else
-    none; a SettingsError where they ask and the builder of the loader gave none."""
-    if wanted and traffic is None:
-        raise SettingsError("data.traffic=true needs the traffic features of solution/physics/propagation.py "
-                            "(`config_traffic`); whatever builds this loader gave none")
-    return traffic if wanted else None
-
-
 class Collate:
     """Batches (graph, item) samples: nodes concatenated, configs padded with -1; with a
-    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training);
-    with `traffic`, the memory traffic each config's layouts cause per configurable node (`ConfigTraffic`)."""
+    `segment_nodes` budget, a batch holding a graph over it also carries each node's segment (segment training)."""
 
-    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0,
-                 traffic: ConfigTraffic | None = None) -> None:
+    def __init__(self, task: Task, fill_default_layout: bool = True, segment_nodes: int = 0) -> None:
         self.task, self.fill_default, self.segment_nodes = task, fill_default_layout, segment_nodes
-        self.traffic = traffic
 
     def __call__(self, samples: list[tuple[Graph, Item]]) -> Batch:
         graphs, items = zip(*samples)
@@ -104,9 +84,6 @@ class Collate:
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
         }
-        if self.traffic is not None:  # from each graph's whole file
-            traffic = [self.traffic(g, r) for g, r in zip(graphs, rows)]  # [C, K, TRAFFIC_FEATURES] each
-            batch["config_traffic"] = pad(traffic, 0)  # [G, C, K, TRAFFIC_FEATURES]
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
         return Batch(**{key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in batch.items()})

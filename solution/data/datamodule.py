@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..constants import SPLITS
 from ..errors import SettingsError
-from .batch import Collate, ConfigTraffic, wanted_traffic
+from .batch import Collate
 from .features import node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
@@ -27,8 +27,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     """One collection of a TpuGraphs folder: preprocessed once into the cache, sampled per step,
     evaluated over every config in fixed-size chunks."""
 
-    config_traffic: ConfigTraffic | None = None  # the features `data.traffic` asks for: set by whoever builds this
-
     def __init__(
         self,
         collection: str,
@@ -41,7 +39,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         extra_features: bool = True,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
-        traffic: bool = False,
         graphs_per_batch: int = 1,
         configs_per_graph: int = 128,
         sampling: str = "uniform",
@@ -49,7 +46,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         eval_chunk: int = 256,
         valid_configs: int = 0,
         eval_graphs_per_batch: int = 1,
-        predict_repeats: int = 1,
         predict_split: str = SPLIT_DEFAULTS["predict_split"],
         test_split: str = SPLIT_DEFAULTS["test_split"],
         limit_graphs: int | None = SPLIT_DEFAULTS["limit_graphs"],
@@ -62,11 +58,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
-        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout or traffic):
+        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
-                             f"{fill_default_layout}, data.traffic={traffic} for {collection}: it has no configurable "
-                             "nodes to prune around, segment, fill or carry layouts from; expected none, 0, false and "
-                             "false")
+                             f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
+                             "segment or fill; expected none, 0 and false")
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
@@ -147,10 +142,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         trainer, workers = self.trainer, usable_workers(self.hparams.num_workers)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         seed = torch.initial_seed() % 2**62  # set by seed_everything
-        traffic = wanted_traffic(self.hparams.traffic, self.config_traffic)
         return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(dataset, train, seed, rank, world),
                           num_workers=workers, collate_fn=Collate(self.task, self.hparams.fill_default_layout,
-                                                                  self.hparams.segment_nodes, traffic),
+                                                                  self.hparams.segment_nodes),
                           persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
@@ -158,9 +152,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         train = TrainSet(self.graphs("train"), hp.configs_per_graph, hp.sampling, hp.row_budget)
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
-    def eval_set(self, split: str, repeats: int = 1, configs: int = 0) -> ChunkSet:
-        seed = torch.initial_seed() % 2**62  # the run's seed (seed_everything)
-        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, repeats, seed, configs)
+    def eval_set(self, split: str, configs: int = 0) -> ChunkSet:
+        seed = torch.initial_seed() % 2**62  # the run's seed (seed_everything): the subset of `configs`
+        return ChunkSet(self.graphs(split), self.hparams.eval_chunk, seed, configs)
 
     def val_dataloader(self) -> DataLoader:
         valid = self.eval_set("valid", configs=self.hparams.valid_configs)
@@ -170,8 +164,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         return self._loader(self.eval_set(self.hparams.test_split), self.hparams.eval_graphs_per_batch, train=False)
 
     def predict_dataloader(self) -> DataLoader:
-        chunks = self.eval_set(self.hparams.predict_split, self.hparams.predict_repeats)
-        return self._loader(chunks, self.hparams.eval_graphs_per_batch, train=False)
+        return self._loader(self.eval_set(self.hparams.predict_split), self.hparams.eval_graphs_per_batch, train=False)
 
 
 def usable_workers(asked: int) -> int:

@@ -126,18 +126,15 @@ class ShardSampler(DistributedSampler):
 
 
 class ChunkSet(Dataset):
-    """Every config of every graph, in chunks of at most `chunk`; with `repeats` > 1 each graph is covered
-    that many times, each time under another seeded random permutation of chunk membership. With `configs` > 0,
-    a graph with more configs than that is covered on a seeded random subset of that many (the same for a seed)."""
+    """Every config of every graph once, in chunks of at most `chunk` in row order. With `configs` > 0, a graph
+    with more configs than that is covered on a seeded random subset of that many (the same for a seed)."""
 
-    def __init__(self, graphs: GraphSet, chunk: int, repeats: int = 1, seed: int = 0, configs: int = 0) -> None:
+    def __init__(self, graphs: GraphSet, chunk: int, seed: int = 0, configs: int = 0) -> None:
         self.graphs = graphs
         self.items: list[Item] = []
         for index in range(len(graphs)):
             rows = config_subset(graphs.num_configs(index), configs, (seed, index))
-            for repeat in range(repeats):
-                order = rows if repeat == 0 else np.random.default_rng((seed, index, repeat)).permutation(rows)
-                self.items += [Item(index, order[s:s + chunk]) for s in range(0, len(rows), chunk)]
+            self.items += [Item(index, rows[s:s + chunk]) for s in range(0, len(rows), chunk)]
 
     def __len__(self) -> int:
         return len(self.items)

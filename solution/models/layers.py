@@ -171,20 +171,15 @@ class LinkBlock(nn.Module):
     node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
     what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
-    work is one sparse product each way and one GELU. With `shared_maps`, one send and one receive map serve
-    the three routes, which a learned gain per route and channel tells apart: 3 d x d products per (node,
-    config) instead of 7. The encoder's states may be wider (`context_dim`) than the config-aware ones."""
+    work is one sparse product each way and one GELU. The encoder's states may be wider (`context_dim`) than the
+    config-aware ones."""
 
-    def __init__(self, dim: int, dropout: float = 0.0, shared_maps: bool = False,
-                 context_dim: int | None = None) -> None:
+    def __init__(self, dim: int, dropout: float = 0.0, context_dim: int | None = None) -> None:
         super().__init__()
         routes = ConfigLinks.ROUTES
-        maps = 1 if shared_maps else routes
-        self.send = nn.Linear(dim, maps * dim, bias=False)
+        self.send = nn.Linear(dim, routes * dim, bias=False)
         self.context = nn.Linear(context_dim or dim, dim)
-        self.receive = nn.Linear(maps * dim, dim, bias=False)
-        # [send / receive, route, d]; near 1, unequal so that the routes start apart
-        self.gains = nn.Parameter(1 + 0.1 * torch.randn(2, routes, dim)) if shared_maps else None
+        self.receive = nn.Linear(routes * dim, dim, bias=False)
         self.linear = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
@@ -196,12 +191,10 @@ class LinkBlock(nn.Module):
         (m, c, d), routes = z.shape, ConfigLinks.ROUTES
         met = self.meet(z, own, links)  # [T, C, d]
         back = sparse_mean(links.collect, met.view(-1, c * d)).view(routes, m * c, d)  # [3, M*C, d]
-        if self.gains is not None:
-            back = (back * self.gains[1, :, None]).sum(0, keepdim=True)  # [1, M*C, d]
-        receive = self.receive.weight.view(d, back.size(0), d).permute(1, 2, 0)  # [maps, d_in, d_out]
+        receive = self.receive.weight.view(d, routes, d).permute(1, 2, 0)  # [3, d_in, d_out]
         out = self.linear(z).view(m * c, d)
-        # accumulated map by map: no [3, M*C, d] product beside `back`; unbound, so that the backward stacks the
-        # maps' gradients once instead of zero-filling a [3, M*C, d] per map
+        # accumulated route by route: no [3, M*C, d] product beside `back`; unbound, so that the backward stacks the
+        # routes' gradients once instead of zero-filling a [3, M*C, d] per route
         for part, weight in zip(back.unbind(0), receive.unbind(0)):
             out = torch.addmm(out, part, weight)
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
@@ -228,10 +221,9 @@ class LinkBlock(nn.Module):
         """[3, M*C, d]: what each configurable node sends along each route; route-major, so that the [3M, C*d]
         stack the sparse product takes is a view."""
         m, c, d = z.shape
-        flat, sends = z.reshape(m * c, d), self.send.weight.view(-1, d, d).unbind(0)  # maps x [d_out, d_in]
-        # one product per map, stacked: a broadcast matmul would copy z once per map, and again in its backward
-        sent = torch.stack([F.linear(flat, send) for send in sends])  # [maps, M*C, d]
-        return sent if self.gains is None else sent * self.gains[0, :, None]  # [3, M*C, d]
+        flat, sends = z.reshape(m * c, d), self.send.weight.view(-1, d, d).unbind(0)  # 3 x [d_out, d_in]
+        # one product per route, stacked: a broadcast matmul would copy z once per route, and again in its backward
+        return torch.stack([F.linear(flat, send) for send in sends])  # [3, M*C, d]
 
 
 def in_chunks(fn: Callable[..., torch.Tensor], size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:

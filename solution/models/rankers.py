@@ -11,8 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
-from ..data.batch import TRAFFIC_FEATURES, Batch
-from ..errors import SettingsError
+from ..data.batch import Batch
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -39,9 +38,8 @@ class LayoutRanker(Ranker):
     nodes only, [M, C, w]; link blocks pass config-aware messages through the nodes those touch, with
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
-    attending to each other (`readout_attention`); `shared_link_maps` gives the link blocks one send and one
-    receive map for their three routes; `config_hidden` sets the width w of the config-aware states (default
-    `hidden`); `physical_layout` and `propagated_traffic` add what each config's layouts mean in memory. The
+    attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
+    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory. The
     config-dependent work scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -63,10 +61,8 @@ class LayoutRanker(Ranker):
         edge_direction: str = "both",
         dropout: float = 0.0,
         inference_rows: int = 32768,
-        shared_link_maps: bool = False,
         config_hidden: int | None = 96,
         physical_layout: bool = False,
-        propagated_traffic: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -76,25 +72,20 @@ class LayoutRanker(Ranker):
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
-        self.traffic = zero_linear(TRAFFIC_FEATURES, width) if propagated_traffic else None
-        self.blocks = nn.ModuleList(LinkBlock(width, dropout, shared_link_maps, hidden) for _ in range(config_layers))
+        self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
 
-    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor,
-                  traffic: torch.Tensor | None = None) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
         config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
-        in memory for its output dims [M, 6], and with `propagated_traffic` the traffic its layouts cause as XLA
-        carries them through the whole graph, traffic [M, C, 2]."""
+        in memory for its output dims [M, 6]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
-        if self.traffic is not None:
-            z = z + self.traffic(traffic)
         return z
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
@@ -106,14 +97,7 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
-        per_config_inputs = [values]
-        if self.traffic is not None:
-            if batch.config_traffic is None:
-                raise SettingsError("model.ranker.init_args.propagated_traffic=true needs the traffic features; "
-                                    "expected data.traffic=true")
-            per_config_inputs.append(batch.config_traffic[links.graph, :, links.slot])  # [M, C, 2]
-        z = in_chunks(lambda *part: self.configure(h_nodes, dims, *part), configs_per_pass, 1,
-                      *per_config_inputs)  # [M, C, w]
+        z = in_chunks(lambda part: self.configure(h_nodes, dims, part), configs_per_pass, 1, values)  # [M, C, w]
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs

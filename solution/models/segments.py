@@ -46,7 +46,6 @@ class Segment:
             config_node=self.config_node[None],  # [1, k]
             config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
-            config_traffic=None if batch.config_traffic is None else batch.config_traffic[g:g + 1][:, :, self.slots],
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )
 

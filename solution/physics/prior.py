@@ -39,7 +39,7 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
 
 def graph_work(graph: Graph, rows: np.ndarray | None = None) -> ConfigWork:
     """The `ConfigWork` of a preprocessed layout graph's configs (or of its `rows`), in their order, from its whole
-    file (read once per process, as the traffic features are)."""
+    file (read once per process)."""
     propagation = file_propagation(graph.meta["path"], graph.meta["split"])
     return ConfigWork.concatenate(list(_chunk_works(graph, rows)), propagation.matmuls)
 

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..constants import LAYOUT_GROUP, SHAPE_DIMS
-from ..data.packing import unpack
-from ..data.preprocess import Graph
 from ..data.reader import RawGraph, read_graph
 from ..layouts import (
     ELEMENTWISE,
@@ -42,7 +40,6 @@ TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
-TRAFFIC_SCALES = np.array([4.0, 16.0])  # [TRAFFIC_FEATURES] the features' logs over these: about unit size
 PARTS = ("fused", "passes", "relayouts", "copies", "transposes", "launches", "lane_reduces")
 BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast); then kernels
 # launched, and bytes reduced across lanes
@@ -112,70 +109,41 @@ class Propagation:
         block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
         self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
 
-    @functools.cached_property
-    def default(self) -> np.ndarray:
-        """[nc + 1] `traffic` under the file's own layouts (every block -1), computed when first needed."""
-        return self.traffic(np.full((1, len(self.slots), 3 * LAYOUT_GROUP), -1))[0]
-
-    def features(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc, 2] float32 per configurable node under configs [C, nc, 18]: the log of the traffic its layout
-        causes over that under the file's layouts, and the log of that traffic itself (each over TRAFFIC_SCALES)."""
-        moved = np.log1p(self.traffic(configs)[:, :-1])  # [C, nc]
-        features = np.stack([moved - np.log1p(self.default[:-1]), moved], -1)  # [C, nc, 2]
-        return (features / TRAFFIC_SCALES).astype(np.float32)
-
-    def traffic(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc + 1] the bytes moved under configs [C, nc, 18] (values -1..5), per configurable node whose
-        layout the moved tensor has (as the config sets it or XLA carries it on), and, last, by the rest."""
-        return self._passes(configs)[0]
-
     def work(self, configs: np.ndarray) -> ConfigWork:
-        """What configs [C, nc, 18] make the whole program do: its PARTS, and each configurable dot's or
-        convolution's MATMUL."""
-        return self._passes(configs)[1]
+        """What configs [C, nc, 18] (values -1..5) make the whole program do: its PARTS, and each configurable dot's
+        or convolution's MATMUL, a chunk of configs at a time."""
+        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
+                  for start in range(0, len(configs), CONFIG_CHUNK)]
+        return ConfigWork.concatenate(chunks, self.matmuls)
 
     @functools.cached_property
     def matmuls(self) -> int:
         """How many configurable dots and convolutions the file has (every configurable node but its reshapes)."""
         return sum(self.tensors[i].name != "reshape" for i in self.slots)
 
-    def _passes(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
-        """`traffic` and `work` of configs, a chunk at a time."""
-        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
-                  for start in range(0, len(configs), CONFIG_CHUNK)]
-        moved = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, len(self.slots) + 1))
-        return moved, ConfigWork.concatenate([c[1] for c in chunks], self.matmuls)
-
-    def _pass(self, configs: np.ndarray) -> tuple[np.ndarray, ConfigWork]:
-        """`traffic` and `work` of one chunk of configs, node by node in the file's (topological) order."""
+    def _pass(self, configs: np.ndarray) -> ConfigWork:
+        """`work` of one chunk of configs, node by node in the file's (topological) order."""
         tensors = self.tensors
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
-        owners: list[int] = []  # per node: the slot of the configurable node its layout comes from; -1: none
-        moved = np.zeros((len(configs), len(self.slots) + 1))
         parts = np.zeros((len(configs), len(PARTS)))
         matmuls = []
         for i, tensor in enumerate(tensors):
             matmul = None
             if i in self.slots:
-                owner, block_ranks = self.slots[i]
-                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, owner], block_ranks)
+                slot, block_ranks = self.slots[i]
+                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, slot], block_ranks)
             else:
-                source = _layout_source(tensor, tensors, layouts)
-                owner = owners[source] if source >= 0 else -1
                 layout, done = _propagated(tensor, tensors, layouts)
             if tensor.is_root:  # a result leaves in the file's layout
                 done = done + _copy(tensor, layout, tensor.text)
             layouts.append(layout)
-            owners.append(owner)
             runs = self.runs[i]
             for k, amount in done.items():
                 parts[:, k] += runs * amount
-            moved[:, owner] += runs * done.moved()
             if matmul is not None:
                 matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]: multiply-adds and bytes per program run
-                moved[:, owner] += matmuls[-1][:, 1]
         stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
-        return moved, ConfigWork(parts, stacked)
+        return ConfigWork(parts, stacked)
 
 
 def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
@@ -218,12 +186,6 @@ def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
 def file_propagation(path: str, split: str) -> Propagation:
     """The propagation of a layout file of a split, read once per process for the files in use (~0.6 KiB a node)."""
     return Propagation(read_graph(path, split))
-
-
-def config_traffic(graph: Graph, rows: np.ndarray) -> np.ndarray:
-    """[C, nc, TRAFFIC_FEATURES] the traffic features of a preprocessed layout graph's config `rows`, from its whole
-    file (pruning keeps too little of the paths layouts take): what a batch carries with `data.traffic`."""
-    return file_propagation(graph.meta["path"], graph.meta["split"]).features(unpack(np.asarray(graph.configs[rows])))
 
 
 def _tensors(raw: RawGraph) -> list[_Tensor]:
@@ -284,11 +246,6 @@ def _is_order(dims: tuple[int, ...], rank: int) -> bool:
     return sorted(dims) == list(range(rank))
 
 
-def _layout_source(tensor: _Tensor, tensors: list[_Tensor], layouts: list) -> int:
-    """The operand whose layout a non-configurable node's traffic follows (-1: none): its first laid-out one."""
-    return next((o for o in tensor.operands if tensors[o].rank >= 0 and layouts[o] is not None), -1)
-
-
 class Work(dict):
     """What one node makes the program do: part (an index into PARTS) -> amount ([C], or one number for all
     configs)."""
@@ -298,10 +255,6 @@ class Work(dict):
         for part, amount in other.items():
             total[part] = total.get(part, 0.0) + amount
         return total
-
-    def moved(self) -> np.ndarray | float:
-        """The bytes moved: the sum of the byte parts."""
-        return sum((amount for part, amount in self.items() if part < BYTE_PARTS), 0.0)
 
 
 def work(**amounts) -> Work:

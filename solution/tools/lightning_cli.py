@@ -13,7 +13,6 @@ from ..allocator import keep_freed_buffers
 from ..data.datamodule import TpuGraphsDataModule
 from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
 from ..physics.fit import PriorFit
-from ..physics.propagation import config_traffic
 from ..submission.writer import SubmissionWriter
 from ..training.callbacks import LaterOnTies, LRMonitor
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
@@ -78,12 +77,6 @@ class CLI(LightningCLI):
                                                     if k not in DERIVED}}}
         data = {k: v for k, v in resolved["data"].items() if k in stored["data"]}
         self.config = self.parser.parse_object({subcommand: {"model": model, "data": data}}, self.config)
-
-    def instantiate_classes(self) -> None:
-        """Lightning's classes, the data module's batches with the physics package's traffic features where
-        `data.traffic` asks for them (the data layer imports no physics)."""
-        super().instantiate_classes()
-        self.datamodule.config_traffic = config_traffic
 
     def before_instantiate_classes(self) -> None:
         """A fit's W&B run is named, grouped and tagged by its settings (where not set); the other sub-commands

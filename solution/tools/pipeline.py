@@ -31,7 +31,6 @@ from ..metrics import final_score, mean_over_graphs
 from ..physics.blend import blend_shares, chosen_weight, prior_weights, scored_priors
 from ..physics.fit import PriorFit, fit_prior
 from ..physics.prior import UNIT, WEIGHTS
-from ..physics.propagation import config_traffic
 from ..submission.ensemble import combine
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
@@ -125,12 +124,9 @@ def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
 
 
 def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
-    """The data module of `data` settings with this job's paths, ranking every test file (with `data.traffic`, its
-    batches carry the physics package's traffic features)."""
-    datamodule = TpuGraphsDataModule(**{**data, "root": str(job.root), "predict_split": "test", "limit_graphs": None,
-                                        "cache_dir": str(job.cache) if job.cache else None})
-    datamodule.config_traffic = config_traffic
-    return datamodule
+    """The data module of `data` settings with this job's paths, ranking every test file."""
+    return TpuGraphsDataModule(**{**data, "root": str(job.root), "predict_split": "test", "limit_graphs": None,
+                                  "cache_dir": str(job.cache) if job.cache else None})
 
 
 class Progress(Callback):
@@ -274,7 +270,7 @@ def validate_members(collection: str, checkpoints: Sequence[Path], settings: Map
     priors (weights `parts`, where given) of each fold's valid files."""
     members = Members()
     for member, checkpoint in enumerate(checkpoints):
-        pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the chunkings of predict_repeats
+        pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the subset of data.valid_configs
         data = member_data(settings, member, len(checkpoints), job.root)
         model, datamodule = load(checkpoint, collection, {**settings, "data": data}, job)
         trainer = pl.Trainer(accelerator=settings["trainer"].get("accelerator", "auto"),

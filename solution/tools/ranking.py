@@ -15,7 +15,6 @@ from ..data.sets import GraphSet
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
 from ..data.tasks import task_of
 from ..metrics import mean_over_graphs
-from ..physics.propagation import config_traffic
 from ..submission.ensemble import file_record, write_run
 from ..submission.files import collection_file_stem
 from ..training.checkpoints import saved_settings
@@ -49,8 +48,7 @@ def ranked_split(ranker: SavedRanker, settings: Mapping[str, Any], split: str, s
     graphs = graphs if graphs is not None else split_graphs(data, split)
 
     def member_scores(j: int) -> ScoreTable:
-        return checkpoint_scores(ranker.members[j], resolved(ranker, settings, source, j), graphs, source,
-                                 config_traffic)
+        return checkpoint_scores(ranker.members[j], resolved(ranker, settings, source, j), graphs, source)
 
     return graphs, ranker.scores(graphs, member_scores)
 

@@ -14,7 +14,7 @@ from ..submission.files import collection_file_stem
 # data settings a command may change for a trained model: where files are, how many at a time, which split
 FREE_DATA = frozenset({
     "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "row_budget",
-    "eval_chunk", "eval_graphs_per_batch", "predict_split", "predict_repeats", "test_split", "limit_graphs",
+    "eval_chunk", "eval_graphs_per_batch", "predict_split", "test_split", "limit_graphs",
     "skip_bad_files", "folds", "fold", "fold_variant_parts",
 })
 FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only

@@ -14,6 +14,9 @@ from ..constants import COLLECTIONS
 from ..models.spec import UnknownClass, registered, unknown_arguments
 
 SETTINGS_KEYS = ("hyper_parameters", "datamodule_hyper_parameters")  # where a checkpoint keeps its settings
+# data settings that earlier versions saved and this one removed (CHANGELOG.md): a checkpoint that names one is
+# refused, as one whose model names an argument its class no longer takes
+REMOVED_DATA = ("traffic", "predict_repeats")
 UNREADABLE = {errno.EACCES, errno.EPERM, errno.EIO, errno.EISDIR, errno.ENOENT}  # OSErrors of reading, not of contents
 
 
@@ -62,7 +65,8 @@ def load_as_data(path: str | Path, kind: str, writers: str) -> Any:
 
 def check_contents(saved: Any, source: str | Path, where: str = "") -> None:
     """Refuse checkpoint contents without state_dict and hyper_parameters, or whose settings name a class outside
-    the package's model classes or an argument its class does not take (`where`: the key that holds them)."""
+    the package's model classes, an argument its class does not take or a removed data setting (`where`: the key
+    that holds them)."""
     if not isinstance(saved, Mapping) or not isinstance(saved.get("state_dict"), Mapping) \
             or not isinstance(saved.get("hyper_parameters"), Mapping):
         raise CheckpointError(f"{source}: keys {where}state_dict and {where}hyper_parameters missing; expected a "
@@ -80,6 +84,11 @@ def check_contents(saved: Any, source: str | Path, where: str = "") -> None:
                 raise CheckpointError(f"{source}: {key}.init_args.{unknown[0]}: {cls.__name__} takes no such argument "
                                       "(an option of another version of the package); expected a checkpoint "
                                       "written by this version")
+    data = saved.get("datamodule_hyper_parameters")
+    removed = [key for key in REMOVED_DATA if isinstance(data, Mapping) and key in data]
+    if removed:
+        raise CheckpointError(f"{source}: {where}datamodule_hyper_parameters.{removed[0]}: a data setting this version "
+                              "removed (CHANGELOG.md); expected a checkpoint written by this version")
 
 
 def saved_settings(saved: Mapping[str, Any]) -> dict[str, dict]:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data.batch import Batch, Collate, ConfigTraffic, wanted_traffic
+from ..data.batch import Batch, Collate
 from ..data.features import Standardizer
 from ..data.sets import ChunkSet, GraphSet
 from ..data.tasks import TASKS, task_of
@@ -22,7 +22,7 @@ from .checkpoints import CheckpointError
 
 
 class ScoreTable:
-    """Per-graph scores gathered from chunks (and averaged over repeated chunkings), indexed by config row."""
+    """Per-graph scores gathered from chunks, indexed by config row."""
 
     def __init__(self) -> None:
         self.parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
@@ -36,7 +36,8 @@ class ScoreTable:
             self.parts.setdefault(graph_id, []).append((rows[g][keep], values[g][keep], target[g][keep]))
 
     def graph(self, graph_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(config rows seen, their mean scores, their targets) of one graph, in row order."""
+        """(config rows seen, their scores (the mean of a row scored more than once), their targets) of one graph,
+        in row order."""
         rows, values, target = (np.concatenate(x) for x in zip(*self.parts[graph_id]))
         seen, inverse = np.unique(rows, return_inverse=True)
         mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
@@ -110,12 +111,11 @@ class Scorer(nn.Module):
         return standardized_scores(self.ranker, self.node_scaler, self.config_scaler, batch)
 
     @torch.inference_mode()
-    def score(self, graphs: GraphSet, collate: Collate, chunk: int, repeats: int = 1, seed: int = 0,
-              precision: str | int | None = None) -> ScoreTable:
-        """Every config of every graph, `chunk` configs a batch (covered `repeats` times, each time in another
-        seeded chunking), as `solution predict` scores them, at a trainer's `precision` (CPU_PRECISIONS)."""
+    def score(self, graphs: GraphSet, collate: Collate, chunk: int, precision: str | int | None = None) -> ScoreTable:
+        """Every config of every graph, `chunk` configs a batch, as `solution predict` scores them, at a trainer's
+        `precision` (CPU_PRECISIONS)."""
         table = ScoreTable()
-        chunks = ChunkSet(graphs, chunk, repeats, seed)
+        chunks = ChunkSet(graphs, chunk)
         with on_cpu_at(precision):
             for index in range(len(chunks)):
                 batch = collate([chunks[index]])
@@ -135,14 +135,11 @@ def on_cpu_at(precision: str | int | None) -> contextlib.AbstractContextManager:
     return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
 
 
-def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path,
-                      traffic: ConfigTraffic | None = None) -> ScoreTable:
+def checkpoint_scores(saved: Mapping[str, Any], settings: Mapping, graphs: GraphSet, source: str | Path) -> ScoreTable:
     """Every config of `graphs` scored by a checkpoint read by `read_checkpoint`, under `settings` resolved against
-    it (`with_checkpoint`): its model, the collate and chunks of its data settings (`traffic`: the features
-    `data.traffic` asks for), the run's seed."""
+    it (`with_checkpoint`): its model, the collate and chunks of its data settings."""
     data = settings["data"]
     scorer = Scorer.of_checkpoint(saved, settings["model"], source)
-    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"],
-                      wanted_traffic(data.get("traffic", False), traffic))  # older checkpoints carry no traffic
-    seed, precision = settings.get("seed_everything", 0), (settings.get("trainer") or {}).get("precision")
-    return scorer.score(graphs, collate, data["eval_chunk"], data["predict_repeats"], seed, precision)
+    collate = Collate(task_of(data["collection"]), data["fill_default_layout"], data["segment_nodes"])
+    precision = (settings.get("trainer") or {}).get("precision")
+    return scorer.score(graphs, collate, data["eval_chunk"], precision)
