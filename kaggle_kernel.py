@@ -5142,6 +5142,7 @@ from __future__ import annotations
 import argparse
 import json
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -5152,11 +5153,10 @@ from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.cache import ArrayCache, file_digest
 from ..errors import OK, SettingsError
-from .files import SubmissionError, collection_file_stem, csv_text, merge, rows_from_scores
+from .files import collection_file_stem, csv_text, merge, rows_from_scores
 
 if TYPE_CHECKING:
     from ..data.sets import GraphSet
-    from ..training.inference import ScoreTable
 
 META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
 FORMAT_VERSION = 1
@@ -5214,20 +5214,12 @@ def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str
     return csv_path, npz_path
 
 
-def write_predictions(table: ScoreTable, graphs: GraphSet, out_dir: str | Path, collection: str,
-                      split: str) -> tuple[Path, Path]:
-    """Write a split's predictions over the files of `graphs` as `write_run` does;
-    a table that misses a config of any file is refused and nothing is written."""
-    scores, files = {}, {}
-    for graph_id in table:
-        rows, mean, _ = table.graph(graph_id)
-        path = graphs.paths[graph_id]
-        if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
-            raise SubmissionError(f"{path}: predictions cover {len(rows)} of {graphs.num_configs(graph_id)} "
-                                  "configs; expected every config ranked (nothing was written)")
-        scores[path.stem] = mean
-        files[path.stem] = file_record(path, len(rows), graphs.cache)
-    return write_run(out_dir, collection, split, scores, files)
+def write_scores(graphs: GraphSet, scores: Mapping[int, np.ndarray], out_dir: str | Path, collection: str,
+                 split: str) -> tuple[Path, Path]:
+    """Write a split's scores (graph index of `graphs` -> one score per config row) as `write_run` does."""
+    paths = {index: graphs.paths[index] for index in scores}
+    files = {path.stem: file_record(path, len(scores[index]), graphs.cache) for index, path in paths.items()}
+    return write_run(out_dir, collection, split, {path.stem: scores[index] for index, path in paths.items()}, files)
 
 
 def read_run(path: str | Path) -> Run:
@@ -6016,6 +6008,7 @@ from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import collection_dir, find_collections
+from ..data.sets import GraphSet
 from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
@@ -6023,7 +6016,7 @@ from ..metrics import final_score, mean_over_graphs
 from ..physics.blend import blend_shares, chosen_weight, prior_weights, scored_priors
 from ..physics.fit import PriorFit, fit_prior
 from ..physics.prior import UNIT, WEIGHTS
-from ..submission.ensemble import combine
+from ..submission.ensemble import combine, write_scores
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
@@ -6031,7 +6024,7 @@ from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted
-from .ranking import ranked_split, ranker_path, resolved, split_metrics, write_ranked
+from .ranking import ranked_split, ranker_path, resolved, split_metrics
 from .settings import read_settings, section, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
@@ -6280,9 +6273,16 @@ def validate_members(collection: str, checkpoints: Sequence[Path], settings: Map
 def rank_test_files(ranker: SavedRanker, source: Path, settings: Mapping, job: Job) -> None:
     """Rank every test file of the ranker's collection with it (as `solution predict --ranker` does) into
     <output>/parts/<collection>.csv and its scores."""
-    graphs = build_datamodule(resolved(ranker, settings, str(source))["data"], job).graphs("test")
-    _, scores = ranked_split(ranker, settings, "test", str(source), graphs)
-    write_ranked(graphs, scores, job.parts, ranker.collection, "test")
+    graphs, scores = ranked_job_split(ranker, source, settings, job, "test")
+    write_scores(graphs, scores, job.parts, ranker.collection, "test")
+
+
+def ranked_job_split(ranker: SavedRanker, source: Path, settings: Mapping, job: Job,
+                     split: str) -> tuple[GraphSet, dict[int, np.ndarray]]:
+    """A split of the job's data root ranked by the ranker (settings resolved against it as `load` resolves them)."""
+    defaults = [(job.defaults or {}).get(ranker.collection, settings)]
+    graphs = build_datamodule(resolved(ranker, settings, str(source), defaults=defaults)["data"], job).graphs(split)
+    return ranked_split(ranker, settings, split, str(source), graphs, defaults)
 
 
 def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray]]],
@@ -6359,8 +6359,7 @@ def rank_saved(collection: str, path: Path, settings: Mapping, job: Job) -> dict
     say(f"[{collection}] ranking with {path} ({describe(ranker)})")
     metrics = {}
     if (collection_dir(job.root, collection) / "valid").is_dir():
-        graphs = build_datamodule(resolved(ranker, settings, str(path))["data"], job).graphs("valid")
-        _, scores = ranked_split(ranker, settings, "valid", str(path), graphs)
+        graphs, scores = ranked_job_split(ranker, path, settings, job, "valid")
         metrics = {**split_metrics(graphs, scores, collection), "files": len(graphs)}
     if path.resolve() != ranker_path(job.saved_rankers, collection).resolve():
         ranker.save(ranker_path(job.saved_rankers, collection))
@@ -6782,7 +6781,7 @@ is the ranker's, and the result is written as a run of the collection."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -6793,7 +6792,6 @@ from ..data.sets import GraphSet
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
 from ..data.tasks import task_of
 from ..metrics import mean_over_graphs
-from ..submission.ensemble import file_record, write_run
 from ..submission.files import collection_file_stem
 from ..training.checkpoints import saved_settings
 from ..training.inference import ScoreTable, checkpoint_scores
@@ -6811,33 +6809,27 @@ def command_defaults(collection: str) -> list[dict]:
     return [read_yaml(configs_folder() / "base.yaml"), read_settings()[collection]]
 
 
-def resolved(ranker: SavedRanker, settings: Mapping[str, Any], source: str, member: int = 0) -> dict:
+def resolved(ranker: SavedRanker, settings: Mapping[str, Any], source: str, member: int = 0,
+             defaults: Sequence[Mapping] | None = None) -> dict:
     """A command's `settings` with what the ranker's member `member` fixes put in place (a contradiction is a
-    SettingsError naming both values)."""
+    SettingsError naming both values); `defaults`: what the command gives when nothing is set (by default the
+    configs folder's, `command_defaults`)."""
     stored = saved_settings(ranker.members[member]) if ranker.members else {"model": {}, "data": ranker.data_settings}
-    return with_checkpoint(settings, stored, command_defaults(ranker.collection), source)
+    return with_checkpoint(settings, stored, defaults or command_defaults(ranker.collection), source)
 
 
 def ranked_split(ranker: SavedRanker, settings: Mapping[str, Any], split: str, source: str,
-                 graphs: GraphSet | None = None) -> tuple[GraphSet, dict[int, np.ndarray]]:
+                 graphs: GraphSet | None = None, defaults: Sequence[Mapping] | None = None
+                 ) -> tuple[GraphSet, dict[int, np.ndarray]]:
     """The files of `split` under the ranker's data settings (or `graphs`), and per file its configs' blended
-    scores (lower = predicted faster)."""
-    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, source)["data"]}
+    scores (lower = predicted faster); `defaults` as `resolved` takes them."""
+    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, source, defaults=defaults)["data"]}
     graphs = graphs if graphs is not None else split_graphs(data, split)
 
     def member_scores(j: int) -> ScoreTable:
-        return checkpoint_scores(ranker.members[j], resolved(ranker, settings, source, j), graphs, source)
+        return checkpoint_scores(ranker.members[j], resolved(ranker, settings, source, j, defaults), graphs, source)
 
     return graphs, ranker.scores(graphs, member_scores)
-
-
-def write_ranked(graphs: GraphSet, scores: Mapping[int, np.ndarray], out_dir: str | Path, collection: str,
-                 split: str) -> tuple[Path, Path]:
-    """Write a split's blended scores as a run (`<out_dir>/<collection>.csv` and its scores), as predict does."""
-    paths = {i: graphs.paths[i] for i in scores}
-    files = {path.stem: file_record(path, len(scores[i]), graphs.cache) for i, path in paths.items()}
-    return write_run(out_dir, collection, split, {path.stem: scores[i] for i, path in paths.items()}, files)
-
 
 
 def split_metrics(graphs: GraphSet, scores: Mapping[int, np.ndarray], collection: str) -> dict[str, float]:
@@ -7009,9 +7001,11 @@ SOURCES['solution.training'] = '''\
 # ---------------------------------------- solution.training.callbacks
 SOURCES['solution.training.callbacks'] = '''\
 """Trainer callbacks and plugins: a learning-rate monitor that tolerates no logger, a best checkpoint that ties go
-to the later epoch, and atomic checkpoint writes."""
+to the later epoch, atomic checkpoint writes, and the predict callback that writes a collection's submission part."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
@@ -7019,7 +7013,9 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..atomic import atomic_write
+from ..submission.ensemble import write_scores
 from .checkpoints import read_checkpoint
+from .ranker_file import table_row_scores
 
 
 class LRMonitor(LearningRateMonitor):
@@ -7062,6 +7058,23 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
         return read_checkpoint(path)
+
+
+class SubmissionWriter(pl.Callback):
+    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it, with the digest
+    and config count of each data file they cover (from every process's predictions, written once)."""
+
+    def __init__(self, out_dir: str = "submissions") -> None:
+        self.out_dir = Path(out_dir)
+
+    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        split = datamodule.hparams.predict_split
+        table = pl_module.take_predictions()
+        if trainer.is_global_zero:
+            graphs = datamodule.graphs(split)
+            scores = {index: table_row_scores(table, graphs, index) for index in table}
+            write_scores(graphs, scores, self.out_dir, datamodule.hparams.collection, split)
 '''
 
 # ---------------------------------------- solution.training.checkpoints

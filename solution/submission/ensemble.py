@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,11 +16,10 @@ from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.cache import ArrayCache, file_digest
 from ..errors import OK, SettingsError
-from .files import SubmissionError, collection_file_stem, csv_text, merge, rows_from_scores
+from .files import collection_file_stem, csv_text, merge, rows_from_scores
 
 if TYPE_CHECKING:
     from ..data.sets import GraphSet
-    from ..training.inference import ScoreTable
 
 META_KEY = "__meta__"  # the .scores.npz entry holding the provenance JSON; every other key is a file's stem
 FORMAT_VERSION = 1
@@ -77,20 +77,12 @@ def write_run(out_dir: str | Path, collection: str, split: str, scores: dict[str
     return csv_path, npz_path
 
 
-def write_predictions(table: ScoreTable, graphs: GraphSet, out_dir: str | Path, collection: str,
-                      split: str) -> tuple[Path, Path]:
-    """Write a split's predictions over the files of `graphs` as `write_run` does;
-    a table that misses a config of any file is refused and nothing is written."""
-    scores, files = {}, {}
-    for graph_id in table:
-        rows, mean, _ = table.graph(graph_id)
-        path = graphs.paths[graph_id]
-        if not np.array_equal(rows, np.arange(graphs.num_configs(graph_id))):
-            raise SubmissionError(f"{path}: predictions cover {len(rows)} of {graphs.num_configs(graph_id)} "
-                                  "configs; expected every config ranked (nothing was written)")
-        scores[path.stem] = mean
-        files[path.stem] = file_record(path, len(rows), graphs.cache)
-    return write_run(out_dir, collection, split, scores, files)
+def write_scores(graphs: GraphSet, scores: Mapping[int, np.ndarray], out_dir: str | Path, collection: str,
+                 split: str) -> tuple[Path, Path]:
+    """Write a split's scores (graph index of `graphs` -> one score per config row) as `write_run` does."""
+    paths = {index: graphs.paths[index] for index in scores}
+    files = {path.stem: file_record(path, len(scores[index]), graphs.cache) for index, path in paths.items()}
+    return write_run(out_dir, collection, split, {path.stem: scores[index] for index, path in paths.items()}, files)
 
 
 def read_run(path: str | Path) -> Run:

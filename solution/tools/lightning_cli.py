@@ -13,8 +13,7 @@ from ..allocator import keep_freed_buffers
 from ..data.datamodule import TpuGraphsDataModule
 from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
 from ..physics.fit import PriorFit
-from ..submission.writer import SubmissionWriter
-from ..training.callbacks import LaterOnTies, LRMonitor
+from ..training.callbacks import LaterOnTies, LRMonitor, SubmissionWriter
 from ..training.checkpoints import checkpoint_collection, read_checkpoint, saved_settings
 from ..training.module import RankingModule
 from ..training.ranker_file import SavedRanker

@@ -24,6 +24,7 @@ from ..allocator import keep_freed_buffers
 from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import collection_dir, find_collections
+from ..data.sets import GraphSet
 from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
@@ -31,7 +32,7 @@ from ..metrics import final_score, mean_over_graphs
 from ..physics.blend import blend_shares, chosen_weight, prior_weights, scored_priors
 from ..physics.fit import PriorFit, fit_prior
 from ..physics.prior import UNIT, WEIGHTS
-from ..submission.ensemble import combine
+from ..submission.ensemble import combine, write_scores
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
@@ -39,7 +40,7 @@ from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted
-from .ranking import ranked_split, ranker_path, resolved, split_metrics, write_ranked
+from .ranking import ranked_split, ranker_path, resolved, split_metrics
 from .settings import read_settings, section, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
@@ -288,9 +289,16 @@ def validate_members(collection: str, checkpoints: Sequence[Path], settings: Map
 def rank_test_files(ranker: SavedRanker, source: Path, settings: Mapping, job: Job) -> None:
     """Rank every test file of the ranker's collection with it (as `solution predict --ranker` does) into
     <output>/parts/<collection>.csv and its scores."""
-    graphs = build_datamodule(resolved(ranker, settings, str(source))["data"], job).graphs("test")
-    _, scores = ranked_split(ranker, settings, "test", str(source), graphs)
-    write_ranked(graphs, scores, job.parts, ranker.collection, "test")
+    graphs, scores = ranked_job_split(ranker, source, settings, job, "test")
+    write_scores(graphs, scores, job.parts, ranker.collection, "test")
+
+
+def ranked_job_split(ranker: SavedRanker, source: Path, settings: Mapping, job: Job,
+                     split: str) -> tuple[GraphSet, dict[int, np.ndarray]]:
+    """A split of the job's data root ranked by the ranker (settings resolved against it as `load` resolves them)."""
+    defaults = [(job.defaults or {}).get(ranker.collection, settings)]
+    graphs = build_datamodule(resolved(ranker, settings, str(source), defaults=defaults)["data"], job).graphs(split)
+    return ranked_split(ranker, settings, split, str(source), graphs, defaults)
 
 
 def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray]]],
@@ -367,8 +375,7 @@ def rank_saved(collection: str, path: Path, settings: Mapping, job: Job) -> dict
     say(f"[{collection}] ranking with {path} ({describe(ranker)})")
     metrics = {}
     if (collection_dir(job.root, collection) / "valid").is_dir():
-        graphs = build_datamodule(resolved(ranker, settings, str(path))["data"], job).graphs("valid")
-        _, scores = ranked_split(ranker, settings, "valid", str(path), graphs)
+        graphs, scores = ranked_job_split(ranker, path, settings, job, "valid")
         metrics = {**split_metrics(graphs, scores, collection), "files": len(graphs)}
     if path.resolve() != ranker_path(job.saved_rankers, collection).resolve():
         ranker.save(ranker_path(job.saved_rankers, collection))

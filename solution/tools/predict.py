@@ -15,9 +15,10 @@ import torch
 
 from ..allocator import keep_freed_buffers
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
+from ..submission.ensemble import write_scores
 from ..training.inference import CPU_PRECISIONS
 from ..training.ranker_file import describe, read_ranker
-from .ranking import ranked_split, resolved, split_metrics, write_ranked
+from .ranking import ranked_split, resolved, split_metrics
 from .settings import configs_folder, layered, read_yaml
 
 TOP_LEVEL = ("ckpt_path", "ranker", "seed_everything")
@@ -105,7 +106,7 @@ def predict(settings: Mapping[str, Any]) -> tuple[Path, Path]:
         raise graphs.skipped[0]
     _, scores = ranked_split(ranker, settings, data["predict_split"], flag, graphs)
     out_dir = (settings.get("submission") or {}).get("out_dir", DEFAULT_OUT)
-    return write_ranked(graphs, scores, out_dir, ranker.collection, data["predict_split"])
+    return write_scores(graphs, scores, out_dir, ranker.collection, data["predict_split"])
 
 
 def scored(settings: Mapping[str, Any], command: str) -> dict[str, float]:

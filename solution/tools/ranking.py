@@ -4,7 +4,7 @@ is the ranker's, and the result is written as a run of the collection."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,6 @@ from ..data.sets import GraphSet
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
 from ..data.tasks import task_of
 from ..metrics import mean_over_graphs
-from ..submission.ensemble import file_record, write_run
 from ..submission.files import collection_file_stem
 from ..training.checkpoints import saved_settings
 from ..training.inference import ScoreTable, checkpoint_scores
@@ -33,33 +32,27 @@ def command_defaults(collection: str) -> list[dict]:
     return [read_yaml(configs_folder() / "base.yaml"), read_settings()[collection]]
 
 
-def resolved(ranker: SavedRanker, settings: Mapping[str, Any], source: str, member: int = 0) -> dict:
+def resolved(ranker: SavedRanker, settings: Mapping[str, Any], source: str, member: int = 0,
+             defaults: Sequence[Mapping] | None = None) -> dict:
     """A command's `settings` with what the ranker's member `member` fixes put in place (a contradiction is a
-    SettingsError naming both values)."""
+    SettingsError naming both values); `defaults`: what the command gives when nothing is set (by default the
+    configs folder's, `command_defaults`)."""
     stored = saved_settings(ranker.members[member]) if ranker.members else {"model": {}, "data": ranker.data_settings}
-    return with_checkpoint(settings, stored, command_defaults(ranker.collection), source)
+    return with_checkpoint(settings, stored, defaults or command_defaults(ranker.collection), source)
 
 
 def ranked_split(ranker: SavedRanker, settings: Mapping[str, Any], split: str, source: str,
-                 graphs: GraphSet | None = None) -> tuple[GraphSet, dict[int, np.ndarray]]:
+                 graphs: GraphSet | None = None, defaults: Sequence[Mapping] | None = None
+                 ) -> tuple[GraphSet, dict[int, np.ndarray]]:
     """The files of `split` under the ranker's data settings (or `graphs`), and per file its configs' blended
-    scores (lower = predicted faster)."""
-    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, source)["data"]}
+    scores (lower = predicted faster); `defaults` as `resolved` takes them."""
+    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, source, defaults=defaults)["data"]}
     graphs = graphs if graphs is not None else split_graphs(data, split)
 
     def member_scores(j: int) -> ScoreTable:
-        return checkpoint_scores(ranker.members[j], resolved(ranker, settings, source, j), graphs, source)
+        return checkpoint_scores(ranker.members[j], resolved(ranker, settings, source, j, defaults), graphs, source)
 
     return graphs, ranker.scores(graphs, member_scores)
-
-
-def write_ranked(graphs: GraphSet, scores: Mapping[int, np.ndarray], out_dir: str | Path, collection: str,
-                 split: str) -> tuple[Path, Path]:
-    """Write a split's blended scores as a run (`<out_dir>/<collection>.csv` and its scores), as predict does."""
-    paths = {i: graphs.paths[i] for i in scores}
-    files = {path.stem: file_record(path, len(scores[i]), graphs.cache) for i, path in paths.items()}
-    return write_run(out_dir, collection, split, {path.stem: scores[i] for i, path in paths.items()}, files)
-
 
 
 def split_metrics(graphs: GraphSet, scores: Mapping[int, np.ndarray], collection: str) -> dict[str, float]:

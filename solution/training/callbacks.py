@@ -1,7 +1,9 @@
 """Trainer callbacks and plugins: a learning-rate monitor that tolerates no logger, a best checkpoint that ties go
-to the later epoch, and atomic checkpoint writes."""
+to the later epoch, atomic checkpoint writes, and the predict callback that writes a collection's submission part."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
@@ -9,7 +11,9 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..atomic import atomic_write
+from ..submission.ensemble import write_scores
 from .checkpoints import read_checkpoint
+from .ranker_file import table_row_scores
 
 
 class LRMonitor(LearningRateMonitor):
@@ -52,3 +56,20 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
         return read_checkpoint(path)
+
+
+class SubmissionWriter(pl.Callback):
+    """After `predict`, writes `<out_dir>/<collection>.csv` and the raw per-config scores beside it, with the digest
+    and config count of each data file they cover (from every process's predictions, written once)."""
+
+    def __init__(self, out_dir: str = "submissions") -> None:
+        self.out_dir = Path(out_dir)
+
+    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        split = datamodule.hparams.predict_split
+        table = pl_module.take_predictions()
+        if trainer.is_global_zero:
+            graphs = datamodule.graphs(split)
+            scores = {index: table_row_scores(table, graphs, index) for index in table}
+            write_scores(graphs, scores, self.out_dir, datamodule.hparams.collection, split)
