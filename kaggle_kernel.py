@@ -197,7 +197,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'num_workers': 4,
                                 'collection': 'layout:xla:random',
                                 'fold_variant_parts': '[._].*$'},
-                       'prior_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
+                       'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
  'layout:xla:default': {'seed_everything': 0,
                         'members': 1,
                         'member_folds': False,
@@ -259,7 +259,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:xla:default'},
-                        'prior_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
+                        'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
  'layout:nlp:random': {'seed_everything': 0,
                        'members': 1,
                        'member_folds': False,
@@ -322,7 +322,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'num_workers': 4,
                                 'collection': 'layout:nlp:random',
                                 'fold_variant_parts': '[._].*$'},
-                       'prior_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
+                       'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
  'layout:nlp:default': {'seed_everything': 0,
                         'members': 1,
                         'member_folds': False,
@@ -384,7 +384,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:nlp:default'},
-                        'prior_weights': [0.25, 0.5, 0.75, 0.9, 1.0]}}
+                        'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]}}
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
@@ -3654,16 +3654,16 @@ class RowTable(Protocol):
     def graph(self, graph: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...  # rows, scores, targets
 
 
-def prior_weights(settings: Mapping, collection: str) -> list[float]:
-    """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
-    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics ranking alone), above 0
+def blend_weights(settings: Mapping, collection: str) -> list[float]:
+    """The blend weights of the physics prior that `evaluate` tries on the valid files (`blend_weights`, default
+    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics prior alone), above 0
     only for a layout collection."""
-    weights = settings.get("prior_weights", [])
+    weights = settings.get("blend_weights", [])
     if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w <= 1
                                               for w in weights)):
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1]")
+        raise SettingsError(f"{collection}: blend_weights={weights!r}; expected a list of blend weights in [0, 1]")
     if any(weights) and task_of(collection).name != "layout":
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; the physics prior ranks layouts only: "
+        raise SettingsError(f"{collection}: blend_weights={weights!r}; the physics prior ranks layouts only: "
                             "expected [] for a tile collection")
     return sorted({0.0, *map(float, weights)})
 
@@ -5985,14 +5985,15 @@ SOURCES['solution.tools.pipeline'] = '''\
 """The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
 every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
-`member_folds`, each member validates on models it never trains on); one whose `prior_weights` name weights above 0
-blends the physics ranking of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
+`member_folds`, each member validates on models it never trains on); one whose `blend_weights` name weights above 0
+blends the physics prior of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
 model's ranks with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel
 all run this; it needs neither the Lightning CLI nor W&B."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import time
 import warnings
@@ -6013,7 +6014,7 @@ from ..data.splits import FOLD_GROUP, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
-from ..physics.blend import blend_shares, chosen_weight, prior_weights, scored_priors
+from ..physics.blend import blend_shares, blend_weights, chosen_weight, scored_priors
 from ..physics.fit import PriorFit, fit_prior
 from ..physics.prior import UNIT, WEIGHTS
 from ..submission.ensemble import combine, write_scores
@@ -6208,28 +6209,28 @@ class Members:
 
 
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
-             validate: bool = True, parts: np.ndarray | None = None) -> dict[str, float]:
+             validate: bool = True, prior: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), save them as the collection's ranker
     (`Job.saved_rankers`) and rank the test files with it into <output>/parts/<collection>.csv
     (with `predict`); returns the validation metrics (`score`, ...) and the number of validation files, or nothing
     when it does not validate. An ensemble ranks by the mean of its members' normalised ranks per graph (as
     `solution ensemble`). With `member_folds`, member j validates on its own fold of models (`member_data`), and the
     validation metrics are those of each file ranked by the one member that never trained on it. With
-    `prior_weights` the valid files are always ranked: the weight w that scores best there blends the physics
+    `blend_weights` the valid files are always ranked: the weight w that scores best there blends the physics
     prior's ranks in as w against 1 - w for the members together, in the validation metrics and the ranker (at
     w = 1 no network ranks a test file); a data root without valid files ranks by the model alone when not asked
-    to validate. The prior's weights are `parts` where given, else fitted here (`part_weights`)."""
+    to validate. The prior's weights are `prior` where given, else fitted here (`fitted_prior`)."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
-    weights = prior_weights(settings, collection)
+    weights = blend_weights(settings, collection)
     if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
         say(f"[{collection}] no valid files to pick the physics prior's weight by: ranking by the model alone")
         weights = [0.0]
     ranks_valid = validate or len(weights) > 1
-    if parts is None:
-        parts = part_weights(collection, settings, job) if len(weights) > 1 else UNIT
+    if prior is None:
+        prior = fitted_prior(collection, settings, job) if len(weights) > 1 else UNIT
     doing = " and ".join(word for word, wanted in (("validating", ranks_valid), ("predicting", predict)) if wanted)
     say(f"[{collection}] {doing} with {', '.join(map(str, checkpoints))}")
-    members = validate_members(collection, checkpoints, settings, job, parts if len(weights) > 1 else None) \\
+    members = validate_members(collection, checkpoints, settings, job, prior if len(weights) > 1 else None) \\
         if ranks_valid else Members()
     groups = list(members.groups.values())
     metrics = {w: ensemble_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
@@ -6238,7 +6239,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
             f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
     ranker = SavedRanker.of_checkpoints([read_checkpoint(c) for c in checkpoints],
-                                        parts if len(weights) > 1 else None, weight,
+                                        prior if len(weights) > 1 else None, weight,
                                         [(w, metrics[w].get("score", np.nan)) for w in metrics])
     path = ranker.save(ranker_path(job.saved_rankers, collection))
     if predict:
@@ -6250,9 +6251,9 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
 
 
 def validate_members(collection: str, checkpoints: Sequence[Path], settings: Mapping, job: Job,
-                     parts: np.ndarray | None) -> Members:
+                     prior: np.ndarray | None) -> Members:
     """Each checkpoint loaded with its `member_data` and validated, its table grouped by fold, with the physics
-    priors (weights `parts`, where given) of each fold's valid files."""
+    priors (weights `prior`, where given) of each fold's valid files."""
     members = Members()
     for member, checkpoint in enumerate(checkpoints):
         pl.seed_everything(settings.get("seed_everything", 0), verbose=False)  # the subset of data.valid_configs
@@ -6264,7 +6265,7 @@ def validate_members(collection: str, checkpoints: Sequence[Path], settings: Map
         fold = data.get("fold", 0)
         if fold not in members.groups:
             valid = datamodule.graphs("valid")
-            members.groups[fold] = ([], scored_priors(valid, model.last_table, parts) if parts is not None else {})
+            members.groups[fold] = ([], scored_priors(valid, model.last_table, prior) if prior is not None else {})
             members.files += len(valid)
         members.groups[fold][0].append(model.last_table)
     return members
@@ -6301,7 +6302,7 @@ def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], M
     return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
 
 
-def part_weights(collection: str, settings: Mapping, job: Job) -> np.ndarray:
+def fitted_prior(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
     `prior_fit` says (`physics/fit.py`), or the plain count of elements where it names no files."""
     fit = section(settings, "prior_fit", PriorFit, collection)
@@ -6422,13 +6423,13 @@ def rank_collection(collection: str, remaining: list[str], settings: Mapping, jo
     if plan:
         plan.before_later_steps(remaining)
         settings = plan.settings[collection]
-    began, parts = job.clock(), None
-    if len(prior_weights(settings, collection)) > 1:
-        parts = part_weights(collection, settings, job)
+    began, prior = job.clock(), None
+    if len(blend_weights(settings, collection)) > 1:
+        prior = fitted_prior(collection, settings, job)
         if plan and prior_fitted(settings):
             plan.measured(collection, "prior", job.clock() - began)
     began = job.clock()
-    metrics = evaluate(collection, checkpoints, settings, job, parts=parts)
+    metrics = evaluate(collection, checkpoints, settings, job, prior=prior)
     if plan:
         plan.measured(collection, "evaluate", job.clock() - began)
         plan.progress(collection, planned, job.clock() - start, remaining[1:])
@@ -6457,6 +6458,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.budget is not None and args.budget < 0:
         parser.error(f"--budget {args.budget}: expected seconds >= 0")
+    checked = importlib.import_module("solution.tools.lightning_cli")  # imported here: the kernel reads no files
+    for layer in args.config:  # a key the Lightning CLI does not accept is refused before anything trains
+        checked.check_settings_file(layer)
     settings, defaults = read_settings(layers=args.config), read_settings()
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
@@ -6605,7 +6609,7 @@ CUTS = (("prior_fit.steps", cut_prior_steps), ("prior_fit.penalties", cut_penalt
 
 def prior_fitted(settings: Mapping) -> bool:
     """Whether the collection fits the physics prior: blend weights above 0 and train files to fit on."""
-    return any(settings.get("prior_weights", [])) and settings.get("prior_fit", {}).get("files", 0) > 0
+    return any(settings.get("blend_weights", [])) and settings.get("prior_fit", {}).get("files", 0) > 0
 
 
 def clock_time(seconds: float) -> str:
@@ -7544,7 +7548,7 @@ class SavedRanker:
         return cls(collection, members, named, float(weight), [(float(w), float(s)) for w, s in tried])
 
     @property
-    def prior_weights(self) -> np.ndarray:
+    def fitted_prior(self) -> np.ndarray:
         """[len(WEIGHTS)] the prior's weights in WEIGHTS' order."""
         return np.array([self.prior[name] for name in WEIGHTS])
 
@@ -7572,7 +7576,7 @@ class SavedRanker:
         for index in range(len(graphs)):
             ranked = [table_row_scores(table, graphs, index) for table in tables]
             if self.weight > 0:
-                ranked.append(prior_by_row(graphs, index, self.prior_weights))
+                ranked.append(prior_by_row(graphs, index, self.fitted_prior))
             out[index] = ranked[0] if len(ranked) == 1 else combine(ranked, shares, "rank")
         return out
 

@@ -217,22 +217,22 @@ def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, 
 
 
 def shared_prior_fits() -> None:
-    """Make `pipeline.part_weights` fit each (collection, data root, data and fit settings, seed) once in this
+    """Make `pipeline.fitted_prior` fit each (collection, data root, data and fit settings, seed) once in this
     process: settings that differ only in training (members, epochs, the ranker) share their replicate's fit."""
-    original = pipeline.part_weights
+    original = pipeline.fitted_prior
     if getattr(original, "shared", False):
         return
     fitted: dict[tuple[str, str, str], np.ndarray] = {}
 
-    def part_weights(collection: str, settings: Mapping, job: pipeline.Job) -> np.ndarray:
+    def fitted_prior(collection: str, settings: Mapping, job: pipeline.Job) -> np.ndarray:
         key = json.dumps({k: settings.get(k) for k in ("data", "prior_fit", "seed_everything")}, sort_keys=True,
                          default=str)
         if (collection, str(job.root), key) not in fitted:
             fitted[collection, str(job.root), key] = original(collection, settings, job)
         return fitted[collection, str(job.root), key]
 
-    part_weights.shared = True
-    pipeline.part_weights = part_weights
+    fitted_prior.shared = True
+    pipeline.fitted_prior = fitted_prior
 
 
 def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path,
@@ -242,7 +242,7 @@ def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, w
     (seeds as `solution run` gives them), each ranked once and scored alone (NAME, NAME #1, ...), then the rank
     ensemble of each first k from those rankings (NAME x2, ..., NAME xK), as `solution ensemble` combines them.
     With `trained` (an earlier run's --runs), no training: the shipped fit saved there for this replicate is ranked
-    under `settings` (a setting of ranking alone, such as `prior_weights`, is then the only difference)."""
+    under `settings` (a setting of ranking alone, such as `blend_weights`, is then the only difference)."""
     collection = replicate.collection
     seeded = {**settings, "seed_everything": replicate.seed, **({"members": members} if members else {})}
     job = pipeline.Job(replicate.root, work / variant / collection_file_stem(collection)
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                              "the first 1..N")
     parser.add_argument("--runs", type=Path, default=Path("runs/corpus_eval"), help="fold roots, checkpoints, parts")
     parser.add_argument("--trained", type=Path, help="an earlier run's --runs: rank its shipped fits under each "
-                        "setting instead of training (for settings of ranking alone, such as prior_weights)")
+                        "setting instead of training (for settings of ranking alone, such as blend_weights)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "corpus_eval.md")
     parser.add_argument("--quick", action="store_true", help="60 s per fit")
     parser.add_argument("--smoke", action="store_true",

@@ -1,25 +1,25 @@
-"""An untrained physics ranking, alone and blended with a trained model's, on the held-out families of corpus_eval.
+"""An untrained physics prior, alone and blended with a trained model's, on the held-out families of corpus_eval.
 
     python benchmarks/corpus_eval.py --seconds 120 --seeds 3 --collections layout:xla:random layout:nlp:random \\
         --config benchmarks/variants/single.yaml --runs /tmp/ce/runs
     python benchmarks/physics_prior.py --runs /tmp/ce/runs
 
-The physics ranking (`solution/physics/prior.py`) orders a file's configs by the tensor elements their layouts make
+The physics prior (`solution/physics/prior.py`) orders a file's configs by the tensor elements their layouts make
 the program move in 8 x 128 tiles, the layouts carried through the whole graph as XLA carries them, copies where a
 user needs another order: no constant of any runtime law and no training. For each
 replicate of the run (seed i, fold i held out), the model's ranking of every held-out file (the submission part
-corpus_eval wrote) and the physics ranking are blended as (1 - w) x model rank + w x physics rank and scored by
+corpus_eval wrote) and the physics prior are blended as (1 - w) x model rank + w x prior rank and scored by
 Kendall tau against the measured runtimes, as `solution score` does; w = 0 is the model alone (it repeats
-corpus_eval's score), w = 1 the physics ranking alone. Deltas are paired by replicate against w = 0.
+corpus_eval's score), w = 1 the physics prior alone. Deltas are paired by replicate against w = 0.
 
     python benchmarks/physics_prior.py --out benchmarks/results/physics_prior-alone.md
 
-Without --runs, the physics ranking alone on every labelled file of each layout collection, fold by fold of
+Without --runs, the physics prior alone on every labelled file of each layout collection, fold by fold of
 corpus_eval's families (no training: every fold is held out), beside the noise ceiling of the same files.
 
     python benchmarks/physics_prior.py --corpus /tmp/gen-small --out benchmarks/results/physics_prior-generator.md
 
-A --corpus without programs.csv (the random-graph generator's `solution synth` output): the physics ranking alone,
+A --corpus without programs.csv (the random-graph generator's `solution synth` output): the physics prior alone,
 mean Kendall tau over the train and valid files of each layout collection.
 
     python benchmarks/physics_prior.py --fit --out benchmarks/results/physics_prior-fit.md
@@ -68,7 +68,7 @@ def file_work(path: Path) -> ConfigWork:
 
 
 def file_prior(path: Path, weights: np.ndarray = UNIT) -> np.ndarray:
-    """[C] the physics ranking's work (weights `weights`) of every config of a layout file, in its row order."""
+    """[C] the physics prior's work (weights `weights`) of every config of a layout file, in its row order."""
     return prior_work(file_work(path), weights)
 
 
@@ -104,7 +104,7 @@ def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray],
 
 def fold_scores(corpus: Path, files: list[CorpusFile], collection: str, work: Path,
                 weights: np.ndarray = UNIT) -> tuple[float, float]:
-    """The physics ranking's collection score on `files` (one collection), and their noise ceiling."""
+    """The physics prior's collection score on `files` (one collection), and their noise ceiling."""
     answers = measured(corpus, files)
     priors = {f.stem: file_prior(npz_path(corpus, f), weights) for f in files}
     part = write_collection(work / f"{collection_file_stem(collection)}.csv", collection, priors)
@@ -127,7 +127,7 @@ def file_gains(scored: list[tuple[str, Path, np.ndarray]], weights: np.ndarray, 
 
 
 def prior_alone(corpus: Path, folds: int, fit: bool, taus: dict[str, float]) -> list[str]:
-    """Report rows: per layout collection and fold of families, the physics ranking's score and the noise ceiling
+    """Report rows: per layout collection and fold of families, the physics prior's score and the noise ceiling
     of the fold's files, and their means over the folds; with `fit`, also the score with the weights fitted
     to the other folds' labelled files, and its gain per file (each file's tau into `taus`)."""
     files = read_manifest(corpus)
@@ -164,7 +164,7 @@ def prior_alone(corpus: Path, folds: int, fit: bool, taus: dict[str, float]) -> 
 
 
 def generator_alone(root: Path, fit: bool, taus: dict[str, float]) -> list[str]:
-    """Report rows: per layout collection of a folder without families, the physics ranking's mean Kendall tau
+    """Report rows: per layout collection of a folder without families, the physics prior's mean Kendall tau
     over its labelled (train and valid) files; with `fit`, over its valid and test files (runtimes of answers.csv),
     the plain count's and that with the weights fitted to its train files, with the gain per file (each file's tau
     into `taus`)."""
@@ -209,21 +209,21 @@ def main(argv: list[str] | None = None) -> int:
     taus: dict[str, float] = {}
     command = f"python benchmarks/physics_prior.py {' '.join(argv if argv is not None else sys.argv[1:])}"
     if args.runs is None and not (args.corpus / "programs.csv").is_file():
-        lines = [f"# The untrained physics ranking on the random-graph generator ({date.today()})", "",
+        lines = [f"# The untrained physics prior on the random-graph generator ({date.today()})", "",
                  f"Command: `{command}`. Mean Kendall tau over the "
                  f"{'valid and test files (parts fitted on the train files)' if args.fit else 'train and valid files'}"
                  " of each collection.", "",
                  *generator_alone(args.corpus, args.fit, taus)]
         return write_report(lines, args.out, args.taus, taus)
     if args.runs is None:
-        lines = [f"# The untrained physics ranking on every fold of families ({date.today()})", "",
+        lines = [f"# The untrained physics prior on every fold of families ({date.today()})", "",
                  f"Command: `{command}`. Mean Kendall tau over the files of each fold's families (train, valid and "
                  "test), scored as `solution score` does.", "", *prior_alone(args.corpus, args.folds, args.fit, taus)]
         return write_report(lines, args.out, args.taus, taus)
     answers = read_answers(args.corpus / "answers.csv")
-    lines = [f"# An untrained physics ranking blended with the model's ({date.today()})", "",
+    lines = [f"# An untrained physics prior blended with the model's ({date.today()})", "",
              f"Command: `{command}`."
-             " Blend: (1 - w) x model rank + w x physics rank; Kendall tau on every held-out file, mean per "
+             " Blend: (1 - w) x model rank + w x prior rank; Kendall tau on every held-out file, mean per "
              "replicate; Δ paired by replicate against the model alone (w = 0).", "",
              "| collection | replicate | " + " | ".join(f"w = {w:g}" for w in args.weights) + " |",
              "|---|---|" + "---|" * len(args.weights)]

@@ -1,4 +1,4 @@
-"""The physics-prior blend (`prior_weights`) on test files whose runtimes are known, paired on one fit: per seed
+"""The physics-prior blend (`blend_weights`) on test files whose runtimes are known, paired on one fit: per seed
 and collection, one fit of the shipped settings, whose test files are ranked by the model alone and by the blend at
 the weight the valid files pick, both scored by `solution score`'s code.
 
@@ -10,7 +10,7 @@ answers.csv holds the test runtimes) when it is missing, and every seed fits on 
 it is the real-program corpus (default data/programs-small, built as corpus_eval builds it) and seed i holds out
 fold i of its families exactly as corpus_eval's replicate i: the held-out families' files are the test split. The
 fit is `solution run`'s `pipeline.train_members` within --seconds (its checkpoint selected on the valid files);
-`pipeline.evaluate` then ranks the test files twice from the same checkpoints, without and with `prior_weights`
+`pipeline.evaluate` then ranks the test files twice from the same checkpoints, without and with `blend_weights`
 (--weights), so the Δ is the blend's alone, paired by seed.
 """
 
@@ -47,7 +47,7 @@ def blend_pair(collection: str, settings: dict, weights: list[float], root: Path
     scores = []
     for name, chosen in (("model", []), ("blend", weights)):
         ranked = pipeline.Job(root, work / name)
-        metrics = pipeline.evaluate(collection, checkpoints, {**settings, "prior_weights": chosen}, ranked)
+        metrics = pipeline.evaluate(collection, checkpoints, {**settings, "blend_weights": chosen}, ranked)
         part = ranked.parts / f"{collection_file_stem(collection)}.csv"
         scores.append(float(score(part, answers)[collection]["score"]))
     return scores[0], scores[1], metrics["prior_weight"]
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collections", nargs="+", default=LAYOUTS, choices=LAYOUTS)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=120.0, help="training time per fit")
-    parser.add_argument("--weights", type=float, nargs="+", default=[0.25, 0.5, 0.75], help="prior_weights")
+    parser.add_argument("--weights", type=float, nargs="+", default=[0.25, 0.5, 0.75], help="blend_weights")
     parser.add_argument("--config", type=Path, action="append", default=[],
                         help="a YAML layered over every collection's shipped settings (repeatable)")
     parser.add_argument("--runs", type=Path, default=Path("runs/prior_blend"))

@@ -1,11 +1,13 @@
-"""configs: exact pack/unpack round trip and duplicate-config removal."""
+"""configs: exact pack/unpack round trip and duplicate-config removal; a settings file with a renamed key refused."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from solution import errors
 from solution.data.packing import dedup, pack, unpack
+from solution.tools.cli import main
 
 
 def random_configs(c: int, nc: int, seed: int = 0) -> np.ndarray:
@@ -128,3 +130,14 @@ def test_dedup_invalid_mode(mode):
     configs, runtime = duplicated_keys()
     with pytest.raises(ValueError):
         dedup(pack(configs), runtime, mode)
+
+
+@pytest.mark.parametrize("text,key", [("prior_weights: [0.5]", "prior_weights")])  # now blend_weights
+def test_run_refuses_a_settings_file_with_a_renamed_key_in_one_line(text, key, tiny_root, tmp_path, capsys):
+    layer = tmp_path / "old.yaml"
+    layer.write_text(text + "\n")
+    assert main(["run", "--config", str(layer), "--data.root", str(tiny_root), "--out", str(tmp_path)]) == errors.USAGE
+    printed = capsys.readouterr()
+    assert printed.err.strip().count("\n") == 0 and printed.out == "", printed
+    assert str(layer) in printed.err and f"'{key}' is not accepted" in printed.err
+    assert not (tmp_path / "checkpoints").exists()  # refused before anything trained

@@ -48,7 +48,7 @@ def test_a_short_fit_beats_the_config_only_baseline(collection, tiny_root, tmp_p
     settings = layered(read_settings(configs, [configs / "demo.yaml"])[collection],
                                 {"seed_everything": 0, "trainer": {"max_epochs": EPOCHS,
                                                                    "check_val_every_n_epoch": EPOCHS},
-                                 "prior_weights": []})  # the fits alone: the physics prior would blend into both
+                                 "blend_weights": []})  # the fits alone: the physics prior would blend into both
     model = held_out_score(collection, settings, tiny_root, tmp_path / "model")
     baseline = held_out_score(collection, layered(settings, CONFIG_ONLY), tiny_root, tmp_path / "baseline")
     assert model - baseline > MARGIN, f"{collection}: model {model:.3f}, config-only {baseline:.3f}"

@@ -26,7 +26,7 @@ def demo_settings(**top) -> dict:
     """The demo's settings of COLLECTION, fitted briefly, ranking by the model alone unless `top` says otherwise."""
     configs = configs_folder()
     return layered(read_settings(configs, [configs / "demo.yaml"])[COLLECTION],
-                   {"trainer": {"max_epochs": 2, "check_val_every_n_epoch": 1}, "prior_weights": [], **top})
+                   {"trainer": {"max_epochs": 2, "check_val_every_n_epoch": 1}, "blend_weights": [], **top})
 
 
 @pytest.fixture(scope="module")

@@ -64,7 +64,7 @@ def sizes(nodes: int, configs: int, configurable: int, files: dict[str, int] | N
 
 
 def settings(share: float, prior_files: int = 0, **rates) -> dict:
-    return {"budget": {"share": share, **rates}, "data": {}, "prior_weights": [0.5] if prior_files else [],
+    return {"budget": {"share": share, **rates}, "data": {}, "blend_weights": [0.5] if prior_files else [],
             "prior_fit": {"files": prior_files, "steps": 400, "penalties": [0.01, 0.1], "folds": 3}}
 
 

@@ -13,7 +13,7 @@ from test_members import COLLECTION, STEM, demo_settings
 from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.reader import read_graph
 from solution.errors import SettingsError
-from solution.physics.blend import prior_weights
+from solution.physics.blend import blend_weights
 from solution.physics.fit import START, PriorFit, fit_weights, within_rows
 from solution.physics.prior import UNIT, WEIGHTS, graph_prior, layout_traffic, prior_by_row, prior_work
 from solution.physics.propagation import MATMUL, PARTS, ConfigWork
@@ -32,20 +32,20 @@ def test_graph_prior_of_a_preprocessed_graph_is_its_whole_files_traffic():
 
 
 @pytest.mark.parametrize(("weights", "expected"), [([], [0.0]), ([0.5, 0.25, 0.5], [0.0, 0.25, 0.5]), ([0], [0.0])])
-def test_prior_weights_always_include_the_model_alone(weights, expected):
-    assert prior_weights({"prior_weights": weights}, COLLECTION) == expected
+def test_blend_weights_always_include_the_model_alone(weights, expected):
+    assert blend_weights({"blend_weights": weights}, COLLECTION) == expected
 
 
 @pytest.mark.parametrize("weights", [[1.01], [-0.1], ["half"], 0.5, [True]])
-def test_prior_weights_must_be_blend_weights_from_zero_to_one(weights):
-    with pytest.raises(SettingsError, match=r"prior_weights=.*expected a list of blend weights in \[0, 1\]"):
-        prior_weights({"prior_weights": weights}, COLLECTION)
+def test_blend_weights_must_lie_from_zero_to_one(weights):
+    with pytest.raises(SettingsError, match=r"blend_weights=.*expected a list of blend weights in \[0, 1\]"):
+        blend_weights({"blend_weights": weights}, COLLECTION)
 
 
 def test_the_prior_ranks_layouts_only():
-    assert prior_weights({"prior_weights": [0]}, "tile:xla") == [0.0]
-    with pytest.raises(SettingsError, match="tile:xla: prior_weights=.*ranks layouts only"):
-        prior_weights({"prior_weights": [0.5]}, "tile:xla")
+    assert blend_weights({"blend_weights": [0]}, "tile:xla") == [0.0]
+    with pytest.raises(SettingsError, match="tile:xla: blend_weights=.*ranks layouts only"):
+        blend_weights({"blend_weights": [0.5]}, "tile:xla")
 
 
 def roofline_files(count: int, law: np.ndarray, compute: float, combine,
@@ -122,9 +122,9 @@ def test_without_files_or_steps_the_fit_stays_where_it_starts():
 
 def test_prior_fit_without_files_is_the_plain_count_and_a_wrong_key_is_named(tiny_root, tmp_path):
     job = pipeline.Job(tiny_root, tmp_path)
-    np.testing.assert_array_equal(pipeline.part_weights(COLLECTION, demo_settings(prior_fit={"files": 0}), job), UNIT)
+    np.testing.assert_array_equal(pipeline.fitted_prior(COLLECTION, demo_settings(prior_fit={"files": 0}), job), UNIT)
     with pytest.raises(SettingsError, match=r"prior_fit=.*'file': 3.*some of files, configs, steps, penalties, folds"):
-        pipeline.part_weights(COLLECTION, demo_settings(prior_fit={"file": 3}), job)
+        pipeline.fitted_prior(COLLECTION, demo_settings(prior_fit={"file": 3}), job)
 
 
 @pytest.fixture(scope="module")
@@ -140,15 +140,15 @@ def test_a_prior_that_knows_the_runtimes_is_chosen_and_blended_into_the_test_ran
     model = read_run(job.parts / f"{STEM}.scores.npz").scores
     oracle = lambda graphs, table, weights: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
     monkeypatch.setattr(pipeline, "scored_priors", oracle)
-    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.9]), job)
+    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(blend_weights=[0.9]), job)
     assert blended["prior_weight"] == 0.9 and blended["score"] > alone["score"]
     combined = read_run(job.parts / f"{STEM}.scores.npz").scores
     graphs = pipeline.load(checkpoint, COLLECTION, demo_settings(), job)[1].graphs("test")
-    weights = pipeline.part_weights(COLLECTION, demo_settings(), job)  # fitted on the train files' runtimes
+    weights = pipeline.fitted_prior(COLLECTION, demo_settings(), job)  # fitted on the train files' runtimes
     assert weights.shape == UNIT.shape and not np.allclose(weights, UNIT)
     ranker = read_ranker(job.saved_rankers / f"{STEM}.ranker")
     assert ranker.weight == 0.9 and [w for w, _ in ranker.tried] == [0.0, 0.9]
-    np.testing.assert_allclose(ranker.prior_weights, weights)
+    np.testing.assert_allclose(ranker.fitted_prior, weights)
     for index, stem in enumerate(graphs.stems):
         prior = graph_prior(graphs.load(index), weights)[np.argsort(graphs.load(index).config_index)]
         np.testing.assert_allclose(combined[stem], combine([model[stem], prior], np.array([0.1, 0.9]), "rank"))
@@ -160,9 +160,9 @@ def test_weight_1_ranks_the_test_files_by_the_prior_alone(one_fit, tmp_path, mon
     oracle = lambda graphs, table, weights: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
     monkeypatch.setattr(pipeline, "scored_priors", oracle)
     monkeypatch.setattr("solution.tools.ranking.checkpoint_scores", lambda *_: pytest.fail("a network ranked"))
-    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.5, 1.0]), job)
+    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(blend_weights=[0.5, 1.0]), job)
     assert blended["prior_weight"] == 1.0 and blended["score"] == pytest.approx(1.0)
-    weights = read_ranker(job.saved_rankers / f"{STEM}.ranker").prior_weights
+    weights = read_ranker(job.saved_rankers / f"{STEM}.ranker").fitted_prior
     graphs = pipeline.load(checkpoint, COLLECTION, demo_settings(), job)[1].graphs("test")
     combined = read_run(job.parts / f"{STEM}.scores.npz").scores
     assert sorted(combined) == sorted(graphs.stems)
@@ -177,7 +177,7 @@ def test_a_prior_no_better_than_the_model_leaves_it_alone(one_fit, tmp_path, mon
     model = read_run(job.parts / f"{STEM}.scores.npz").scores
     own = lambda graphs, table, weights: {g: table.graph(g)[1] for g in table}  # noqa: E731 the model's own scores: a tie
     monkeypatch.setattr(pipeline, "scored_priors", own)
-    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.25, 0.5]), job)
+    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(blend_weights=[0.25, 0.5]), job)
     assert blended == {**alone, "prior_weight": 0.0}
     assert read_ranker(job.saved_rankers / f"{STEM}.ranker").weight == 0.0
     for stem, values in read_run(job.parts / f"{STEM}.scores.npz").scores.items():
@@ -191,7 +191,7 @@ def test_without_valid_files_the_test_files_are_ranked_by_the_model_alone(one_fi
     for path in (job.root / "npz_all" / "npz" / "layout" / "xla" / "random" / "test").glob("*.npz"):
         (test_split / path.name).symlink_to(path.resolve())
     ranked = pipeline.Job(tmp_path / "data", tmp_path / "out")
-    assert pipeline.evaluate(COLLECTION, checkpoint, demo_settings(prior_weights=[0.5]), ranked, validate=False) == {}
+    assert pipeline.evaluate(COLLECTION, checkpoint, demo_settings(blend_weights=[0.5]), ranked, validate=False) == {}
     assert "no valid files to pick the physics prior's weight by" in capsys.readouterr().out
     assert not (ranked.parts / "members").exists() and (ranked.parts / f"{STEM}.scores.npz").is_file()
 

@@ -63,7 +63,7 @@ def test_a_ranker_file_reads_back_what_was_saved(saved, checkpoint):
     ranker = read_ranker(saved)
     assert ranker.collection == COLLECTION and ranker.weight == 0.5 and len(ranker.members) == 2
     assert ranker.tried == [(0.0, 0.25), (0.5, 0.5)]
-    np.testing.assert_array_equal(ranker.prior_weights, UNIT)
+    np.testing.assert_array_equal(ranker.fitted_prior, UNIT)
     assert list(ranker.prior) == list(WEIGHTS)
     original = read_checkpoint(checkpoint)["state_dict"]
     for member in ranker.members:
@@ -219,7 +219,7 @@ def blended_run(layout_root, tmp_path_factory) -> tuple[Path, Path]:
     shutil.copytree(layout_root, root)
     shutil.copy(PROGRAM, root / "npz_all" / "npz" / "layout" / "xla" / "random" / "test")
     quick = work / "quick.yaml"
-    quick.write_text(yaml.safe_dump({**QUICK, "prior_weights": [0.5], "prior_fit": {"files": 2, "steps": 5,
+    quick.write_text(yaml.safe_dump({**QUICK, "blend_weights": [0.5], "prior_fit": {"files": 2, "steps": 5,
                                                                                      "penalties": [1.0]}}))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pipeline, "chosen_weight", lambda metrics: 0.5)

@@ -21,16 +21,16 @@ class RowTable(Protocol):
     def graph(self, graph: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...  # rows, scores, targets
 
 
-def prior_weights(settings: Mapping, collection: str) -> list[float]:
-    """The blend weights of the physics prior that `evaluate` tries on the valid files (`prior_weights`, default
-    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics ranking alone), above 0
+def blend_weights(settings: Mapping, collection: str) -> list[float]:
+    """The blend weights of the physics prior that `evaluate` tries on the valid files (`blend_weights`, default
+    none), ascending and always with 0, the model alone; each in [0, 1] (1: the physics prior alone), above 0
     only for a layout collection."""
-    weights = settings.get("prior_weights", [])
+    weights = settings.get("blend_weights", [])
     if not (isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w <= 1
                                               for w in weights)):
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; expected a list of blend weights in [0, 1]")
+        raise SettingsError(f"{collection}: blend_weights={weights!r}; expected a list of blend weights in [0, 1]")
     if any(weights) and task_of(collection).name != "layout":
-        raise SettingsError(f"{collection}: prior_weights={weights!r}; the physics prior ranks layouts only: "
+        raise SettingsError(f"{collection}: blend_weights={weights!r}; the physics prior ranks layouts only: "
                             "expected [] for a tile collection")
     return sorted({0.0, *map(float, weights)})
 

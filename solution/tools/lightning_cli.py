@@ -3,6 +3,8 @@ the model, a checkpoint's settings replace those that shape its inputs, runs are
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from lightning.pytorch.cli import LightningCLI
 
 from ..allocator import keep_freed_buffers
 from ..data.datamodule import TpuGraphsDataModule
+from ..errors import SettingsError
 from ..models import baselines  # noqa: F401 -- registers ConfigOnlyRanker, so `--model.ranker ConfigOnlyRanker` works
 from ..physics.fit import PriorFit
 from ..training.callbacks import LaterOnTies, LRMonitor, SubmissionWriter
@@ -45,8 +48,8 @@ class CLI(LightningCLI):
         parser.add_argument("--member_folds", type=bool, default=False,
                             help="with members > 1, `solution run` fits member j on train + valid less fold j of "
                                  "whole models and validates it on fold j; fit and the other commands ignore it")
-        parser.add_argument("--prior_weights", type=list[float], default=[],
-                            help="blend weights of the physics ranking `solution run` tries on the valid "
+        parser.add_argument("--blend_weights", type=list[float], default=[],
+                            help="blend weights of the physics prior `solution run` tries on the valid "
                                  "files (the best is used; 0, the model alone, always competes); layout only")
         parser.add_argument("--prior_fit", type=PriorFit, default=PriorFit(),
                             help="how `solution run` weighs the physics prior's parts: fitted to the runtimes of up "
@@ -140,6 +143,22 @@ def lightning_main(args: list[str], run: bool = True) -> CLI:
     if run and cli.subcommand == "fit":
         write_fit_ranker(cli.trainer)
     return cli
+
+
+def check_settings_file(path: str | Path) -> None:
+    """Refuse a settings file the Lightning CLI would refuse (a key it does not accept, such as a renamed one) in
+    one line naming the file and what is wrong (SettingsError), before `solution run` trains anything."""
+    read_yaml(path)
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+            lightning_main(["fit", "--config", str(path), "--print_config"])
+    except SystemExit as stop:
+        if stop.code:
+            told = stderr.getvalue()  # usage lines, then `error: ...` over one or more indented lines
+            said = " ".join(line.strip() for line in told[told.find("error:"):].splitlines()) if "error:" in told \
+                else "not accepted by the settings parser"
+            raise SettingsError(f"{path}: {said.removeprefix('error:').strip()}") from None
 
 
 def write_fit_ranker(trainer: Trainer) -> Path | None:

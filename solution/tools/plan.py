@@ -136,7 +136,7 @@ CUTS = (("prior_fit.steps", cut_prior_steps), ("prior_fit.penalties", cut_penalt
 
 def prior_fitted(settings: Mapping) -> bool:
     """Whether the collection fits the physics prior: blend weights above 0 and train files to fit on."""
-    return any(settings.get("prior_weights", [])) and settings.get("prior_fit", {}).get("files", 0) > 0
+    return any(settings.get("blend_weights", [])) and settings.get("prior_fit", {}).get("files", 0) > 0
 
 
 def clock_time(seconds: float) -> str:

@@ -52,7 +52,7 @@ class SavedRanker:
         return cls(collection, members, named, float(weight), [(float(w), float(s)) for w, s in tried])
 
     @property
-    def prior_weights(self) -> np.ndarray:
+    def fitted_prior(self) -> np.ndarray:
         """[len(WEIGHTS)] the prior's weights in WEIGHTS' order."""
         return np.array([self.prior[name] for name in WEIGHTS])
 
@@ -80,7 +80,7 @@ class SavedRanker:
         for index in range(len(graphs)):
             ranked = [table_row_scores(table, graphs, index) for table in tables]
             if self.weight > 0:
-                ranked.append(prior_by_row(graphs, index, self.prior_weights))
+                ranked.append(prior_by_row(graphs, index, self.fitted_prior))
             out[index] = ranked[0] if len(ranked) == 1 else combine(ranked, shares, "rank")
         return out
 
