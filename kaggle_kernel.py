@@ -196,7 +196,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'skip_bad_files': True,
                                 'num_workers': 4,
                                 'collection': 'layout:xla:random',
-                                'fold_variant_parts': '[._].*$'},
+                                'family_pattern': '[._].*$'},
                        'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
  'layout:xla:default': {'seed_everything': 0,
                         'members': 1,
@@ -321,7 +321,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'skip_bad_files': True,
                                 'num_workers': 4,
                                 'collection': 'layout:nlp:random',
-                                'fold_variant_parts': '[._].*$'},
+                                'family_pattern': '[._].*$'},
                        'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
  'layout:nlp:default': {'seed_everything': 0,
                         'members': 1,
@@ -890,7 +890,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         skip_bad_files: bool = SPLIT_DEFAULTS["skip_bad_files"],
         folds: int = SPLIT_DEFAULTS["folds"],
         fold: int = SPLIT_DEFAULTS["fold"],
-        fold_variant_parts: str = SPLIT_DEFAULTS["fold_variant_parts"],
+        family_pattern: str = SPLIT_DEFAULTS["family_pattern"],
         num_workers: int = 4,
     ) -> None:
         super().__init__()
@@ -1974,28 +1974,30 @@ from .preprocess import Preprocessing, record_cache
 from .reader import list_files
 from .sets import GraphSet
 
-FOLD_GROUP = r"\\..*$|_batch_\\d+|_(?:fp|bf)\\d+|_\\d+x\\d+(?:x\\d+)?|_-?[0-9a-f]{16}$"
+# a file's family is its stem less what this matches (family_of); data.family_pattern sets another
+FAMILY_PATTERN = r"\\..*$|_batch_\\d+|_(?:fp|bf)\\d+|_\\d+x\\d+(?:x\\d+)?|_-?[0-9a-f]{16}$"
 
 # data settings that choose files and splits, at the data module's defaults
 SPLIT_DEFAULTS = {"cache_dir": None, "predict_split": "test", "test_split": "valid", "limit_graphs": None,
-                  "skip_bad_files": True, "folds": 0, "fold": 0, "fold_variant_parts": FOLD_GROUP}
+                  "skip_bad_files": True, "folds": 0, "fold": 0, "family_pattern": FAMILY_PATTERN}
 
 
-def model_group(stem: str, variant_parts: str = FOLD_GROUP) -> str:
-    """The model a file belongs to: its stem without the parts that name a variant of one model (the default
-    drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a tile kernel's hash)."""
-    return re.sub(variant_parts, "", stem) or stem
+def family_of(stem: str, family_pattern: str = FAMILY_PATTERN) -> str:
+    """A file's family, the model it belongs to: its stem without what `family_pattern` matches, the parts that name
+    a variant of one model (the default drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a
+    tile kernel's hash)."""
+    return re.sub(family_pattern, "", stem) or stem
 
 
-def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) -> np.ndarray:
-    """[F] fold of each file: whole model groups, in a fixed shuffled order, each to the fold with the fewest
+def assign_folds(stems: list[str], folds: int, family_pattern: str = FAMILY_PATTERN) -> np.ndarray:
+    """[F] fold of each file: whole families, in a fixed shuffled order, each to the fold with the fewest
     files so far."""
     groups: dict[str, list[int]] = {}
     for i, stem in enumerate(stems):
-        groups.setdefault(model_group(stem, variant_parts), []).append(i)
+        groups.setdefault(family_of(stem, family_pattern), []).append(i)
     if len(groups) < folds:
-        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} model groups "
-                            f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
+        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} families "
+                            f"(data.family_pattern={family_pattern!r}); use fewer folds")
     names = sorted(groups)
     order = np.random.default_rng(0).permutation(len(names))
     fold_of, sizes = np.zeros(len(stems), dtype=np.int64), np.zeros(folds, dtype=np.int64)
@@ -2013,7 +2015,7 @@ def split_files(data: Mapping, split: str) -> list[Path]:
     if data["folds"] <= 1 or split not in ("train", "valid"):
         return list_files(data["root"], data["collection"], split)[:data["limit_graphs"]]
     pool = pooled_files(data)
-    fold_of = assign_folds([p.stem for p in pool], data["folds"], data["fold_variant_parts"])
+    fold_of = assign_folds([p.stem for p in pool], data["folds"], data["family_pattern"])
     return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:data["limit_graphs"]]
 
 
@@ -2023,9 +2025,9 @@ def pooled_files(data: Mapping) -> list[Path]:
 
 
 def pooled_models(data: Mapping) -> int:
-    """How many models (stems alike but for `fold_variant_parts`) the train and valid files hold together."""
+    """How many models (stems alike but for `family_pattern`) the train and valid files hold together."""
     data = {**SPLIT_DEFAULTS, **data}
-    return len({model_group(p.stem, data["fold_variant_parts"]) for p in pooled_files(data)})
+    return len({family_of(p.stem, data["family_pattern"]) for p in pooled_files(data)})
 
 
 def split_graphs(data: Mapping, split: str) -> GraphSet:
@@ -3696,7 +3698,7 @@ import numpy as np
 import torch
 
 from ..data.sets import GraphSet
-from ..data.splits import FOLD_GROUP, assign_folds, model_group
+from ..data.splits import FAMILY_PATTERN, assign_folds, family_of
 from ..metrics import kendall_tau, mean_over_graphs
 from .prior import WEIGHTS, graph_work, prior_work, weighed
 from .propagation import PARTS, ConfigWork
@@ -3716,7 +3718,7 @@ SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learne
 class PriorFit:
     """How `solution run` weighs the prior (WEIGHTS): fitted to the runtimes of up to `files` train files
     (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
-    the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
+    the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out families
     best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT). A step's time grows with the
     dot records it weighs (configs x dots per file): files with many dots bring fewer configs, so that all together
     bring at most `matmul_rows`."""
@@ -3737,10 +3739,10 @@ def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tupl
     return [(int(index), np.sort(rng.permutation(counts[index])[:fit.configs])) for index in chosen]
 
 
-def fit_prior(graphs: GraphSet, fit: PriorFit, variant_parts: str = FOLD_GROUP,
+def fit_prior(graphs: GraphSet, fit: PriorFit, family_pattern: str = FAMILY_PATTERN,
               seed: int = 0) -> tuple[np.ndarray, float, int] | None:
     """The weights fitted to the runtimes of a split's `graphs` as `fit` says (`fit_sample`, then `fit_weights` with
-    `variant_parts` and `seed`), the penalty they were fitted with and how many files they saw; None where `fit`
+    `family_pattern` and `seed`), the penalty they were fitted with and how many files they saw; None where `fit`
     samples no file."""
     chosen = fit_sample([graphs.num_configs(i) for i in range(len(graphs))], fit, seed)
     samples = []
@@ -3749,30 +3751,30 @@ def fit_prior(graphs: GraphSet, fit: PriorFit, variant_parts: str = FOLD_GROUP,
         samples.append((graph_work(graph, rows), graph.target[rows]))
     if not samples:
         return None
-    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen], variant_parts, seed)
+    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen], family_pattern, seed)
     return weights, penalty, len(samples)
 
 
 def fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
-                variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
+                family_pattern: str = FAMILY_PATTERN, seed: int = 0) -> tuple[np.ndarray, float]:
     """[len(WEIGHTS)] positive weights under which the log of the weighed work orders each sample's configs as its
     runtimes do, and the penalty they were fitted with; samples: (work, runtimes [c]) per file, named by `stems`,
-    whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
+    whose families (`family_of` with `family_pattern`) the folds keep whole where penalties compete."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a fit's ops are tiny: more threads only add overhead (3x the time on 2 cores)
     try:
-        return _fit_weights(samples, fit, stems, variant_parts, seed)
+        return _fit_weights(samples, fit, stems, family_pattern, seed)
     finally:
         torch.set_num_threads(threads)
 
 
 def _fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str],
-                 variant_parts: str, seed: int) -> tuple[np.ndarray, float]:
+                 family_pattern: str, seed: int) -> tuple[np.ndarray, float]:
     """`fit_weights` in the calling thread's torch settings."""
     samples = within_rows(samples, fit.matmul_rows, seed)
     penalty = fit.penalties[0]
-    if len(fit.penalties) > 1 and len({model_group(stem, variant_parts) for stem in stems}) >= fit.folds > 1:
-        folds = assign_folds(list(stems), fit.folds, variant_parts)  # [F]
+    if len(fit.penalties) > 1 and len({family_of(stem, family_pattern) for stem in stems}) >= fit.folds > 1:
+        folds = assign_folds(list(stems), fit.folds, family_pattern)  # [F]
         held_out = [held_out_tau(samples, folds, fit.steps, p, seed) for p in fit.penalties]
         penalty = fit.penalties[int(np.argmax(held_out))]  # ties: the first
     return fitted_weights(samples, fit.steps, penalty, seed), penalty
@@ -6010,7 +6012,7 @@ from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
-from ..data.splits import FOLD_GROUP, pooled_models
+from ..data.splits import FAMILY_PATTERN, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
@@ -6098,7 +6100,7 @@ def member_folds(settings: Mapping) -> bool:
 
 def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
     """The data settings of ensemble member `member` of `count`: with `member_folds`, train + valid pooled (under
-    `root`) and split into `count` folds of whole models (`data.fold_variant_parts` names a model's variants; fewer
+    `root`) and split into `count` folds of whole models (`data.family_pattern` names a model's variants; fewer
     folds where there are fewer models, members then sharing folds in turn), the member's fold its valid files and
     the others its train files; otherwise, or with a single fold, the collection's own splits."""
     data = dict(settings["data"])
@@ -6309,7 +6311,7 @@ def fitted_prior(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
     start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
-    fitted = fit_prior(graphs, fit, settings["data"].get("fold_variant_parts", FOLD_GROUP),
+    fitted = fit_prior(graphs, fit, settings["data"].get("family_pattern", FAMILY_PATTERN),
                        settings.get("seed_everything", 0))
     if fitted is None:
         return UNIT
@@ -6870,7 +6872,7 @@ from ..submission.files import collection_file_stem
 FREE_DATA = frozenset({
     "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "row_budget",
     "eval_chunk", "eval_graphs_per_batch", "predict_split", "test_split", "limit_graphs",
-    "skip_bad_files", "folds", "fold", "fold_variant_parts",
+    "skip_bad_files", "folds", "fold", "family_pattern",
 })
 FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
 DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings

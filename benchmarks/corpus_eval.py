@@ -10,7 +10,7 @@ they never trained on, against the noise ceiling of each collection, over seeds 
     python benchmarks/corpus_eval.py --smoke          # tiny corpus, 1 seed, seconds of training: checks the script
 
 The corpus comes from `solution synth --programs` (built under --data unless it is already there). For each
-collection the families are split into --folds folds exactly as `data.folds=K`, `data.fold_variant_parts="_.*$"`
+collection the families are split into --folds folds exactly as `data.folds=K`, `data.family_pattern="_.*$"`
 would split them (the data splits' `assign_folds` over the train + valid stems, whose `_<variant>_<index>` tail
 that pattern drops). Replicate i (0 .. --seeds - 1) takes seed i and holds out fold i mod K: every file of those
 families (train, valid and the corpus's test files) becomes the test split of a data root of links, and the other
@@ -72,7 +72,7 @@ from solution.tools.plan import training_shares
 from solution.tools.settings import configs_folder, read_settings
 
 REPO = Path(__file__).resolve().parent.parent
-FAMILY = "_.*$"  # data.fold_variant_parts that leaves a corpus stem's family: <family>_<variant>_<index>
+FAMILY_PATTERN = "_.*$"  # data.family_pattern that leaves a corpus stem's family: <family>_<variant>_<index>
 SHIPPED = "shipped"
 
 
@@ -135,16 +135,16 @@ def read_manifest(root: Path) -> list[CorpusFile]:
         with open(root / "programs.csv", newline="") as handle:
             return [CorpusFile(row["collection"], row["split"], row["file"], row["family"])
                     for row in csv.DictReader(handle)]
-    return [CorpusFile(collection, split, path.stem, re.sub(FAMILY, "", path.stem))
+    return [CorpusFile(collection, split, path.stem, re.sub(FAMILY_PATTERN, "", path.stem))
             for collection in find_collections(root) for split in ("train", "valid")
             for path in list_files(root, collection, split)]
 
 
 def family_folds(files: list[CorpusFile], collection: str, folds: int) -> dict[str, int]:
     """Family -> fold: the datamodule's fold assignment of the collection's train + valid files with
-    data.fold_variant_parts="_.*$", so fold k holds the families data.fold=k would validate on."""
+    data.family_pattern="_.*$", so fold k holds the families data.fold=k would validate on."""
     pool = [f for f in files if f.collection == collection and f.split in ("train", "valid")]
-    fold_of = assign_folds([f.stem for f in pool], folds, FAMILY)  # [len(pool)]
+    fold_of = assign_folds([f.stem for f in pool], folds, FAMILY_PATTERN)  # [len(pool)]
     return {f.family: int(k) for f, k in zip(pool, fold_of)}
 
 
@@ -382,7 +382,7 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
            f"Each fit trains {trained_for(args)} (`pipeline.train`, as `solution run`), selecting its checkpoint on "
            "the valid files of the families it trains on. ")
         + f"Families in {args.folds} folds (data.folds={args.folds}, "
-        f'data.fold_variant_parts="_.*$"); replicate i (0..{args.seeds - 1}) is seed {args.first_seed} + i holding '
+        f'data.family_pattern="_.*$"); replicate i (0..{args.seeds - 1}) is seed {args.first_seed} + i holding '
         f"out fold i mod {args.folds}: every file of those families (train, valid and "
         "test) is ranked and scored against its measured runtimes by `solution score`'s code (layout: Kendall "
         "tau; tile: top-5 score). "

@@ -50,7 +50,7 @@ from scipy import stats
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.reader import collection_dir, read_graph
-from solution.data.splits import FOLD_GROUP
+from solution.data.splits import FAMILY_PATTERN
 from solution.physics.fit import PriorFit, fit_sample, fit_weights
 from solution.physics.prior import UNIT, prior_work
 from solution.physics.propagation import ConfigWork, Propagation
@@ -74,13 +74,13 @@ def file_prior(path: Path, weights: np.ndarray = UNIT) -> np.ndarray:
 
 def fitted(files: list[tuple[Path, np.ndarray]], collection: str) -> tuple[np.ndarray, float]:
     """[len(WEIGHTS)] weights fitted as `solution run` fits them (the collection's shipped `prior_fit`) to the
-    runtimes of (file, runtimes) pairs, and the penalty its held-out model groups picked."""
+    runtimes of (file, runtimes) pairs, and the penalty its held-out families picked."""
     settings = read_settings()[collection]
     fit = PriorFit(**settings["prior_fit"])
     chosen = fit_sample([len(runtimes) for _, runtimes in files], fit)
     samples = [(file_work(files[i][0])[rows], files[i][1][rows]) for i, rows in chosen]
-    variant_parts = settings["data"].get("fold_variant_parts", FOLD_GROUP)
-    return fit_weights(samples, fit, [files[i][0].stem for i, _ in chosen], variant_parts)
+    family_pattern = settings["data"].get("family_pattern", FAMILY_PATTERN)
+    return fit_weights(samples, fit, [files[i][0].stem for i, _ in chosen], family_pattern)
 
 
 def replicate_scores(part: Path, held_out: Path, answers: dict[str, np.ndarray], weights: list[float]) -> list[float]:

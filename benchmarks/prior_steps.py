@@ -34,11 +34,11 @@ from solution.tools import pipeline
 from solution.tools.settings import read_settings, section
 
 ZOO_LAW = REPO.parent / "shared" / "datasets" / "zoo-law" / "npz"
-FAMILY = "_.*$"  # a file's family: its name up to the first '_' (as corpus_eval's default)
+FAMILY_PATTERN = "_.*$"  # a file's family: its name up to the first '_' (as corpus_eval's default)
 
 
 def held_out_taus(root: Path, collection: str, steps: list[int], cache: Path,
-                  family: str = FAMILY) -> dict[int, tuple[np.ndarray, float]]:
+                  family: str = FAMILY_PATTERN) -> dict[int, tuple[np.ndarray, float]]:
     """Steps -> (tau of each held-out file, seconds of the fits); `family` is removed from a stem to name its family."""
     settings = read_settings()[collection]
     datamodule = pipeline.build_datamodule(settings["data"], pipeline.Job(root, cache, cache=cache))
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="prior_steps-"))
-    root, steps, family = args.data, sorted(args.steps), FAMILY
+    root, steps, family = args.data, sorted(args.steps), FAMILY_PATTERN
     if args.smoke:
         from solution.synth.files import generate
 

@@ -13,7 +13,7 @@ jnp = pytest.importorskip("jax.numpy")
 
 from solution.constants import COLLECTIONS, LAYOUT_GROUP, SPLITS  # noqa: E402
 from solution.data.reader import list_files, read_graph  # noqa: E402
-from solution.data.splits import model_group  # noqa: E402
+from solution.data.splits import family_of  # noqa: E402
 from solution.programs import encode, hlo, law, zoo  # noqa: E402
 from solution.tools.synth import main as synth_main  # noqa: E402
 
@@ -87,7 +87,7 @@ def test_files_name_their_family(corpus):
     for row in manifest:
         assert row["file"].startswith(row["family"] + "_") or row["split"] == "test"
         if row["split"] != "test":
-            assert model_group(row["file"], "_.*$") == row["family"]  # data.fold_variant_parts for families
+            assert family_of(row["file"], "_.*$") == row["family"]  # data.family_pattern for families
         assert (corpus / "hlo" / f"{row['program']}.hlo").is_file()
 
 

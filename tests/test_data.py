@@ -13,7 +13,7 @@ from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing
 from solution.data.reader import list_files, read_graph
 from solution.data.sets import ChunkSet, GraphSet, TrainSet, sample_rows
-from solution.data.splits import assign_folds, model_group, split_files
+from solution.data.splits import assign_folds, family_of, split_files
 from solution.data.tasks import LAYOUT, TILE, task_of
 
 
@@ -189,8 +189,8 @@ def test_valid_configs_reach_the_validation_loader_only(tiny_root, tmp_path):
     ("resnet_v1_50_official_batch_128_bf16", "resnet_v1_50_official"),
     ("alexnet_train_batch_32_-1bac9e5e4d6bbbc4", "alexnet_train"), ("resnet_like_7", "resnet_like_7"),
 ])
-def test_model_group_drops_the_parts_that_name_a_variant(stem, group):
-    assert model_group(stem) == group
+def test_family_of_drops_the_parts_that_name_a_variant(stem, group):
+    assert family_of(stem) == group
 
 
 def test_folds_keep_model_variants_together_and_are_balanced():
@@ -199,7 +199,7 @@ def test_folds_keep_model_variants_together_and_are_balanced():
     for i in range(7):
         assert len({f for s, f in zip(stems, fold_of) if s.startswith(f"net{i}.")}) == 1
     assert sorted(np.bincount(fold_of)) == [8, 9, 12] and np.array_equal(fold_of, assign_folds(stems, 3))
-    with pytest.raises(ValueError, match="data.folds=9 but the files form only 8 model groups"):
+    with pytest.raises(ValueError, match="data.folds=9 but the files form only 8 families"):
         assign_folds(stems, 9)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from solution.data.reader import collection_dir
-from solution.data.splits import model_group, pooled_models
+from solution.data.splits import family_of, pooled_models
 from solution.errors import SettingsError
 from solution.submission.ensemble import combine, read_run
 from solution.submission.files import collection_file_stem
@@ -125,8 +125,8 @@ def test_member_folds_hold_out_whole_models_and_validate_each_file_once(tiny_roo
         data = pipeline.member_data(settings, member, 2, tiny_root)
         _, datamodule = pipeline.load(checkpoint, COLLECTION, {**settings, "data": data}, job)
         valid, train = ({p.name for p in datamodule.graphs(split).paths} for split in ("valid", "train"))
-        groups = {model_group(Path(name).stem) for name in valid}
-        assert valid and not groups & {model_group(Path(name).stem) for name in train}, "a model on both sides"
+        groups = {family_of(Path(name).stem) for name in valid}
+        assert valid and not groups & {family_of(Path(name).stem) for name in train}, "a model on both sides"
         assert sorted(valid | train) == pooled
         held_out.append((valid, checkpoint))
     assert sorted(held_out[0][0] | held_out[1][0]) == pooled and not held_out[0][0] & held_out[1][0]

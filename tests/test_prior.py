@@ -102,16 +102,16 @@ def test_a_dots_time_is_the_p_norm_of_its_compute_and_its_memory_time():
     np.testing.assert_allclose(prior_work(work, UNIT), [30.0] * 3)  # the plain count: its bytes
 
 
-def test_of_several_penalties_the_one_whose_fits_rank_held_out_model_groups_best_is_chosen():
+def test_of_several_penalties_the_one_whose_fits_rank_held_out_families_best_is_chosen():
     rng = np.random.default_rng(1)
     law = np.array([1.0, 1.0, 1.0, 1.0, 30.0, 0.0, 0.0])  # transposing copies far dearer than START says
     files = [ConfigWork(rng.lognormal(8, 1, (64, len(PARTS))), np.zeros((64, 0, len(MATMUL)))) for _ in range(6)]
     files = [(work, work.parts @ law) for work in files]
-    stems = ["mlp_a", "mlp_b", "cnn_a", "cnn_b", "rnn_a", "rnn_b"]  # three model groups: one per fold
+    stems = ["mlp_a", "mlp_b", "cnn_a", "cnn_b", "rnn_a", "rnn_b"]  # three families: one per fold
     fit = PriorFit(files=6, steps=100, penalties=(1000.0, 0.01))
     weights, penalty = fit_weights(files, fit, stems, "_.*$")
     assert penalty == 0.01 and weights[PARTS.index("transposes")] / weights[PARTS.index("fused")] > 4
-    assert fit_weights(files, fit, stems[:2], "_.*$")[1] == 1000.0  # one model group: no folds, the first penalty
+    assert fit_weights(files, fit, stems[:2], "_.*$")[1] == 1000.0  # one family: no folds, the first penalty
 
 
 def test_without_files_or_steps_the_fit_stays_where_it_starts():

@@ -52,7 +52,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         skip_bad_files: bool = SPLIT_DEFAULTS["skip_bad_files"],
         folds: int = SPLIT_DEFAULTS["folds"],
         fold: int = SPLIT_DEFAULTS["fold"],
-        fold_variant_parts: str = SPLIT_DEFAULTS["fold_variant_parts"],
+        family_pattern: str = SPLIT_DEFAULTS["family_pattern"],
         num_workers: int = 4,
     ) -> None:
         super().__init__()

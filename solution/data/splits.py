@@ -14,28 +14,30 @@ from .preprocess import Preprocessing, record_cache
 from .reader import list_files
 from .sets import GraphSet
 
-FOLD_GROUP = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
+# a file's family is its stem less what this matches (family_of); data.family_pattern sets another
+FAMILY_PATTERN = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{16}$"
 
 # data settings that choose files and splits, at the data module's defaults
 SPLIT_DEFAULTS = {"cache_dir": None, "predict_split": "test", "test_split": "valid", "limit_graphs": None,
-                  "skip_bad_files": True, "folds": 0, "fold": 0, "fold_variant_parts": FOLD_GROUP}
+                  "skip_bad_files": True, "folds": 0, "fold": 0, "family_pattern": FAMILY_PATTERN}
 
 
-def model_group(stem: str, variant_parts: str = FOLD_GROUP) -> str:
-    """The model a file belongs to: its stem without the parts that name a variant of one model (the default
-    drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a tile kernel's hash)."""
-    return re.sub(variant_parts, "", stem) or stem
+def family_of(stem: str, family_pattern: str = FAMILY_PATTERN) -> str:
+    """A file's family, the model it belongs to: its stem without what `family_pattern` matches, the parts that name
+    a variant of one model (the default drops '.4x4.fp16'-style suffixes, batch sizes, precisions, topologies and a
+    tile kernel's hash)."""
+    return re.sub(family_pattern, "", stem) or stem
 
 
-def assign_folds(stems: list[str], folds: int, variant_parts: str = FOLD_GROUP) -> np.ndarray:
-    """[F] fold of each file: whole model groups, in a fixed shuffled order, each to the fold with the fewest
+def assign_folds(stems: list[str], folds: int, family_pattern: str = FAMILY_PATTERN) -> np.ndarray:
+    """[F] fold of each file: whole families, in a fixed shuffled order, each to the fold with the fewest
     files so far."""
     groups: dict[str, list[int]] = {}
     for i, stem in enumerate(stems):
-        groups.setdefault(model_group(stem, variant_parts), []).append(i)
+        groups.setdefault(family_of(stem, family_pattern), []).append(i)
     if len(groups) < folds:
-        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} model groups "
-                            f"(data.fold_variant_parts={variant_parts!r}); use fewer folds")
+        raise SettingsError(f"data.folds={folds} but the files form only {len(groups)} families "
+                            f"(data.family_pattern={family_pattern!r}); use fewer folds")
     names = sorted(groups)
     order = np.random.default_rng(0).permutation(len(names))
     fold_of, sizes = np.zeros(len(stems), dtype=np.int64), np.zeros(folds, dtype=np.int64)
@@ -53,7 +55,7 @@ def split_files(data: Mapping, split: str) -> list[Path]:
     if data["folds"] <= 1 or split not in ("train", "valid"):
         return list_files(data["root"], data["collection"], split)[:data["limit_graphs"]]
     pool = pooled_files(data)
-    fold_of = assign_folds([p.stem for p in pool], data["folds"], data["fold_variant_parts"])
+    fold_of = assign_folds([p.stem for p in pool], data["folds"], data["family_pattern"])
     return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:data["limit_graphs"]]
 
 
@@ -63,9 +65,9 @@ def pooled_files(data: Mapping) -> list[Path]:
 
 
 def pooled_models(data: Mapping) -> int:
-    """How many models (stems alike but for `fold_variant_parts`) the train and valid files hold together."""
+    """How many models (stems alike but for `family_pattern`) the train and valid files hold together."""
     data = {**SPLIT_DEFAULTS, **data}
-    return len({model_group(p.stem, data["fold_variant_parts"]) for p in pooled_files(data)})
+    return len({family_of(p.stem, data["family_pattern"]) for p in pooled_files(data)})
 
 
 def split_graphs(data: Mapping, split: str) -> GraphSet:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..data.sets import GraphSet
-from ..data.splits import FOLD_GROUP, assign_folds, model_group
+from ..data.splits import FAMILY_PATTERN, assign_folds, family_of
 from ..metrics import kendall_tau, mean_over_graphs
 from .prior import WEIGHTS, graph_work, prior_work, weighed
 from .propagation import PARTS, ConfigWork
@@ -29,7 +29,7 @@ SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learne
 class PriorFit:
     """How `solution run` weighs the prior (WEIGHTS): fitted to the runtimes of up to `files` train files
     (`configs` of each, `steps` of Adam over a pairwise logistic loss plus a penalty x the mean squared distance of
-    the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out model groups
+    the log weights from START's); of several `penalties`, the one whose fits rank the files of held-out families
     best (`folds` folds of whole groups); files 0: the plain count of bytes (UNIT). A step's time grows with the
     dot records it weighs (configs x dots per file): files with many dots bring fewer configs, so that all together
     bring at most `matmul_rows`."""
@@ -50,10 +50,10 @@ def fit_sample(counts: Sequence[int], fit: PriorFit, seed: int = 0) -> list[tupl
     return [(int(index), np.sort(rng.permutation(counts[index])[:fit.configs])) for index in chosen]
 
 
-def fit_prior(graphs: GraphSet, fit: PriorFit, variant_parts: str = FOLD_GROUP,
+def fit_prior(graphs: GraphSet, fit: PriorFit, family_pattern: str = FAMILY_PATTERN,
               seed: int = 0) -> tuple[np.ndarray, float, int] | None:
     """The weights fitted to the runtimes of a split's `graphs` as `fit` says (`fit_sample`, then `fit_weights` with
-    `variant_parts` and `seed`), the penalty they were fitted with and how many files they saw; None where `fit`
+    `family_pattern` and `seed`), the penalty they were fitted with and how many files they saw; None where `fit`
     samples no file."""
     chosen = fit_sample([graphs.num_configs(i) for i in range(len(graphs))], fit, seed)
     samples = []
@@ -62,30 +62,30 @@ def fit_prior(graphs: GraphSet, fit: PriorFit, variant_parts: str = FOLD_GROUP,
         samples.append((graph_work(graph, rows), graph.target[rows]))
     if not samples:
         return None
-    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen], variant_parts, seed)
+    weights, penalty = fit_weights(samples, fit, [graphs.stems[i] for i, _ in chosen], family_pattern, seed)
     return weights, penalty, len(samples)
 
 
 def fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str] = (),
-                variant_parts: str = FOLD_GROUP, seed: int = 0) -> tuple[np.ndarray, float]:
+                family_pattern: str = FAMILY_PATTERN, seed: int = 0) -> tuple[np.ndarray, float]:
     """[len(WEIGHTS)] positive weights under which the log of the weighed work orders each sample's configs as its
     runtimes do, and the penalty they were fitted with; samples: (work, runtimes [c]) per file, named by `stems`,
-    whose model groups (`model_group` with `variant_parts`) the folds keep whole where penalties compete."""
+    whose families (`family_of` with `family_pattern`) the folds keep whole where penalties compete."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a fit's ops are tiny: more threads only add overhead (3x the time on 2 cores)
     try:
-        return _fit_weights(samples, fit, stems, variant_parts, seed)
+        return _fit_weights(samples, fit, stems, family_pattern, seed)
     finally:
         torch.set_num_threads(threads)
 
 
 def _fit_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], fit: PriorFit, stems: Sequence[str],
-                 variant_parts: str, seed: int) -> tuple[np.ndarray, float]:
+                 family_pattern: str, seed: int) -> tuple[np.ndarray, float]:
     """`fit_weights` in the calling thread's torch settings."""
     samples = within_rows(samples, fit.matmul_rows, seed)
     penalty = fit.penalties[0]
-    if len(fit.penalties) > 1 and len({model_group(stem, variant_parts) for stem in stems}) >= fit.folds > 1:
-        folds = assign_folds(list(stems), fit.folds, variant_parts)  # [F]
+    if len(fit.penalties) > 1 and len({family_of(stem, family_pattern) for stem in stems}) >= fit.folds > 1:
+        folds = assign_folds(list(stems), fit.folds, family_pattern)  # [F]
         held_out = [held_out_tau(samples, folds, fit.steps, p, seed) for p in fit.penalties]
         penalty = fit.penalties[int(np.argmax(held_out))]  # ties: the first
     return fitted_weights(samples, fit.steps, penalty, seed), penalty

@@ -26,7 +26,7 @@ from ..constants import COLLECTIONS
 from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
-from ..data.splits import FOLD_GROUP, pooled_models
+from ..data.splits import FAMILY_PATTERN, pooled_models
 from ..data.tasks import task_of
 from ..errors import SettingsError
 from ..metrics import final_score, mean_over_graphs
@@ -114,7 +114,7 @@ def member_folds(settings: Mapping) -> bool:
 
 def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
     """The data settings of ensemble member `member` of `count`: with `member_folds`, train + valid pooled (under
-    `root`) and split into `count` folds of whole models (`data.fold_variant_parts` names a model's variants; fewer
+    `root`) and split into `count` folds of whole models (`data.family_pattern` names a model's variants; fewer
     folds where there are fewer models, members then sharing folds in turn), the member's fold its valid files and
     the others its train files; otherwise, or with a single fold, the collection's own splits."""
     data = dict(settings["data"])
@@ -325,7 +325,7 @@ def fitted_prior(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
     start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
-    fitted = fit_prior(graphs, fit, settings["data"].get("fold_variant_parts", FOLD_GROUP),
+    fitted = fit_prior(graphs, fit, settings["data"].get("family_pattern", FAMILY_PATTERN),
                        settings.get("seed_everything", 0))
     if fitted is None:
         return UNIT

@@ -15,7 +15,7 @@ from ..submission.files import collection_file_stem
 FREE_DATA = frozenset({
     "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "row_budget",
     "eval_chunk", "eval_graphs_per_batch", "predict_split", "test_split", "limit_graphs",
-    "skip_bad_files", "folds", "fold", "fold_variant_parts",
+    "skip_bad_files", "folds", "fold", "family_pattern",
 })
 FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
 DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings

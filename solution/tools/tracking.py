@@ -41,7 +41,7 @@ NOT_SETTINGS = {"seed", "fold", "root", "cache_dir", "num_workers", "logger", "c
                 "devices", "accelerator", "num_nodes", "enable_progress_bar"}
 # Also left out of run labels: the collection (each run's own) and switches for logging, devices and prediction.
 NOT_LABELLED = NOT_SETTINGS | {"collection", "strategy", "plugins", "log_every_n_steps", "enable_model_summary",
-                               "enable_checkpointing", "profiler", "predict_split", "fold_variant_parts"}
+                               "enable_checkpointing", "profiler", "predict_split", "family_pattern"}
 CONFIGS = configs_folder()  # base.yaml and <collection stem>.yaml, as the CLI reads
 DEFAULTS = "defaults"  # the label of a run that changes no setting of its collection
 MAX_TAG = 64  # characters W&B allows in a tag
