@@ -36,8 +36,9 @@ def blend_weights(settings: Mapping, collection: str) -> list[float]:
 
 
 def blend_shares(members: int, weight: float) -> list[float]:
-    """The rank ensemble's weights: 1 - `weight` shared by the `members`, then `weight` for the prior where above 0."""
-    return [(1 - weight) / members] * members + ([weight] if weight > 0 else [])
+    """The rank ensemble's weights: 1 - `weight` shared by the `members` (none where the prior ranks alone), then
+    `weight` for the prior where above 0."""
+    return [(1 - weight) / max(members, 1)] * members + ([weight] if weight > 0 else [])
 
 
 def scored_priors(graphs: GraphSet, table: RowTable, weights: np.ndarray) -> dict[int, np.ndarray]:

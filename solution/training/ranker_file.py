@@ -17,6 +17,7 @@ from .. import __version__
 from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.sets import GraphSet
+from ..physics.blend import blend_shares
 from ..physics.prior import WEIGHTS, prior_by_row
 from ..submission.ensemble import combine
 from ..submission.files import SubmissionError
@@ -75,7 +76,7 @@ class SavedRanker:
         """Graph index -> [configs] the blended score of each config row of `graphs` (lower = predicted faster);
         `member_scores(j)` scores every config of `graphs` with member j."""
         tables = [member_scores(j) for j in range(len(self.members))] if self.weight < 1 else []
-        shares = np.array([(1 - self.weight) / max(len(tables), 1)] * len(tables) + [self.weight] * (self.weight > 0))
+        shares = np.array(blend_shares(len(tables), self.weight))
         out = {}
         for index in range(len(graphs)):
             ranked = [table_row_scores(table, graphs, index) for table in tables]
