@@ -3671,8 +3671,9 @@ def blend_weights(settings: Mapping, collection: str) -> list[float]:
 
 
 def blend_shares(members: int, weight: float) -> list[float]:
-    """The rank ensemble's weights: 1 - `weight` shared by the `members`, then `weight` for the prior where above 0."""
-    return [(1 - weight) / members] * members + ([weight] if weight > 0 else [])
+    """The rank ensemble's weights: 1 - `weight` shared by the `members` (none where the prior ranks alone), then
+    `weight` for the prior where above 0."""
+    return [(1 - weight) / max(members, 1)] * members + ([weight] if weight > 0 else [])
 
 
 def scored_priors(graphs: GraphSet, table: RowTable, weights: np.ndarray) -> dict[int, np.ndarray]:
@@ -4457,7 +4458,7 @@ class Program:
 
 
 @dataclass
-class Graph:
+class InlinedModule:
     """A module's instructions after inlining its calls: one node each, in the encoder's order."""
 
     nodes: list[Instruction] = field(default_factory=list)  # [N]
@@ -4483,12 +4484,12 @@ def encode_module(module: Module) -> dict[str, np.ndarray]:
     return arrays(module, flatten(module))
 
 
-def flatten(module: Module) -> Graph:
+def flatten(module: Module) -> InlinedModule:
     """Inline every `call` (as XLA's CallInliner does before layout assignment), then lay out the computations
     left in the text's order (callees first, the entry last), each one's instructions in order; split after each
     while body, while condition, conditional branch and the entry (the roles of TensorFlow's names that the
     official encoder splits after: 'while', 'cond', 'cluster'), and end at n."""
-    graph = Graph()
+    graph = InlinedModule()
     inlined = inlined_computations(module)
     major = {callee for c in module.computations.values() for i in c.instructions
              for key, callee in i.callees if key in SPLIT_ROLES} | {module.entry.name}
@@ -4513,7 +4514,7 @@ def inlined_computations(module: Module) -> set[str]:
     return called - other
 
 
-def _expand(module: Module, computation: hlo.Computation, graph: Graph, arguments: list[int] | None,
+def _expand(module: Module, computation: hlo.Computation, graph: InlinedModule, arguments: list[int] | None,
             prefix: str, stack: tuple[str, ...]) -> int:
     """Add the computation's nodes (its parameters bound to `arguments` when it is inlined) and return the node
     its root stands for."""
@@ -4548,7 +4549,7 @@ def _callee(module: Module, call: Instruction, stack: tuple[str, ...]) -> hlo.Co
     return module.computations[names[0]]
 
 
-def arrays(module: Module, graph: Graph) -> dict[str, np.ndarray]:
+def arrays(module: Module, graph: InlinedModule) -> dict[str, np.ndarray]:
     """node_feat [N, 140], node_opcode [N], edge_index [E, 2], node_splits [1, K], node_config_ids [NC]: the
     arrays of tpu_graphs' hlo_encoder.cc and featurizers.h (the layout task's features)."""
     opcodes = _opcodes(module, graph.nodes)  # [N]
@@ -4574,7 +4575,7 @@ def _opcodes(module: Module, nodes: list[Instruction]) -> np.ndarray:
     return np.array(ids, dtype=np.uint8)
 
 
-def _edges(graph: Graph) -> np.ndarray:
+def _edges(graph: InlinedModule) -> np.ndarray:
     """[E, 2] int64 rows [user, operand] and [caller, callee root], unique, sorted, without self-edges."""
     users = [user for user, operands in enumerate(graph.operands) for _ in operands]
     targets = [operand for operands in graph.operands for operand in operands]
@@ -4591,7 +4592,7 @@ def _edges(graph: Graph) -> np.ndarray:
 # ---------------------------------------------------------------- features
 
 
-def _node_features(module: Module, graph: Graph) -> np.ndarray:
+def _node_features(module: Module, graph: InlinedModule) -> np.ndarray:
     """[N, 140] float32 (featurizers.h, the layout task's columns): each node's shape row, then the columns that
     its parameter number and attributes set, then is_root."""
     shapes: dict[Shape, int] = {}
@@ -4719,7 +4720,7 @@ def encode_program(path: str | Path) -> Program:
     return Program(Path(path).stem, encoded, names, ranks)
 
 
-def tensor_ranks(graph: Graph, node: int) -> tuple[int, int, int]:
+def tensor_ranks(graph: InlinedModule, node: int) -> tuple[int, int, int]:
     """The rank of the node's output, input (operand 0) and kernel (operand 1 of a convolution)."""
     operands = [len(graph.nodes[o].shape.dims) for o in graph.operands[node][:2]]
     kernel = operands[1] if graph.nodes[node].opcode == "convolution" and len(operands) > 1 else 0
@@ -7515,6 +7516,7 @@ from .. import __version__
 from ..atomic import atomic_files
 from ..constants import COLLECTIONS
 from ..data.sets import GraphSet
+from ..physics.blend import blend_shares
 from ..physics.prior import WEIGHTS, prior_by_row
 from ..submission.ensemble import combine
 from ..submission.files import SubmissionError
@@ -7573,7 +7575,7 @@ class SavedRanker:
         """Graph index -> [configs] the blended score of each config row of `graphs` (lower = predicted faster);
         `member_scores(j)` scores every config of `graphs` with member j."""
         tables = [member_scores(j) for j in range(len(self.members))] if self.weight < 1 else []
-        shares = np.array([(1 - self.weight) / max(len(tables), 1)] * len(tables) + [self.weight] * (self.weight > 0))
+        shares = np.array(blend_shares(len(tables), self.weight))
         out = {}
         for index in range(len(graphs)):
             ranked = [table_row_scores(table, graphs, index) for table in tables]

@@ -23,7 +23,7 @@ from solution.physics.propagation import (
     file_propagation,
 )
 from solution.programs import hlo
-from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, Graph, arrays, flatten
+from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, InlinedModule, arrays, flatten
 from solution.programs.law import computation_weights
 
 UNSET = [-1] * 6
@@ -48,7 +48,7 @@ def raw_graph(opcodes: list[str], dims: list[list[int]], operands: list[list[int
                     configs.astype(np.int8), np.ones(len(configs), np.int64), ids)
 
 
-def encoded_file(path: Path) -> tuple[hlo.Module, Graph, RawGraph]:
+def encoded_file(path: Path) -> tuple[hlo.Module, InlinedModule, RawGraph]:
     """An HLO text file parsed, flattened and encoded by the official rules, as a layout file of one default config."""
     module = hlo.read_module(path)
     graph = flatten(module)

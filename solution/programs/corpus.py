@@ -16,7 +16,7 @@ from ..constants import COLLECTIONS
 from ..synth.writing import AnswerRows, fresh_npz_folder, named_rng, write_npz
 from . import encode, hlo, law, zoo
 from .candidates import searched
-from .encode import Graph
+from .encode import InlinedModule
 from .kernels import fused_members, kernel_arrays, tiled_kernel, users_of
 
 SPLIT_PATTERN = ("train", "valid", "test", "train", "train", "train", "train", "valid", "train", "test")
@@ -49,10 +49,10 @@ CORPUS_SIZES = {
 class Lowered:
     """One zoo program, parsed and encoded, with its law and its place in the corpus."""
 
-    program: zoo.Program
+    program: zoo.LoweredProgram
     stem: str  # <family>_<variant>_<index>
     split: str
-    graph: Graph
+    graph: InlinedModule
     arrays: dict[str, np.ndarray]  # encode's layout arrays
     ranks: np.ndarray  # [NC, 3] output / input / kernel tensor rank of each configurable node
     law: law.LayoutLaw

@@ -75,7 +75,7 @@ class Program:
 
 
 @dataclass
-class Graph:
+class InlinedModule:
     """A module's instructions after inlining its calls: one node each, in the encoder's order."""
 
     nodes: list[Instruction] = field(default_factory=list)  # [N]
@@ -101,12 +101,12 @@ def encode_module(module: Module) -> dict[str, np.ndarray]:
     return arrays(module, flatten(module))
 
 
-def flatten(module: Module) -> Graph:
+def flatten(module: Module) -> InlinedModule:
     """Inline every `call` (as XLA's CallInliner does before layout assignment), then lay out the computations
     left in the text's order (callees first, the entry last), each one's instructions in order; split after each
     while body, while condition, conditional branch and the entry (the roles of TensorFlow's names that the
     official encoder splits after: 'while', 'cond', 'cluster'), and end at n."""
-    graph = Graph()
+    graph = InlinedModule()
     inlined = inlined_computations(module)
     major = {callee for c in module.computations.values() for i in c.instructions
              for key, callee in i.callees if key in SPLIT_ROLES} | {module.entry.name}
@@ -131,7 +131,7 @@ def inlined_computations(module: Module) -> set[str]:
     return called - other
 
 
-def _expand(module: Module, computation: hlo.Computation, graph: Graph, arguments: list[int] | None,
+def _expand(module: Module, computation: hlo.Computation, graph: InlinedModule, arguments: list[int] | None,
             prefix: str, stack: tuple[str, ...]) -> int:
     """Add the computation's nodes (its parameters bound to `arguments` when it is inlined) and return the node
     its root stands for."""
@@ -166,7 +166,7 @@ def _callee(module: Module, call: Instruction, stack: tuple[str, ...]) -> hlo.Co
     return module.computations[names[0]]
 
 
-def arrays(module: Module, graph: Graph) -> dict[str, np.ndarray]:
+def arrays(module: Module, graph: InlinedModule) -> dict[str, np.ndarray]:
     """node_feat [N, 140], node_opcode [N], edge_index [E, 2], node_splits [1, K], node_config_ids [NC]: the
     arrays of tpu_graphs' hlo_encoder.cc and featurizers.h (the layout task's features)."""
     opcodes = _opcodes(module, graph.nodes)  # [N]
@@ -192,7 +192,7 @@ def _opcodes(module: Module, nodes: list[Instruction]) -> np.ndarray:
     return np.array(ids, dtype=np.uint8)
 
 
-def _edges(graph: Graph) -> np.ndarray:
+def _edges(graph: InlinedModule) -> np.ndarray:
     """[E, 2] int64 rows [user, operand] and [caller, callee root], unique, sorted, without self-edges."""
     users = [user for user, operands in enumerate(graph.operands) for _ in operands]
     targets = [operand for operands in graph.operands for operand in operands]
@@ -209,7 +209,7 @@ def _edges(graph: Graph) -> np.ndarray:
 # ---------------------------------------------------------------- features
 
 
-def _node_features(module: Module, graph: Graph) -> np.ndarray:
+def _node_features(module: Module, graph: InlinedModule) -> np.ndarray:
     """[N, 140] float32 (featurizers.h, the layout task's columns): each node's shape row, then the columns that
     its parameter number and attributes set, then is_root."""
     shapes: dict[Shape, int] = {}
@@ -337,7 +337,7 @@ def encode_program(path: str | Path) -> Program:
     return Program(Path(path).stem, encoded, names, ranks)
 
 
-def tensor_ranks(graph: Graph, node: int) -> tuple[int, int, int]:
+def tensor_ranks(graph: InlinedModule, node: int) -> tuple[int, int, int]:
     """The rank of the node's output, input (operand 0) and kernel (operand 1 of a convolution)."""
     operands = [len(graph.nodes[o].shape.dims) for o in graph.operands[node][:2]]
     kernel = operands[1] if graph.nodes[node].opcode == "convolution" and len(operands) > 1 else 0

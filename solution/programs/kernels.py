@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import encode, hlo, law
-from .encode import ELEMENT_BYTES, Graph
+from .encode import ELEMENT_BYTES, InlinedModule
 from .hlo import Module
 
 PARAMETER_OPCODE = 63
@@ -15,7 +15,7 @@ ATTRIBUTE_COLUMNS = slice(31, 134)  # node_feat columns an instruction's attribu
 EPILOGUE = 4  # element-wise ops fused after a dot/conv, or before a reduce, at most
 
 
-def users_of(graph: Graph) -> list[list[int]]:
+def users_of(graph: InlinedModule) -> list[list[int]]:
     """[N] the nodes that read each node."""
     users: list[list[int]] = [[] for _ in graph.nodes]
     for user, operands in enumerate(graph.operands):
@@ -24,7 +24,7 @@ def users_of(graph: Graph) -> list[list[int]]:
     return users
 
 
-def fused_members(graph: Graph, users: list[list[int]], anchor: int) -> list[int]:
+def fused_members(graph: InlinedModule, users: list[list[int]], anchor: int) -> list[int]:
     """The fused kernel around `anchor`: a dot or conv with the element-wise ops after it, or a reduce with the
     element-wise ops before it (single-use chains of the same shape)."""
     members, node = [anchor], anchor
@@ -48,7 +48,7 @@ def fused_members(graph: Graph, users: list[list[int]], anchor: int) -> list[int
     return sorted(members)
 
 
-def kernel_arrays(graph: Graph, arrays: dict[str, np.ndarray], members: list[int]) -> dict[str, np.ndarray]:
+def kernel_arrays(graph: InlinedModule, arrays: dict[str, np.ndarray], members: list[int]) -> dict[str, np.ndarray]:
     """node_feat, node_opcode, edge_index of a fused kernel: its inputs as parameters, then its members."""
     inputs = sorted({o for m in members for o in graph.operands[m] if o not in members})
     order = inputs + members
@@ -65,7 +65,7 @@ def kernel_arrays(graph: Graph, arrays: dict[str, np.ndarray], members: list[int
             "edge_index": np.array(edges, dtype=np.int64).reshape(-1, 2)}
 
 
-def tiled_kernel(graph: Graph, members: list[int]) -> law.TiledKernel | None:
+def tiled_kernel(graph: InlinedModule, members: list[int]) -> law.TiledKernel | None:
     """The law's iteration space of a fused kernel: around its dot, convolution or reduce, or else over its last
     member's output (an element-wise loop); None where it has more than six axes or no array output."""
     nodes = [graph.nodes[m] for m in members]

@@ -22,7 +22,7 @@ from ..layouts import (
     transpose_map,
 )
 from . import hlo
-from .encode import ELEMENT_BYTES, Graph, inlined_computations
+from .encode import ELEMENT_BYTES, InlinedModule, inlined_computations
 from .hlo import Instruction, Module
 
 # machine (ns, bytes): one TPU-like core
@@ -74,7 +74,7 @@ class LayoutLaw:
     it, broadcasts and constants adapt to their user for free, parameters, tuples and loop state keep the text's).
     A user that needs another layout than its producer gives pays a copy."""
 
-    def __init__(self, module: Module, graph: Graph, config_ids: np.ndarray, text: str) -> None:
+    def __init__(self, module: Module, graph: InlinedModule, config_ids: np.ndarray, text: str) -> None:
         self.weights = computation_weights(module, graph, text.splitlines())  # [N]
         self.nodes = [_node(instruction, [graph.nodes[o] for o in operands], operands, float(weight))
                       for instruction, operands, weight in zip(graph.nodes, graph.operands, self.weights)]
@@ -241,7 +241,7 @@ def _attributes(instruction: Instruction, sources: list[Instruction]):
     return None
 
 
-def computation_weights(module: Module, graph: Graph, lines: list[str]) -> np.ndarray:
+def computation_weights(module: Module, graph: InlinedModule, lines: list[str]) -> np.ndarray:
     """[N] runs of each node per program run: 1 in the entry, x the trip count in a while body or condition, split
     evenly over a conditional's branches, 0 in the scalar regions of reduces, sorts and scatters (their callers pay)."""
     inlined = inlined_computations(module)

@@ -30,7 +30,7 @@ from .blocks import (  # jax through blocks: the one module that imports it
 
 
 @dataclass(frozen=True)
-class Program:
+class LoweredProgram:
     """One zoo program: its family (the unit that evaluation holds out), a variant label and its HLO text."""
 
     family: str  # no '_' and no '.': the first part of every file stem made from it
@@ -540,9 +540,9 @@ FAMILIES: dict[str, tuple[str, Callable[[np.random.Generator, float], tuple[str,
 }
 
 
-def lower(family: str, rng: np.random.Generator, scale: float) -> Program:
+def lower(family: str, rng: np.random.Generator, scale: float) -> LoweredProgram:
     """Draw one program of `family` at `scale` and lower it to HLO text (before XLA's optimisation passes)."""
     kind, make = FAMILIES[family]
     variant, (function, arguments) = make(rng, scale)
     text = jax.jit(function).lower(*arguments).as_text(dialect="hlo")
-    return Program(family, variant, kind, text)
+    return LoweredProgram(family, variant, kind, text)
