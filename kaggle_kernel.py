@@ -534,25 +534,13 @@ def _umask() -> int:
 
 # ---------------------------------------- solution.constants
 SOURCES['solution.constants'] = '''\
-"""Facts of the TpuGraphs on-disk format, named once for the whole package."""
+"""Facts of the TpuGraphs data named once for the whole package: opcodes, tiles, padding, splits, collections (the
+format's column map is solution/format.py)."""
 
-NODE_FEAT_DIM = 140
-LAYOUT_CONFIG_DIM = 18
-TILE_CONFIG_DIM = 24
 NUM_OPCODES = 121  # opcode ids 0..120; 0 means unknown
 
 CONVOLUTION, DOT, RESHAPE = 26, 34, 75
 CONFIGURABLE_OPCODES = (CONVOLUTION, DOT, RESHAPE)
-
-# node_feat columns
-LAYOUT_MINOR_TO_MAJOR = slice(134, 140)  # 0-padded in the files although 0 is a valid axis
-SHAPE_DIMS = slice(21, 27)  # output shape dims 0..5
-SHAPE_SUM, SHAPE_PRODUCT = 27, 28
-
-# layout config: three 6-vectors (output, input, kernel) of values in -1..5
-LAYOUT_GROUP = 6
-LAYOUT_GROUPS = LAYOUT_CONFIG_DIM // LAYOUT_GROUP
-LAYOUT_SYMBOLS = 7  # values -1..5
 
 LANES, SUBLANES = 128, 8  # a TPU stores a tensor in 8 x 128 tiles over its two most-minor dimensions
 
@@ -1022,7 +1010,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
+from ..constants import LANES, PAD
+from ..format import LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, SHAPE_DIMS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -1098,7 +1087,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS
+from ..format import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS
 
 DEDUP_MODES = ("none", "first", "min", "mean")
 _POWERS = LAYOUT_SYMBOLS ** np.arange(LAYOUT_CONFIG_DIM, dtype=np.int64)  # 7**17 < 2**63
@@ -1188,8 +1177,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
+from ..format import SHAPE_DIMS
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
@@ -1280,7 +1269,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
 
 
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
-RECORD_CODE = [__name__, "solution.constants", "solution.data.reader", "solution.data.pruning",
+RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.data.reader", "solution.data.pruning",
                "solution.data.features", "solution.data.packing"]
 
 
@@ -1430,17 +1419,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..constants import (
-    COLLECTIONS,
-    CONFIGURABLE_OPCODES,
-    LAYOUT_CONFIG_DIM,
-    LAYOUT_SYMBOLS,
-    NODE_FEAT_DIM,
-    NUM_OPCODES,
-    SPLITS,
-    TILE_CONFIG_DIM,
-)
+from ..constants import COLLECTIONS, CONFIGURABLE_OPCODES, NUM_OPCODES, SPLITS
 from ..errors import SettingsError
+from ..format import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, NODE_FEAT_DIM, TILE_CONFIG_DIM
 from .tasks import COMMON_KEYS, TASKS, Task
 
 
@@ -2050,8 +2031,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..constants import COLLECTIONS, LAYOUT_CONFIG_DIM, LAYOUT_GROUP, LAYOUT_SYMBOLS, PAD, TILE_CONFIG_DIM
+from ..constants import COLLECTIONS, PAD
 from ..errors import SettingsError
+from ..format import LAYOUT_CONFIG_DIM, LAYOUT_GROUP, LAYOUT_SYMBOLS, TILE_CONFIG_DIM
 from ..metrics import (
     TILE_SUBMITTED,
     TILE_TOPK,
@@ -2223,6 +2205,39 @@ def exit_status(stop: SystemExit) -> int:
     return fail(stop.code, USAGE)
 '''
 
+# ---------------------------------------- solution.format
+SOURCES['solution.format'] = '''\
+"""The official TpuGraphs format's column map, named once: node_feat's columns, the layout config's blocks of 6, and
+the element types with their byte sizes (format.md; the official encoder's featurizers.h)."""
+
+NODE_FEAT_DIM = 140
+LAYOUT_CONFIG_DIM = 18
+TILE_CONFIG_DIM = 24
+
+# node_feat columns (format.md); a sequence block holds `lead` values, then their sum and product
+IS_ROOT, ELEMENT_TYPE, SHAPE, TUPLE_SIZE, PARAMETER = 0, 2, 21, 29, 30
+DIMENSIONS = 31
+WINDOW, REVERSAL = 37, 85  # six blocks of 8: size, stride, padding low/high, window/base dilation; reversal 6 + 2
+CONV = 93  # 14 dimension numbers, then feature and batch group counts at 107, 108
+SLICE, DYNAMIC_SLICE, PADDING = 109, 121, 125  # blocks of 4: slice start/stride/limit; sizes; padding low/high
+IS_STABLE, LAYOUT = 133, 134
+EMPTY_PRODUCT_COLUMNS = (*range(WINDOW + 7, REVERSAL, 8), *range(SLICE + 3, IS_STABLE, 4))  # product of nothing: 1
+SHAPE_DIMS = slice(SHAPE, SHAPE + 6)  # output shape dims 0..5
+SHAPE_SUM, SHAPE_PRODUCT = SHAPE + 6, SHAPE + 7
+
+# layout config: three blocks of 6 (output, input, kernel) of values in -1..5; node_feat's own layout is one block
+LAYOUT_GROUP = 6
+LAYOUT_GROUPS = LAYOUT_CONFIG_DIM // LAYOUT_GROUP
+LAYOUT_SYMBOLS = 7  # values -1..5
+LAYOUT_MINOR_TO_MAJOR = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # 0-padded in the files although 0 is a valid axis
+
+# one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
+ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
+                 "bf16", "c64", "c128", "tuple", "opaque", "token")
+ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+                 "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}  # bytes per element of each array type
+'''
+
 # ---------------------------------------- solution.layouts
 SOURCES['solution.layouts'] = '''\
 """Tensor layouts: minor-to-major orders as permutations, what each order of a shape stores in 8 x 128 tiles, and
@@ -2237,7 +2252,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .constants import LANES, LAYOUT_GROUP, SUBLANES
+from .constants import LANES, SUBLANES
+from .format import LAYOUT_GROUP
 
 PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
               for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic
@@ -2574,8 +2590,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
+from ..constants import NUM_OPCODES, PAD
 from ..data.batch import Batch
+from ..format import LAYOUT_SYMBOLS
 from .layers import CrossConfigAttention, Readout, SAGEBlock, layout_symbols, mlp, pool, valid_configs
 from .rankers import Ranker
 
@@ -3101,8 +3118,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
+from ..constants import LANES, SUBLANES
 from ..data.batch import Batch
+from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -3945,8 +3963,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..constants import LAYOUT_GROUP, SHAPE_DIMS
 from ..data.reader import RawGraph, read_graph
+from ..format import (
+    CONV,
+    DIMENSIONS,
+    ELEMENT_BYTES,
+    ELEMENT_TYPE,
+    ELEMENT_TYPES,
+    IS_ROOT,
+    LAYOUT_GROUP,
+    LAYOUT_MINOR_TO_MAJOR,
+    SHAPE_DIMS,
+)
 from ..layouts import (
     ELEMENTWISE,
     FLEXIBLE,
@@ -3960,18 +3988,8 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import (
-    CONV,
-    DIMENSIONS,
-    ELEMENT_BYTES,
-    ELEMENT_TYPE,
-    ELEMENT_TYPES,
-    IS_ROOT,
-    LAYOUT,
-    OPCODE_NAMES,
-)
+from ..programs.encode import OPCODE_NAMES
 
-LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
 TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
@@ -4139,7 +4157,7 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
         opcode = int(raw.node_opcode[i])
         shape = tuple(dims[i, :max(rank, 0)].tolist())
         tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
-        text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
+        text = tuple(int(v) for v in feat[i, LAYOUT_MINOR_TO_MAJOR][:max(rank, 0)])
         tensors.append(_Tensor(
             OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
@@ -4395,7 +4413,26 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_write
-from ..constants import CONFIGURABLE_OPCODES, NODE_FEAT_DIM
+from ..constants import CONFIGURABLE_OPCODES
+from ..format import (
+    CONV,
+    DIMENSIONS,
+    DYNAMIC_SLICE,
+    ELEMENT_TYPE,
+    ELEMENT_TYPES,
+    EMPTY_PRODUCT_COLUMNS,
+    IS_ROOT,
+    IS_STABLE,
+    LAYOUT,
+    NODE_FEAT_DIM,
+    PADDING,
+    PARAMETER,
+    REVERSAL,
+    SHAPE,
+    SLICE,
+    TUPLE_SIZE,
+    WINDOW,
+)
 from . import hlo
 from .hlo import HloError, Instruction, Module, Shape
 
@@ -4420,11 +4457,6 @@ OPCODE_NAMES = (
 )
 OPCODE_IDS = {name: i for i, name in enumerate(OPCODE_NAMES) if name}
 UNKNOWN_OPCODE = 0
-# one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
-ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
-                 "bf16", "c64", "c128", "tuple", "opaque", "token")
-ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
-                 "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}  # bytes per element of each array type
 SPLIT_ROLES = ("body", "condition", "branch_computations", "true_computation", "false_computation")
 GROUPED = ("convolution", "custom-call")  # the instructions whose protos carry feature/batch group counts
 LAYOUT_KEYS = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64, "node_splits": np.int64,
@@ -4433,14 +4465,6 @@ FEATURE_KEYS = ("dimensions", "iota_dimension", "inferred_dimension", "window", 
                 "dynamic_slice_sizes", "padding", "is_stable", "feature_group_count", "batch_group_count")
 FEATURE_KEY_SET = frozenset(FEATURE_KEYS)  # the attributes that set feature columns
 
-# node_feat columns (format.md); a sequence block holds `lead` values, then their sum and product
-IS_ROOT, ELEMENT_TYPE, SHAPE, TUPLE_SIZE, PARAMETER = 0, 2, 21, 29, 30
-DIMENSIONS = 31
-WINDOW, REVERSAL = 37, 85  # six blocks of 8: size, stride, padding low/high, window/base dilation; reversal 6 + 2
-CONV = 93  # 14 dimension numbers, then feature and batch group counts at 107, 108
-SLICE, DYNAMIC_SLICE, PADDING = 109, 121, 125  # blocks of 4: slice start/stride/limit; sizes; padding low/high
-IS_STABLE, LAYOUT = 133, 134
-EMPTY_PRODUCT_COLUMNS = (*range(WINDOW + 7, REVERSAL, 8), *range(SLICE + 3, IS_STABLE, 4))  # product of nothing: 1
 
 
 class UnknownOpcodeWarning(UserWarning):

@@ -38,11 +38,11 @@ import torch
 import yaml
 
 from solution.atomic import atomic_write
-from solution.constants import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
 from solution.data import pruning
 from solution.data.batch import Batch
 from solution.data.partition import partition
 from solution.data.tasks import LAYOUT
+from solution.format import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
 from solution.models.rankers import LayoutRanker
 from solution.submission.files import collection_file_stem
 from solution.synth.files import generate

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .constants import LANES, LAYOUT_GROUP, SUBLANES
+from .constants import LANES, SUBLANES
+from .format import LAYOUT_GROUP
 
 PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
               for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic

@@ -11,9 +11,10 @@ import pytest
 jax = pytest.importorskip("jax", reason="the corpus needs the extra [programs]: pip install '.[programs]'")
 jnp = pytest.importorskip("jax.numpy")
 
-from solution.constants import COLLECTIONS, LAYOUT_GROUP, SPLITS  # noqa: E402
+from solution.constants import COLLECTIONS, SPLITS  # noqa: E402
 from solution.data.reader import list_files, read_graph  # noqa: E402
 from solution.data.splits import family_of  # noqa: E402
+from solution.format import LAYOUT_GROUP  # noqa: E402
 from solution.programs import encode, hlo, law, zoo  # noqa: E402
 from solution.tools.synth import main as synth_main  # noqa: E402
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from solution.constants import COLLECTIONS, LAYOUT_CONFIG_DIM, PAD, TILE_CONFIG_DIM
+from solution.constants import COLLECTIONS, PAD
 from solution.data.batch import Batch, Collate
 from solution.data.datamodule import TpuGraphsDataModule, usable_workers
 from solution.data.packing import unpack
@@ -15,6 +15,7 @@ from solution.data.reader import list_files, read_graph
 from solution.data.sets import ChunkSet, GraphSet, TrainSet, sample_rows
 from solution.data.splits import assign_folds, family_of, split_files
 from solution.data.tasks import LAYOUT, TILE, task_of
+from solution.format import LAYOUT_CONFIG_DIM, TILE_CONFIG_DIM
 
 
 def _task_options(collection: str) -> dict:

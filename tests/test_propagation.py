@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from test_prior import FIXTURES
 
-from solution.constants import NODE_FEAT_DIM
 from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import TASKS
+from solution.format import ELEMENT_TYPE, ELEMENT_TYPES, NODE_FEAT_DIM
 from solution.physics.prior import layout_traffic
 from solution.physics.propagation import (
     BYTE_PARTS,
@@ -23,7 +23,7 @@ from solution.physics.propagation import (
     file_propagation,
 )
 from solution.programs import hlo
-from solution.programs.encode import ELEMENT_TYPE, ELEMENT_TYPES, OPCODE_IDS, InlinedModule, arrays, flatten
+from solution.programs.encode import OPCODE_IDS, InlinedModule, arrays, flatten
 from solution.programs.law import computation_weights
 
 UNSET = [-1] * 6

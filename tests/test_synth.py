@@ -11,18 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solution.constants import (
-    COLLECTIONS,
-    CONFIGURABLE_OPCODES,
+from solution.constants import COLLECTIONS, CONFIGURABLE_OPCODES, SPLITS
+from solution.data.reader import list_files, read_graph
+from solution.format import (
     LAYOUT_CONFIG_DIM,
     LAYOUT_GROUP,
     LAYOUT_MINOR_TO_MAJOR,
     NODE_FEAT_DIM,
     SHAPE_DIMS,
-    SPLITS,
     TILE_CONFIG_DIM,
 )
-from solution.data.reader import list_files, read_graph
 from solution.layouts import PERMS, perm_index
 from solution.programs.encode import OPCODE_NAMES
 from solution.synth import files, graphs, law, layouts, ops, tiles

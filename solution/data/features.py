@@ -6,7 +6,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LANES, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, PAD, SHAPE_DIMS
+from ..constants import LANES, PAD
+from ..format import LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, SHAPE_DIMS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..constants import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS
+from ..format import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS
 
 DEDUP_MODES = ("none", "first", "min", "mean")
 _POWERS = LAYOUT_SYMBOLS ** np.arange(LAYOUT_CONFIG_DIM, dtype=np.int64)  # 7**17 < 2**63

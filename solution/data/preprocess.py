@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..constants import SHAPE_DIMS
 from ..errors import SettingsError
+from ..format import SHAPE_DIMS
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
@@ -100,7 +100,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
 
 
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
-RECORD_CODE = [__name__, "solution.constants", "solution.data.reader", "solution.data.pruning",
+RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.data.reader", "solution.data.pruning",
                "solution.data.features", "solution.data.packing"]
 
 

@@ -8,17 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..constants import (
-    COLLECTIONS,
-    CONFIGURABLE_OPCODES,
-    LAYOUT_CONFIG_DIM,
-    LAYOUT_SYMBOLS,
-    NODE_FEAT_DIM,
-    NUM_OPCODES,
-    SPLITS,
-    TILE_CONFIG_DIM,
-)
+from ..constants import COLLECTIONS, CONFIGURABLE_OPCODES, NUM_OPCODES, SPLITS
 from ..errors import SettingsError
+from ..format import LAYOUT_CONFIG_DIM, LAYOUT_SYMBOLS, NODE_FEAT_DIM, TILE_CONFIG_DIM
 from .tasks import COMMON_KEYS, TASKS, Task
 
 

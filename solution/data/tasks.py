@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..constants import COLLECTIONS, LAYOUT_CONFIG_DIM, LAYOUT_GROUP, LAYOUT_SYMBOLS, PAD, TILE_CONFIG_DIM
+from ..constants import COLLECTIONS, PAD
 from ..errors import SettingsError
+from ..format import LAYOUT_CONFIG_DIM, LAYOUT_GROUP, LAYOUT_SYMBOLS, TILE_CONFIG_DIM
 from ..metrics import (
     TILE_SUBMITTED,
     TILE_TOPK,

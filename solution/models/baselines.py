@@ -8,8 +8,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LAYOUT_SYMBOLS, NUM_OPCODES, PAD
+from ..constants import NUM_OPCODES, PAD
 from ..data.batch import Batch
+from ..format import LAYOUT_SYMBOLS
 from .layers import CrossConfigAttention, Readout, SAGEBlock, layout_symbols, mlp, pool, valid_configs
 from .rankers import Ranker
 

@@ -10,8 +10,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..constants import LANES, LAYOUT_GROUP, LAYOUT_SYMBOLS, SUBLANES
+from ..constants import LANES, SUBLANES
 from ..data.batch import Batch
+from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,

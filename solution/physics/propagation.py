@@ -9,8 +9,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..constants import LAYOUT_GROUP, SHAPE_DIMS
 from ..data.reader import RawGraph, read_graph
+from ..format import (
+    CONV,
+    DIMENSIONS,
+    ELEMENT_BYTES,
+    ELEMENT_TYPE,
+    ELEMENT_TYPES,
+    IS_ROOT,
+    LAYOUT_GROUP,
+    LAYOUT_MINOR_TO_MAJOR,
+    SHAPE_DIMS,
+)
 from ..layouts import (
     ELEMENTWISE,
     FLEXIBLE,
@@ -24,18 +34,8 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import (
-    CONV,
-    DIMENSIONS,
-    ELEMENT_BYTES,
-    ELEMENT_TYPE,
-    ELEMENT_TYPES,
-    IS_ROOT,
-    LAYOUT,
-    OPCODE_NAMES,
-)
+from ..programs.encode import OPCODE_NAMES
 
-LAYOUT_COLUMNS = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # node_feat: the file's minor_to_major of the output
 TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
@@ -203,7 +203,7 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
         opcode = int(raw.node_opcode[i])
         shape = tuple(dims[i, :max(rank, 0)].tolist())
         tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
-        text = tuple(int(v) for v in feat[i, LAYOUT_COLUMNS][:max(rank, 0)])
+        text = tuple(int(v) for v in feat[i, LAYOUT_MINOR_TO_MAJOR][:max(rank, 0)])
         tensors.append(_Tensor(
             OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..constants import LAYOUT_CONFIG_DIM
 from ..errors import SettingsError
+from ..format import LAYOUT_CONFIG_DIM
 
 BLOCKS = ("output", "input", "kernel")  # the 6-wide blocks of a layout config row, in the official order
 BLOCK = LAYOUT_CONFIG_DIM // len(BLOCKS)  # 6: minor-to-major of up to six dimensions

@@ -12,7 +12,26 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_write
-from ..constants import CONFIGURABLE_OPCODES, NODE_FEAT_DIM
+from ..constants import CONFIGURABLE_OPCODES
+from ..format import (
+    CONV,
+    DIMENSIONS,
+    DYNAMIC_SLICE,
+    ELEMENT_TYPE,
+    ELEMENT_TYPES,
+    EMPTY_PRODUCT_COLUMNS,
+    IS_ROOT,
+    IS_STABLE,
+    LAYOUT,
+    NODE_FEAT_DIM,
+    PADDING,
+    PARAMETER,
+    REVERSAL,
+    SHAPE,
+    SLICE,
+    TUPLE_SIZE,
+    WINDOW,
+)
 from . import hlo
 from .hlo import HloError, Instruction, Module, Shape
 
@@ -37,11 +56,6 @@ OPCODE_NAMES = (
 )
 OPCODE_IDS = {name: i for i, name in enumerate(OPCODE_NAMES) if name}
 UNKNOWN_OPCODE = 0
-# one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
-ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
-                 "bf16", "c64", "c128", "tuple", "opaque", "token")
-ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
-                 "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}  # bytes per element of each array type
 SPLIT_ROLES = ("body", "condition", "branch_computations", "true_computation", "false_computation")
 GROUPED = ("convolution", "custom-call")  # the instructions whose protos carry feature/batch group counts
 LAYOUT_KEYS = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64, "node_splits": np.int64,
@@ -50,14 +64,6 @@ FEATURE_KEYS = ("dimensions", "iota_dimension", "inferred_dimension", "window", 
                 "dynamic_slice_sizes", "padding", "is_stable", "feature_group_count", "batch_group_count")
 FEATURE_KEY_SET = frozenset(FEATURE_KEYS)  # the attributes that set feature columns
 
-# node_feat columns (format.md); a sequence block holds `lead` values, then their sum and product
-IS_ROOT, ELEMENT_TYPE, SHAPE, TUPLE_SIZE, PARAMETER = 0, 2, 21, 29, 30
-DIMENSIONS = 31
-WINDOW, REVERSAL = 37, 85  # six blocks of 8: size, stride, padding low/high, window/base dilation; reversal 6 + 2
-CONV = 93  # 14 dimension numbers, then feature and batch group counts at 107, 108
-SLICE, DYNAMIC_SLICE, PADDING = 109, 121, 125  # blocks of 4: slice start/stride/limit; sizes; padding low/high
-IS_STABLE, LAYOUT = 133, 134
-EMPTY_PRODUCT_COLUMNS = (*range(WINDOW + 7, REVERSAL, 8), *range(SLICE + 3, IS_STABLE, 4))  # product of nothing: 1
 
 
 class UnknownOpcodeWarning(UserWarning):

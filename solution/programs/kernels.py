@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..format import ELEMENT_BYTES
 from . import encode, hlo, law
-from .encode import ELEMENT_BYTES, InlinedModule
+from .encode import InlinedModule
 from .hlo import Module
 
 PARAMETER_OPCODE = 63

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..constants import LANES, LAYOUT_GROUP, SUBLANES, TILE_CONFIG_DIM
+from ..constants import LANES, SUBLANES
+from ..format import ELEMENT_BYTES, LAYOUT_GROUP, TILE_CONFIG_DIM
 from ..layouts import (
     ELEMENTWISE,
     FLEXIBLE,
@@ -22,7 +23,7 @@ from ..layouts import (
     transpose_map,
 )
 from . import hlo
-from .encode import ELEMENT_BYTES, InlinedModule, inlined_computations
+from .encode import InlinedModule, inlined_computations
 from .hlo import Instruction, Module
 
 # machine (ns, bytes): one TPU-like core

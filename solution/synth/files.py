@@ -18,11 +18,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..atomic import atomic_write
-from ..constants import (
-    COLLECTIONS,
-    LAYOUT_CONFIG_DIM,
-    SPLITS,
-)
+from ..constants import COLLECTIONS, SPLITS
+from ..format import LAYOUT_CONFIG_DIM
 from ..layouts import row_major
 from .graphs import edge_index, node_features
 from .layouts import LayoutGraph, build_layout_graph, config_features, hash_weights, noisy, sample_choices

@@ -9,24 +9,24 @@ from typing import Sequence
 
 import numpy as np
 
-from ..constants import (
+from ..format import (
+    DIMENSIONS,
+    IS_ROOT,
     LAYOUT_MINOR_TO_MAJOR,
     NODE_FEAT_DIM,
     SHAPE_DIMS,
     SHAPE_PRODUCT,
     SHAPE_SUM,
+    SLICE,
+    TUPLE_SIZE,
+    WINDOW,
 )
 from .ops import (
     CONV_DIMS,
-    DIMENSIONS,
     DTYPE_BYTES,
     DTYPE_COLUMN,
-    IS_ROOT,
     PARAMETER_NUMBER,
-    SLICE,
     TUPLE_COLUMN,
-    TUPLE_SIZE,
-    WINDOW,
     WINDOW_REVERSAL,
     Op,
 )

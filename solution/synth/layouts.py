@@ -8,11 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..constants import (
-    LAYOUT_CONFIG_DIM,
-    LAYOUT_GROUP,
-    PAD,
-)
+from ..constants import PAD
+from ..format import LAYOUT_CONFIG_DIM, LAYOUT_GROUP
 from ..layouts import PERMS, perm_index
 from .graphs import (
     NLP_MODELS,

@@ -9,6 +9,14 @@ from ..constants import (
     DOT,
     RESHAPE,
 )
+from ..format import (
+    CONV,
+    ELEMENT_BYTES,
+    ELEMENT_TYPE,
+    ELEMENT_TYPES,
+    PARAMETER,
+    REVERSAL,
+)
 
 
 class Op(IntEnum):
@@ -51,14 +59,10 @@ SOURCES = {Op.PARAMETER, Op.CONSTANT, Op.IOTA, Op.RNG}
 FIXED_LAYOUT = SOURCES | {Op.BROADCAST, Op.GATHER, Op.TUPLE, Op.CONVOLUTION, Op.DOT, Op.RESHAPE}  # unless configurable
 SAME_LAYOUT = ELEMENTWISE | {Op.CONCATENATE, Op.SLICE, Op.REDUCE_WINDOW}  # output layout = operand 0's
 
-DTYPE_BYTES = {"pred": 1, "s32": 4, "f32": 4, "bf16": 2}
-DTYPE_COLUMN = {"pred": 3, "s32": 6, "f32": 13, "bf16": 15}  # node_feat one-hot element type (cols 2-20)
-TUPLE_COLUMN = 18
+DTYPES = ("pred", "s32", "f32", "bf16")  # the element types the generator uses
+DTYPE_BYTES = {name: ELEMENT_BYTES[name] for name in DTYPES}
+DTYPE_COLUMN = {name: ELEMENT_TYPE + ELEMENT_TYPES.index(name) for name in DTYPES}  # node_feat one-hot element type
+TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 
-# node_feat columns beyond constants.py (format.md)
-IS_ROOT, TUPLE_SIZE, PARAMETER_NUMBER = 0, 29, 30
-DIMENSIONS = 31  # 31-36
-WINDOW = 37  # 6 fields (size, stride, pad low, pad high, window dilation, base dilation) x (dims 0..5, sum, product)
-WINDOW_REVERSAL = 85  # dims 0..5, true count, false count
-CONV_DIMS = 93  # 93-108
-SLICE = 109  # start, stride, limit: each dims 0..1, sum, product
+# node_feat columns (solution/format.py) under the generator's names
+PARAMETER_NUMBER, WINDOW_REVERSAL, CONV_DIMS = PARAMETER, REVERSAL, CONV

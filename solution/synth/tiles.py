@@ -14,9 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..constants import (
-    TILE_CONFIG_DIM,
-)
+from ..format import TILE_CONFIG_DIM
 from .graphs import ConvDims, GraphBuilder, Node, Window, softmax
 from .law import LANES, SUBLANES
 from .ops import ELEMENTWISE, TRANSCENDENTAL, Op

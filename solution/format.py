@@ -1,0 +1,29 @@
+"""The official TpuGraphs format's column map, named once: node_feat's columns, the layout config's blocks of 6, and
+the element types with their byte sizes (format.md; the official encoder's featurizers.h)."""
+
+NODE_FEAT_DIM = 140
+LAYOUT_CONFIG_DIM = 18
+TILE_CONFIG_DIM = 24
+
+# node_feat columns (format.md); a sequence block holds `lead` values, then their sum and product
+IS_ROOT, ELEMENT_TYPE, SHAPE, TUPLE_SIZE, PARAMETER = 0, 2, 21, 29, 30
+DIMENSIONS = 31
+WINDOW, REVERSAL = 37, 85  # six blocks of 8: size, stride, padding low/high, window/base dilation; reversal 6 + 2
+CONV = 93  # 14 dimension numbers, then feature and batch group counts at 107, 108
+SLICE, DYNAMIC_SLICE, PADDING = 109, 121, 125  # blocks of 4: slice start/stride/limit; sizes; padding low/high
+IS_STABLE, LAYOUT = 133, 134
+EMPTY_PRODUCT_COLUMNS = (*range(WINDOW + 7, REVERSAL, 8), *range(SLICE + 3, IS_STABLE, 4))  # product of nothing: 1
+SHAPE_DIMS = slice(SHAPE, SHAPE + 6)  # output shape dims 0..5
+SHAPE_SUM, SHAPE_PRODUCT = SHAPE + 6, SHAPE + 7
+
+# layout config: three blocks of 6 (output, input, kernel) of values in -1..5; node_feat's own layout is one block
+LAYOUT_GROUP = 6
+LAYOUT_GROUPS = LAYOUT_CONFIG_DIM // LAYOUT_GROUP
+LAYOUT_SYMBOLS = 7  # values -1..5
+LAYOUT_MINOR_TO_MAJOR = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # 0-padded in the files although 0 is a valid axis
+
+# one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
+ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
+                 "bf16", "c64", "c128", "tuple", "opaque", "token")
+ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+                 "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}  # bytes per element of each array type
