@@ -1,8 +1,8 @@
-"""What the physics prior's blend into the members' ranks takes: the weights tried, the shares, the weight picked."""
+"""The physics prior's blend into the members' ranks: the weights tried, their shares and valid metrics, the pick."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -10,6 +10,8 @@ import numpy as np
 from ..data.sets import GraphSet
 from ..data.tasks import task_of
 from ..errors import SettingsError
+from ..metrics import mean_over_graphs
+from ..submission.ensemble import combine
 from .prior import prior_by_row
 
 
@@ -49,3 +51,19 @@ def scored_priors(graphs: GraphSet, table: RowTable, weights: np.ndarray) -> dic
 def chosen_weight(metrics: Mapping[float, Mapping[str, float]]) -> float:
     """The blend weight whose validation metrics score best (ties: the first, the smaller); 0 where none were taken."""
     return max(metrics, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0
+
+
+def blend_metrics(collection: str, groups: Sequence[tuple[list[RowTable], Mapping[int, np.ndarray]]],
+                  weight: float = 0.0) -> dict[str, float]:
+    """The task's validation metrics, means over the graphs of every group (tables of members that scored the same
+    files, and the physics priors of those files: graph -> the table's rows): per graph, the rank
+    ensemble of the group's members, with the prior's ranks at `weight` when it is above 0; a member alone keeps
+    its own metrics (ranks keep the order of its scores)."""
+    task, per_graph = task_of(collection), []
+    for tables, priors in groups:
+        shares = np.array(blend_shares(len(tables), weight))
+        for graph in tables[0]:
+            _, _, target = tables[0].graph(graph)
+            scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
+            per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
+    return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}

@@ -27,13 +27,12 @@ from ..data.datamodule import TpuGraphsDataModule
 from ..data.reader import collection_dir, find_collections
 from ..data.sets import GraphSet
 from ..data.splits import FAMILY_PATTERN, pooled_models
-from ..data.tasks import task_of
 from ..errors import SettingsError
-from ..metrics import final_score, mean_over_graphs
-from ..physics.blend import blend_shares, blend_weights, chosen_weight, scored_priors
+from ..metrics import final_score
+from ..physics.blend import blend_metrics, blend_weights, chosen_weight, scored_priors
 from ..physics.fit import PriorFit, fit_prior
 from ..physics.prior import UNIT, WEIGHTS
-from ..submission.ensemble import combine, write_scores
+from ..submission.ensemble import write_scores
 from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
@@ -249,7 +248,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     members = validate_members(collection, checkpoints, settings, job, prior if len(weights) > 1 else None) \
         if ranks_valid else Members()
     groups = list(members.groups.values())
-    metrics = {w: ensemble_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
+    metrics = {w: blend_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
     weight = chosen_weight(metrics)
     if len(weights) > 1:
         say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
@@ -300,22 +299,6 @@ def ranked_job_split(ranker: SavedRanker, source: Path, settings: Mapping, job: 
     defaults = [(job.defaults or {}).get(ranker.collection, settings)]
     graphs = build_datamodule(resolved(ranker, settings, str(source), defaults=defaults)["data"], job).graphs(split)
     return ranked_split(ranker, settings, split, str(source), graphs, defaults)
-
-
-def ensemble_metrics(collection: str, groups: Sequence[tuple[list[ScoreTable], Mapping[int, np.ndarray]]],
-                     weight: float = 0.0) -> dict[str, float]:
-    """The task's validation metrics, means over the graphs of every group (tables of members that scored the same
-    files, and the physics priors of those files: graph -> the table's rows): per graph, the rank
-    ensemble of the group's members, with the prior's ranks at `weight` when it is above 0; a member alone keeps
-    its own metrics (ranks keep the order of its scores)."""
-    task, per_graph = task_of(collection), []
-    for tables, priors in groups:
-        shares = np.array(blend_shares(len(tables), weight))
-        for graph in tables[0]:
-            _, _, target = tables[0].graph(graph)
-            scores = [table.graph(graph)[1] for table in tables] + ([priors[graph]] if weight > 0 else [])
-            per_graph.append(task.graph_metrics(combine(scores, shares, "rank"), target))  # ranked [c]
-    return {name: mean_over_graphs(m[name] for m in per_graph) for name in per_graph[0]} if per_graph else {}
 
 
 def fitted_prior(collection: str, settings: Mapping, job: Job) -> np.ndarray:
