@@ -17,7 +17,7 @@ from ..allocator import keep_freed_buffers
 from ..data.splits import SPLIT_DEFAULTS, split_graphs
 from ..submission.ensemble import write_scores
 from ..training.inference import CPU_PRECISIONS
-from ..training.ranker_file import describe, read_ranker
+from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .ranking import ranked_split, resolved, split_metrics
 from .settings import configs_folder, layered, read_yaml
 
@@ -94,13 +94,19 @@ def ranker_source(settings: Mapping) -> str | None:
     return settings.get("ranker") or settings.get("ckpt_path")
 
 
-def predict(settings: Mapping[str, Any]) -> tuple[Path, Path]:
-    """Rank every file of data.predict_split with the ranker (--ranker) or checkpoint (--ckpt_path) and write
-    <out_dir>/<collection>.csv and its raw scores, as `solution run` and the Lightning CLI's predict write them."""
+def command_ranker(settings: Mapping[str, Any]) -> tuple[SavedRanker, str, dict]:
+    """The ranker a command names (--ranker, else --ckpt_path), the flag that named it (for errors), and the data
+    settings it ranks under (the command's, with what the ranker fixes put in place)."""
     source = ranker_source(settings)
     flag = f"--{'ranker' if settings.get('ranker') else 'ckpt_path'} {source}"
     ranker = read_ranker(source)
-    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, flag)["data"]}
+    return ranker, flag, {**SPLIT_DEFAULTS, **resolved(ranker, settings, flag)["data"]}
+
+
+def predict(settings: Mapping[str, Any]) -> tuple[Path, Path]:
+    """Rank every file of data.predict_split with the ranker (--ranker) or checkpoint (--ckpt_path) and write
+    <out_dir>/<collection>.csv and its raw scores, as `solution run` and the Lightning CLI's predict write them."""
+    ranker, flag, data = command_ranker(settings)
     graphs = split_graphs(data, data["predict_split"])
     if graphs.skipped:  # a submission needs every file of the split it ranks
         raise graphs.skipped[0]
@@ -112,14 +118,11 @@ def predict(settings: Mapping[str, Any]) -> tuple[Path, Path]:
 def scored(settings: Mapping[str, Any], command: str) -> dict[str, float]:
     """The mean metrics of the split with runtimes that `command` scores (validate: valid, test: data.test_split)
     ranked by the ranker, printed; returns them."""
-    source = ranker_source(settings)
-    flag = f"--{'ranker' if settings.get('ranker') else 'ckpt_path'} {source}"
-    ranker = read_ranker(source)
-    data = {**SPLIT_DEFAULTS, **resolved(ranker, settings, flag)["data"]}
+    ranker, flag, data = command_ranker(settings)
     split = data["test_split"] if command == "test" else "valid"
     graphs, scores = ranked_split(ranker, settings, split, flag)
     means = split_metrics(graphs, scores, ranker.collection)
-    print(f"{split} split of {ranker.collection}, {len(graphs)} files, ranked by {source} "
+    print(f"{split} split of {ranker.collection}, {len(graphs)} files, ranked by {ranker_source(settings)} "
           f"({describe(ranker)}):\n" + "\n".join(f"  {name} {value:.4f}" for name, value in means.items()))
     return means
 
