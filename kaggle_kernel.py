@@ -388,7 +388,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
 
-PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.physics', 'solution.programs', 'solution.submission', 'solution.tools', 'solution.training')
+PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.physics', 'solution.submission', 'solution.tools', 'solution.training')
 
 SOURCES = {}
 
@@ -2208,7 +2208,8 @@ def exit_status(stop: SystemExit) -> int:
 # ---------------------------------------- solution.format
 SOURCES['solution.format'] = '''\
 """The official TpuGraphs format's column map, named once: node_feat's columns, the layout config's blocks of 6, and
-the element types with their byte sizes (format.md; the official encoder's featurizers.h)."""
+the element types with their byte sizes, and the opcode ids (format.md; the official encoder's featurizers.h and
+hlo_opcode.h)."""
 
 NODE_FEAT_DIM = 140
 LAYOUT_CONFIG_DIM = 18
@@ -2236,6 +2237,27 @@ ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32
                  "bf16", "c64", "c128", "tuple", "opaque", "token")
 ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
                  "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}  # bytes per element of each array type
+
+# opcode name of each official id (hlo_opcode.h); "" where no opcode has the id; 97 and 101 are tombstones
+OPCODE_NAMES = (
+    "", "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2", "batch-norm-grad",
+    "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert", "broadcast", "call", "ceil",
+    "cholesky", "clamp", "collective-permute", "count-leading-zeros", "compare", "complex", "concatenate",
+    "conditional", "constant", "convert", "convolution", "copy", "copy-done", "copy-start", "cosine", "custom-call",
+    "divide", "domain", "dot", "dynamic-slice", "dynamic-update-slice", "exponential", "exponential-minus-one",
+    "fft", "floor", "fusion", "gather", "get-dimension-size", "set-dimension-size", "get-tuple-element", "imag",
+    "infeed", "iota", "is-finite", "log", "log-plus-one", "and", "not", "or", "xor", "map", "maximum", "minimum",
+    "multiply", "negate", "outfeed", "pad", "parameter", "partition-id", "popcnt", "power", "real", "recv",
+    "recv-done", "reduce", "reduce-precision", "reduce-window", "remainder", "replica-id", "reshape", "reverse",
+    "rng", "rng-get-and-update-state", "rng-bit-generator", "round-nearest-afz", "rsqrt", "scatter", "select",
+    "select-and-scatter", "send", "send-done", "shift-left", "shift-right-arithmetic", "shift-right-logical",
+    "sign", "sine", "slice", "sort", "sqrt", "subtract", "tanh", "trace", "transpose", "triangular-solve", "tuple",
+    "tuple-select", "while", "cbrt", "all-gather", "collective-permute-start", "collective-permute-done",
+    "logistic", "dynamic-reshape", "all-reduce-start", "all-reduce-done", "reduce-scatter", "all-gather-start",
+    "all-gather-done", "opt-barrier", "async-start", "async-update", "async-done", "round-nearest-even",
+    "stochastic-convert", "tan",
+)
+OPCODE_IDS = {name: i for i, name in enumerate(OPCODE_NAMES) if name}
 '''
 
 # ---------------------------------------- solution.layouts
@@ -3912,7 +3934,7 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
     stacked tensors its dynamic slices walk, and a conditional's branches an equal share each. No constant of a
     runtime law enters."""
-    return prior_work(Propagation(raw).work(raw.config_feat), weights)
+    return prior_work(Propagation.of_file(raw).work(raw.config_feat), weights)
 
 
 def graph_work(graph: Graph, rows: np.ndarray | None = None) -> ConfigWork:
@@ -3970,13 +3992,15 @@ def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarra
 
 # ---------------------------------------- solution.physics.propagation
 SOURCES['solution.physics.propagation'] = '''\
-"""Each config's layouts carried through a layout file's whole graph as XLA carries them, and the work they cause."""
+"""The one way layouts travel through a graph as XLA carries them, and the work each config's layouts cause: the engine
+of the physics prior (over a file's nodes) and of the program corpus's runtime law (over HLO instructions)."""
 
 from __future__ import annotations
 
 import functools
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -3991,6 +4015,7 @@ from ..format import (
     IS_ROOT,
     LAYOUT_GROUP,
     LAYOUT_MINOR_TO_MAJOR,
+    OPCODE_NAMES,
     SHAPE_DIMS,
 )
 from ..layouts import (
@@ -4006,7 +4031,6 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import OPCODE_NAMES
 
 TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
@@ -4025,21 +4049,29 @@ CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14
 
 
 @dataclass
-class _Tensor:
-    """What the traffic count needs of one node."""
+class Tensor:
+    """What the walk needs of one node, from a file's features (`file_tensors`) or an HLO instruction."""
 
     name: str  # HLO opcode
     rank: int  # -1: a tuple
     dims: tuple[int, ...]  # its sizes (none for a tuple)
     tables: ShapeTables | None  # bytes stored per order of its dims (None for a tuple)
-    element_bytes: int  # of its element type (4 where the file names none)
-    text: int  # the file's layout of its output, an index into PERMS[rank]
-    operands: list[int]  # producers in node order (the files keep no operand order); a dot's or convolution's two
-    # in HLO order (lhs or input first) where their shapes tell it
+    element_bytes: int  # of its element type (4 where the source names none)
+    text: int  # its source's layout of its output (the file's, or the HLO text's), an index into PERMS[rank]
+    operands: list[int]  # producers in HLO order; from a file, which keeps no operand order, in node order but a
+    # dot's or convolution's two in HLO order (lhs or input first) where their shapes tell it
     dimensions: tuple[int, ...]  # the `dimensions` attribute (a transpose's permutation, a reduce's dims)
     is_root: bool
-    conv: tuple[int, ...]  # a convolution's CONV_DIMS
-    keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its shapes do not say)
+    conv: tuple[int, ...] = ()  # a convolution's CONV_DIMS (what a file tells of its operands)
+    keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its source does not say)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A configurable node's config column, and the operands its input and kernel blocks lay out (-1: none)."""
+
+    column: int
+    laid_out: tuple[int, int]
 
 
 @dataclass
@@ -4071,15 +4103,20 @@ class ConfigWork:
 
 
 class Propagation:
-    """A layout file's graph as the traffic count reads it: its nodes, how often each runs, and which configurable
-    node each config column sets."""
+    """A graph as the walk reads it: its nodes, how often each runs, and which configurable node each config column
+    sets. Where runs and slots come from is its source's business: a file infers them from shapes
+    (`of_file`), an HLO program reads them from its text."""
 
-    def __init__(self, raw: RawGraph) -> None:
-        self.tensors = _tensors(raw)
-        self.runs = loop_runs(self.tensors, raw.computation_bounds())  # [n] times per program run
-        blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
-        block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
-        self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
+    def __init__(self, tensors: list[Tensor], runs: np.ndarray, slots: dict[int, Slot]) -> None:
+        self.tensors = tensors
+        self.runs = runs  # [n] times per program run
+        self.slots = slots
+
+    @classmethod
+    def of_file(cls, raw: RawGraph) -> Propagation:
+        """A layout file's graph: operand order, loop trip counts and each block's operand as its shapes tell."""
+        tensors = file_tensors(raw)
+        return cls(tensors, loop_runs(tensors, raw.computation_bounds()), file_slots(raw, tensors))
 
     def work(self, configs: np.ndarray) -> ConfigWork:
         """What configs [C, nc, 18] (values -1..5) make the whole program do: its PARTS, and each configurable dot's
@@ -4090,26 +4127,31 @@ class Propagation:
 
     @functools.cached_property
     def matmuls(self) -> int:
-        """How many configurable dots and convolutions the file has (every configurable node but its reshapes)."""
+        """How many configurable dots and convolutions the graph has (every configurable node but its reshapes)."""
         return sum(self.tensors[i].name != "reshape" for i in self.slots)
 
-    def _pass(self, configs: np.ndarray) -> ConfigWork:
-        """`work` of one chunk of configs, node by node in the file's (topological) order."""
+    def walk(self, configs: np.ndarray) -> Iterator[tuple[Work, np.ndarray | None]]:
+        """Node by node in (topological) node order, what one run of each does under configs [C, nc, 18]: its Work,
+        and a configurable dot's or convolution's MATMUL [C, 4] (else None)."""
         tensors = self.tensors
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
-        parts = np.zeros((len(configs), len(PARTS)))
-        matmuls = []
         for i, tensor in enumerate(tensors):
             matmul = None
             if i in self.slots:
-                slot, block_ranks = self.slots[i]
-                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, slot], block_ranks)
+                slot = self.slots[i]
+                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, slot.column], slot.laid_out)
             else:
                 layout, done = _propagated(tensor, tensors, layouts)
-            if tensor.is_root:  # a result leaves in the file's layout
+            if tensor.is_root:  # a result leaves in its source's layout
                 done = done + _copy(tensor, layout, tensor.text)
             layouts.append(layout)
-            runs = self.runs[i]
+            yield done, matmul
+
+    def _pass(self, configs: np.ndarray) -> ConfigWork:
+        """`work` of one chunk of configs: each node's, times its runs."""
+        parts = np.zeros((len(configs), len(PARTS)))
+        matmuls = []
+        for runs, (done, matmul) in zip(self.runs, self.walk(configs)):
             for k, amount in done.items():
                 parts[:, k] += runs * amount
             if matmul is not None:
@@ -4118,7 +4160,7 @@ class Propagation:
         return ConfigWork(parts, stacked)
 
 
-def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
+def loop_runs(tensors: list[Tensor], bounds: np.ndarray) -> np.ndarray:
     """[n] how often each node runs per program run: a while loop's body and condition (the computations of the
     roots the while node has edges to) its trip count times the while node's own runs, a conditional's branches an
     equal share of its runs, nested calls multiplied; 1 elsewhere."""
@@ -4139,7 +4181,7 @@ def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
     return runs
 
 
-def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
+def trip_count(tensors: list[Tensor], body: list[int]) -> int:
     """A loop's trip count as its body's dynamic slices imply it (the files keep no constants): a scan or a decode
     loop reads or writes one slice of a stacked tensor per trip along one dim (the most slices any of its dims
     holds), and walks past the end of none, so the fewest of those over the dynamic slices and
@@ -4157,11 +4199,11 @@ def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
 @functools.lru_cache(maxsize=256)
 def file_propagation(path: str, split: str) -> Propagation:
     """The propagation of a layout file of a split, read once per process for the files in use (~0.6 KiB a node)."""
-    return Propagation(read_graph(path, split))
+    return Propagation.of_file(read_graph(path, split))
 
 
-def _tensors(raw: RawGraph) -> list[_Tensor]:
-    """The traffic count's view of every node of a file."""
+def file_tensors(raw: RawGraph) -> list[Tensor]:
+    """The walk's view of every node of a file."""
     feat = raw.node_feat
     dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
     ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
@@ -4176,7 +4218,7 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
         shape = tuple(dims[i, :max(rank, 0)].tolist())
         tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
         text = tuple(int(v) for v in feat[i, LAYOUT_MINOR_TO_MAJOR][:max(rank, 0)])
-        tensors.append(_Tensor(
+        tensors.append(Tensor(
             OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
             tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0),
@@ -4187,7 +4229,25 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
     return tensors
 
 
-def _hlo_order(tensor: _Tensor, tensors: list[_Tensor]) -> list[int]:
+def file_slots(raw: RawGraph, tensors: list[Tensor]) -> dict[int, Slot]:
+    """Each configurable node's slot in a file, which keeps no operand order: the input block lays out the first
+    operand of the rank some config gives that block (any laid-out one where no config sets it), a convolution's
+    kernel block the second of its rank."""
+    blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
+    block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
+    slots = {}
+    for k, node in enumerate(raw.config_node_ids.tolist()):
+        tensor, laid_out = tensors[node], []
+        for block in (INPUT, KERNEL):
+            rank = block_ranks[k, block]
+            candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
+            usable = candidates and (block == INPUT or tensor.name == "convolution")
+            laid_out.append(candidates[min(block - INPUT, len(candidates) - 1)] if usable else -1)
+        slots[node] = Slot(k, tuple(laid_out))
+    return slots
+
+
+def _hlo_order(tensor: Tensor, tensors: list[Tensor]) -> list[int]:
     """A dot's or convolution's two operands with the one its shapes say is operand 0 first (node order where they
     do not say); any other node's as they are."""
     if tensor.name not in ("dot", "convolution") or len(tensor.operands) != 2 or tensor.rank < 0:
@@ -4199,7 +4259,7 @@ def _hlo_order(tensor: _Tensor, tensors: list[_Tensor]) -> list[int]:
     return tensor.operands[::-1] if swapped else tensor.operands
 
 
-def _shape_rules(tensor: _Tensor, lhs: _Tensor, rhs: _Tensor) -> int:
+def _shape_rules(tensor: Tensor, lhs: Tensor, rhs: Tensor) -> int:
     """How many of a dot's or convolution's shape rules hold with `lhs` as operand 0 and `rhs` as operand 1."""
     if tensor.name == "dot":
         return int(dot_keys(lhs.dims, rhs.dims, tensor.dims) is not None)
@@ -4234,20 +4294,17 @@ def work(**amounts) -> Work:
     return Work({PARTS.index(name): amount for name, amount in amounts.items()})
 
 
-def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
+def _configured(tensor: Tensor, tensors: list[Tensor], layouts: list, config: np.ndarray, laid_out: tuple[int, int]):
     """A configurable node's output layout [C], work and, for a dot or convolution, its MATMUL [C, 4] (else None):
-    its output and its laid-out operands in the config's layouts (-1 blocks: the file's for the output, the
-    producer's for an operand), copies into those. A reshape whose operand and output both keep the file's orders is
-    a bitcast and moves nothing itself."""
+    its output and the operands its blocks lay out (`laid_out`: input, kernel) in the config's layouts (-1 blocks:
+    the source's for the output, the producer's for an operand), copies into those. A reshape whose operand and
+    output both keep their source's orders is a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
     out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
     own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
-    for block in (INPUT, KERNEL):
-        rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
-        candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
-        if not candidates or (block == KERNEL and tensor.name != "convolution"):
+    for block, index in zip((INPUT, KERNEL), laid_out):
+        if index < 0:
             continue
-        index = candidates[min(block - INPUT, len(candidates) - 1)]  # the kernel: the second of the input's rank
         operand = tensors[index]
         wanted = chosen_layout(blocks[:, block], operand.rank, _seen(index, tensors, layouts))
         copies = copies + _copy(operand, layouts[index], wanted)
@@ -4260,7 +4317,7 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
     return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(config))  # launches anyway
 
 
-def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
+def _matmul(tensor: Tensor, tensors: list[Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
     """[count, 4] a dot's or convolution's MATMUL: its multiply-adds over whole output tiles (0 where its shapes do
     not say), the bytes it stores (`own`: its output and the operands the config lays out; and the others as they
     arrive where its shapes say which they are), and how many of its operands (or a convolution's output) have their
@@ -4272,6 +4329,8 @@ def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict
         multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
         own = own + sum(_stored(tensors[i], _seen(i, tensors, layouts)) for i, _ in keys if i >= 0 and i not in chosen)
         for index, dims in keys:
+            if not dims:  # an outer product's operand: nothing to feed
+                continue
             owner, layout = (tensor, out) if index < 0 else (
                 tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
             minor = _among(owner.tables.minor[layout], dims)
@@ -4287,7 +4346,7 @@ def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     return (np.asarray(values)[..., None] == np.asarray(dims)).any(-1)
 
 
-def _keyed(tensor: _Tensor, tensors: list[_Tensor]):
+def _keyed(tensor: Tensor, tensors: list[Tensor]):
     """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution
     whose operands are in HLO order; None for other nodes and where its shapes do not say."""
     if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
@@ -4343,11 +4402,11 @@ def _contracted(dims: tuple[int, ...], batch: tuple[int, ...], free: tuple[int, 
                 yield tuple(d for d in others if d not in free_dims)
 
 
-def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
+def _propagated(tensor: Tensor, tensors: list[Tensor], layouts: list):
     """Any other node's output layout and work, by how its op carries its operands' layouts."""
     name, rank = tensor.name, tensor.rank
     if rank < 0 or name in ("parameter", "get-tuple-element"):
-        pinned = name in PINNED or rank < 0  # operands leave in the file's layouts (loop state, tuples, calls)
+        pinned = name in PINNED or rank < 0  # operands leave in their source's layouts (loop state, tuples, calls)
         copies = [_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands] if pinned else []
         return (tensor.text if rank >= 0 else None), sum(copies, Work())
     if name in FLEXIBLE:
@@ -4378,21 +4437,21 @@ def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
         part = "fused" if name in ELEMENTWISE else "passes"
         return layout, copies + work(**{part: _stored(tensor, layout)})
     read = sum(_stored(tensors[o], _seen(o, tensors, layouts)) for o in tensor.operands if tensors[o].rank >= 0)
-    return tensor.text, work(passes=read + _stored(tensor, tensor.text))  # gather, custom calls, ...: the file's
+    return tensor.text, work(passes=read + _stored(tensor, tensor.text))  # gather, custom calls, ...: the source's
 
 
-def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
+def _stored(tensor: Tensor, layout) -> np.ndarray | float:
     """Bytes a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
     return tensor.tables.padded[layout]
 
 
-def _seen(operand: int, tensors: list[_Tensor], layouts: list):
-    """The layout an operand arrives in: its own, or the file's where it adapts to its users."""
+def _seen(operand: int, tensors: list[Tensor], layouts: list):
+    """The layout an operand arrives in: its own, or its source's where it adapts to its users."""
     layout = layouts[operand]
     return tensors[operand].text if layout is None else layout
 
 
-def _copy(tensor: _Tensor, source, target) -> Work:
+def _copy(tensor: Tensor, source, target) -> Work:
     """The copy of the tensor from layout `source` to `target` where they store it differently: the bytes it
     moves (a transpose where the minor dim changes), and one kernel."""
     if source is None or tensor.rank <= 0:
@@ -4405,772 +4464,9 @@ def _copy(tensor: _Tensor, source, target) -> Work:
                 launches=differs.astype(np.float64))
 
 
-def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
-    """Whether `layout` ([C] or one order) stores the tensor as the file's layout does."""
+def _keeps_text(tensor: Tensor, layout) -> np.ndarray:
+    """Whether `layout` ([C] or one order) stores the tensor as its source's layout does."""
     return tensor.tables.canonical[layout] == tensor.tables.canonical[tensor.text]
-'''
-
-# ---------------------------------------- solution.programs
-SOURCES['solution.programs'] = '''\
-"""Users' own programs: XLA HLO text in, TpuGraphs arrays out."""
-'''
-
-# ---------------------------------------- solution.programs.encode
-SOURCES['solution.programs.encode'] = '''\
-"""The TpuGraphs layout arrays of an HLO module by the official encoder's rules, and `solution encode`."""
-
-from __future__ import annotations
-
-import functools
-import math
-import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
-
-from ..atomic import atomic_write
-from ..constants import CONFIGURABLE_OPCODES
-from ..format import (
-    CONV,
-    DIMENSIONS,
-    DYNAMIC_SLICE,
-    ELEMENT_TYPE,
-    ELEMENT_TYPES,
-    EMPTY_PRODUCT_COLUMNS,
-    IS_ROOT,
-    IS_STABLE,
-    LAYOUT,
-    NODE_FEAT_DIM,
-    PADDING,
-    PARAMETER,
-    REVERSAL,
-    SHAPE,
-    SLICE,
-    TUPLE_SIZE,
-    WINDOW,
-)
-from . import hlo
-from .hlo import HloError, Instruction, Module, Shape
-
-# opcode name of each official id (hlo_opcode.h); "" where no opcode has the id; 97 and 101 are tombstones
-OPCODE_NAMES = (
-    "", "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2", "batch-norm-grad",
-    "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert", "broadcast", "call", "ceil",
-    "cholesky", "clamp", "collective-permute", "count-leading-zeros", "compare", "complex", "concatenate",
-    "conditional", "constant", "convert", "convolution", "copy", "copy-done", "copy-start", "cosine", "custom-call",
-    "divide", "domain", "dot", "dynamic-slice", "dynamic-update-slice", "exponential", "exponential-minus-one",
-    "fft", "floor", "fusion", "gather", "get-dimension-size", "set-dimension-size", "get-tuple-element", "imag",
-    "infeed", "iota", "is-finite", "log", "log-plus-one", "and", "not", "or", "xor", "map", "maximum", "minimum",
-    "multiply", "negate", "outfeed", "pad", "parameter", "partition-id", "popcnt", "power", "real", "recv",
-    "recv-done", "reduce", "reduce-precision", "reduce-window", "remainder", "replica-id", "reshape", "reverse",
-    "rng", "rng-get-and-update-state", "rng-bit-generator", "round-nearest-afz", "rsqrt", "scatter", "select",
-    "select-and-scatter", "send", "send-done", "shift-left", "shift-right-arithmetic", "shift-right-logical",
-    "sign", "sine", "slice", "sort", "sqrt", "subtract", "tanh", "trace", "transpose", "triangular-solve", "tuple",
-    "tuple-select", "while", "cbrt", "all-gather", "collective-permute-start", "collective-permute-done",
-    "logistic", "dynamic-reshape", "all-reduce-start", "all-reduce-done", "reduce-scatter", "all-gather-start",
-    "all-gather-done", "opt-barrier", "async-start", "async-update", "async-done", "round-nearest-even",
-    "stochastic-convert", "tan",
-)
-OPCODE_IDS = {name: i for i, name in enumerate(OPCODE_NAMES) if name}
-UNKNOWN_OPCODE = 0
-SPLIT_ROLES = ("body", "condition", "branch_computations", "true_computation", "false_computation")
-GROUPED = ("convolution", "custom-call")  # the instructions whose protos carry feature/batch group counts
-LAYOUT_KEYS = {"node_feat": np.float32, "node_opcode": np.uint8, "edge_index": np.int64, "node_splits": np.int64,
-               "node_config_ids": np.int64}  # format.md's keys and dtypes of a layout file, less its configurations
-FEATURE_KEYS = ("dimensions", "iota_dimension", "inferred_dimension", "window", "dim_labels", "slice",
-                "dynamic_slice_sizes", "padding", "is_stable", "feature_group_count", "batch_group_count")
-FEATURE_KEY_SET = frozenset(FEATURE_KEYS)  # the attributes that set feature columns
-
-
-
-class UnknownOpcodeWarning(UserWarning):
-    """An opcode missing from the official list: encoded as 0, as the official encoder does."""
-
-
-@dataclass
-class Program:
-    """One program's graph as the layout format holds it, with a name and tensor ranks per configurable node."""
-
-    name: str
-    arrays: dict[str, np.ndarray]  # LAYOUT_KEYS, plus node_config_feat when read from a layout file
-    names: list[str]  # [NC] the configurable nodes' names (`dot.12`, as in the HLO)
-    ranks: np.ndarray  # [NC, 3] rank of each one's output, input and kernel tensor; 0 where it has none
-
-
-@dataclass
-class InlinedModule:
-    """A module's instructions after inlining its calls: one node each, in the encoder's order."""
-
-    nodes: list[Instruction] = field(default_factory=list)  # [N]
-    names: list[str] = field(default_factory=list)  # [N] unique: an inlined node is '<call>/<name>'
-    operands: list[list[int]] = field(default_factory=list)  # [N] operand node ids, in order
-    roots: dict[str, int] = field(default_factory=dict)  # root node of each computation kept
-    splits: list[int] = field(default_factory=lambda: [0])  # node counts after each major computation
-
-    def add(self, instruction: Instruction, name: str, operands: list[int]) -> int:
-        self.nodes.append(instruction)
-        self.names.append(name)
-        self.operands.append(operands)
-        return len(self.nodes) - 1
-
-
-def encode_file(path: str | Path) -> dict[str, np.ndarray]:
-    """The layout arrays (LAYOUT_KEYS) of the HLO module text at `path`."""
-    return encode_module(hlo.read_module(path))
-
-
-def encode_module(module: Module) -> dict[str, np.ndarray]:
-    """The layout arrays of a parsed module (see `arrays`)."""
-    return arrays(module, flatten(module))
-
-
-def flatten(module: Module) -> InlinedModule:
-    """Inline every `call` (as XLA's CallInliner does before layout assignment), then lay out the computations
-    left in the text's order (callees first, the entry last), each one's instructions in order; split after each
-    while body, while condition, conditional branch and the entry (the roles of TensorFlow's names that the
-    official encoder splits after: 'while', 'cond', 'cluster'), and end at n."""
-    graph = InlinedModule()
-    inlined = inlined_computations(module)
-    major = {callee for c in module.computations.values() for i in c.instructions
-             for key, callee in i.callees if key in SPLIT_ROLES} | {module.entry.name}
-    for computation in module.computations.values():
-        if computation.name in inlined:
-            continue
-        graph.roots[computation.name] = _expand(module, computation, graph, None, "", ())
-        if computation.name in major:
-            graph.splits.append(len(graph.nodes))
-    if graph.splits[-1] < len(graph.nodes):
-        graph.splits.append(len(graph.nodes))
-    return graph
-
-
-def inlined_computations(module: Module) -> set[str]:
-    """Computations that only `call`s call: their instructions are copied into the callers."""
-    called, other = set(), set()
-    for computation in module.computations.values():
-        for instruction in computation.instructions:
-            for key, callee in instruction.callees:
-                (called if instruction.opcode == "call" and key == "to_apply" else other).add(callee)
-    return called - other
-
-
-def _expand(module: Module, computation: hlo.Computation, graph: InlinedModule, arguments: list[int] | None,
-            prefix: str, stack: tuple[str, ...]) -> int:
-    """Add the computation's nodes (its parameters bound to `arguments` when it is inlined) and return the node
-    its root stands for."""
-    local: dict[str, int] = {}
-    for instruction in computation.instructions:
-        operands = [local[name] for name in instruction.operands]
-        if arguments is not None and instruction.opcode == "parameter":
-            local[instruction.name] = _argument(module, instruction, arguments)
-        elif instruction.opcode == "call":
-            callee = _callee(module, instruction, stack)
-            local[instruction.name] = _expand(module, callee, graph, operands, f"{prefix}{instruction.name}/",
-                                              (*stack, computation.name))
-        else:
-            local[instruction.name] = graph.add(instruction, prefix + instruction.name, operands)
-    return local[computation.root.name]
-
-
-def _argument(module: Module, parameter: Instruction, arguments: list[int]) -> int:
-    if parameter.parameter_number >= len(arguments):
-        raise HloError(module.path, parameter.line, f"parameter({parameter.parameter_number}) of a computation "
-                       f"called with {len(arguments)} operands", "a parameter number below the call's operand count")
-    return arguments[parameter.parameter_number]
-
-
-def _callee(module: Module, call: Instruction, stack: tuple[str, ...]) -> hlo.Computation:
-    names = [callee for key, callee in call.callees if key == "to_apply"]
-    if len(names) != 1:
-        raise HloError(module.path, call.line, f"call '{call.name}' without one to_apply", "to_apply=<computation>")
-    if names[0] in stack:
-        raise HloError(module.path, call.line, f"call '{call.name}' calls '{names[0]}' recursively",
-                       "calls that end")
-    return module.computations[names[0]]
-
-
-def arrays(module: Module, graph: InlinedModule) -> dict[str, np.ndarray]:
-    """node_feat [N, 140], node_opcode [N], edge_index [E, 2], node_splits [1, K], node_config_ids [NC]: the
-    arrays of tpu_graphs' hlo_encoder.cc and featurizers.h (the layout task's features)."""
-    opcodes = _opcodes(module, graph.nodes)  # [N]
-    return {
-        "node_feat": _node_features(module, graph),
-        "node_opcode": opcodes,
-        "edge_index": _edges(graph),
-        "node_splits": np.array([graph.splits], dtype=np.int64),
-        "node_config_ids": np.flatnonzero(np.isin(opcodes, CONFIGURABLE_OPCODES)).astype(np.int64),
-    }
-
-
-def _opcodes(module: Module, nodes: list[Instruction]) -> np.ndarray:
-    """[N] uint8 official ids; an opcode missing from the list is 0, with one warning per name."""
-    ids = [OPCODE_IDS.get(node.opcode, UNKNOWN_OPCODE) for node in nodes]
-    unknown = {}
-    for node, opcode in zip(nodes, ids):
-        if opcode == UNKNOWN_OPCODE:
-            unknown.setdefault(node.opcode, node.line)
-    for name, line in unknown.items():
-        warnings.warn(f"{module.path} line {line}: opcode '{name}' is not in the official opcode list; encoded as "
-                      f"{UNKNOWN_OPCODE} (unknown), as the official encoder does", UnknownOpcodeWarning, stacklevel=2)
-    return np.array(ids, dtype=np.uint8)
-
-
-def _edges(graph: InlinedModule) -> np.ndarray:
-    """[E, 2] int64 rows [user, operand] and [caller, callee root], unique, sorted, without self-edges."""
-    users = [user for user, operands in enumerate(graph.operands) for _ in operands]
-    targets = [operand for operands in graph.operands for operand in operands]
-    for caller, node in enumerate(graph.nodes):
-        for _, callee in node.callees:
-            users.append(caller)
-            targets.append(graph.roots[callee])
-    n = max(len(graph.nodes), 1)
-    keys = np.unique(np.array(users, dtype=np.int64) * n + np.array(targets, dtype=np.int64))  # sorted [user, operand]
-    edges = np.stack([keys // n, keys % n], axis=1)  # [E', 2]
-    return edges[edges[:, 0] != edges[:, 1]]
-
-
-# ---------------------------------------------------------------- features
-
-
-def _node_features(module: Module, graph: InlinedModule) -> np.ndarray:
-    """[N, 140] float32 (featurizers.h, the layout task's columns): each node's shape row, then the columns that
-    its parameter number and attributes set, then is_root."""
-    shapes: dict[Shape, int] = {}
-    index = [shapes.setdefault(node.shape, len(shapes)) for node in graph.nodes]  # [N]
-    table = np.array([_shape_row(shape) for shape in shapes], dtype=np.float32).reshape(-1, NODE_FEAT_DIM)  # [S, 140]
-    features = table[index]  # [N, 140]
-    rows, columns, values = [], [], []
-    known: dict[tuple, dict[int, float]] = {}  # the columns of each distinct opcode, parameter and attributes
-    for i, node in enumerate(graph.nodes):
-        if node.parameter_number or node.opcode in GROUPED or not FEATURE_KEY_SET.isdisjoint(node.attributes):
-            key = (node.opcode, node.parameter_number, *(node.attributes.get(k) for k in FEATURE_KEYS))
-            set_columns = known.get(key)
-            if set_columns is None:
-                set_columns = known[key] = _columns(module, node)
-            rows.extend([i] * len(set_columns))
-            columns.extend(set_columns)
-            values.extend(set_columns.values())
-    features[rows, columns] = values
-    features[list(graph.roots.values()), IS_ROOT] = 1.0
-    return features
-
-
-def _columns(module: Module, node: Instruction) -> dict[int, float]:
-    """{column: value} that the node's parameter number and attributes set."""
-    columns: dict[int, float] = {PARAMETER: node.parameter_number}
-    attributes = node.attributes
-    try:
-        for key in ("dimensions", "iota_dimension", "inferred_dimension"):
-            if key in attributes:
-                _leading(columns, DIMENSIONS, hlo.ints(attributes[key]), 6)
-        if "window" in attributes:
-            _window(columns, hlo.window(attributes["window"]))
-        if "dim_labels" in attributes:
-            _conv(columns, hlo.conv_dims(attributes["dim_labels"]))
-        if node.opcode in GROUPED:
-            columns[CONV + 14] = int(attributes.get("feature_group_count", 1))
-            columns[CONV + 15] = int(attributes.get("batch_group_count", 1))
-        if "slice" in attributes:
-            spans = hlo.slices(attributes["slice"])
-            for k, part in enumerate((0, 2, 1)):  # start, stride, limit
-                _sequence(columns, SLICE + 4 * k, [s[part] for s in spans], 2)
-        if "dynamic_slice_sizes" in attributes:
-            _sequence(columns, DYNAMIC_SLICE, hlo.ints(attributes["dynamic_slice_sizes"]), 2)
-        if "padding" in attributes:
-            pads = hlo.padding(attributes["padding"])
-            _sequence(columns, PADDING, [p[0] for p in pads], 2)
-            _sequence(columns, PADDING + 4, [p[1] for p in pads], 2)
-    except (ValueError, KeyError, IndexError):
-        raise HloError(module.path, node.line, f"attributes of {node.opcode} '{node.name}' that do not parse",
-                       "window={size=.. stride=.. pad=lo_hi..}, dim_labels=b01f_01io->b01f, slice={[a:b:s], ..}, "
-                       "padding=lo_hi_in x .., dimensions={..} as XLA prints them") from None
-    columns[IS_STABLE] = float(attributes.get("is_stable") == "true")
-    return columns
-
-
-_EMPTY_ROW = tuple(float(column in EMPTY_PRODUCT_COLUMNS) for column in range(NODE_FEAT_DIM))  # [140]
-
-
-@functools.lru_cache(maxsize=4096)
-def _shape_row(shape: Shape) -> tuple[float, ...]:
-    """[140] the columns a shape fixes (element type, dims, tuple size, layout), the rest at their empty values."""
-    row = list(_EMPTY_ROW)
-    if shape.element_type in ELEMENT_TYPES:
-        row[ELEMENT_TYPE + ELEMENT_TYPES.index(shape.element_type)] = 1.0
-    _sequence(row, SHAPE, shape.dims, 6)
-    row[TUPLE_SIZE] = shape.tuple_size
-    _leading(row, LAYOUT, shape.minor_to_major, 6)
-    return tuple(row)
-
-
-def _leading(columns: dict[int, float] | list[float], start: int, values: Sequence[int], lead: int) -> None:
-    """The first `lead` values from column `start` (the rest stay 0)."""
-    for k, value in enumerate(values[:lead]):
-        columns[start + k] = value
-
-
-def _sequence(columns: dict[int, float] | list[float], start: int, values: Sequence[int], lead: int) -> None:
-    """`lead` values, their sum and their product (1 for none), from column `start`."""
-    _leading(columns, start, values, lead)
-    columns[start + lead] = sum(values)
-    columns[start + lead + 1] = math.prod(values)
-
-
-def _window(columns: dict[int, float], window: hlo.Window) -> None:
-    """Six blocks of 8 (size, stride, padding low, high, window dilation, base dilation), then reversal."""
-    for k, values in enumerate(window[:6]):
-        _sequence(columns, WINDOW + 8 * k, values, 6)
-    _leading(columns, REVERSAL, [float(r) for r in window.reversal], 6)
-    columns[REVERSAL + 6] = sum(window.reversal)
-    columns[REVERSAL + 7] = len(window.reversal) - sum(window.reversal)
-
-
-def _conv(columns: dict[int, float], dims: hlo.ConvDims) -> None:
-    """14 columns: input batch, feature, spatial x4; kernel input, output feature, spatial x4; output batch,
-    feature."""
-    columns[CONV], columns[CONV + 1] = dims.input_batch, dims.input_feature
-    _leading(columns, CONV + 2, dims.input_spatial, 4)
-    columns[CONV + 6], columns[CONV + 7] = dims.kernel_input_feature, dims.kernel_output_feature
-    _leading(columns, CONV + 8, dims.kernel_spatial, 4)
-    columns[CONV + 12], columns[CONV + 13] = dims.output_batch, dims.output_feature
-
-
-# ---------------------------------------------------------------- files and the command
-
-
-def write_npz(arrays: dict[str, np.ndarray], out_path: str | Path) -> None:
-    """Write a layout file without configurations (LAYOUT_KEYS in their dtypes), whole or not at all."""
-    with atomic_write(out_path, "wb") as handle:
-        save_arrays(handle, arrays, LAYOUT_KEYS)
-
-
-def save_arrays(handle, arrays: dict[str, np.ndarray], keys: dict[str, type]) -> None:
-    """`arrays[key]` in `keys[key]`'s dtype, for each key, as one compressed npz into an open binary handle."""
-    np.savez_compressed(handle, **{key: np.asarray(arrays[key], dtype=dtype) for key, dtype in keys.items()})
-
-
-def encode_program(path: str | Path) -> Program:
-    """The program of `solution rank`: its arrays, configurable nodes' names and their tensors' ranks."""
-    module = hlo.read_module(path)
-    graph = flatten(module)
-    encoded = arrays(module, graph)
-    ids = encoded["node_config_ids"]
-    names = [graph.names[i] for i in ids]
-    ranks = np.array([tensor_ranks(graph, i) for i in ids], dtype=np.int64).reshape(-1, 3)
-    return Program(Path(path).stem, encoded, names, ranks)
-
-
-def tensor_ranks(graph: InlinedModule, node: int) -> tuple[int, int, int]:
-    """The rank of the node's output, input (operand 0) and kernel (operand 1 of a convolution)."""
-    operands = [len(graph.nodes[o].shape.dims) for o in graph.operands[node][:2]]
-    kernel = operands[1] if graph.nodes[node].opcode == "convolution" and len(operands) > 1 else 0
-    return len(graph.nodes[node].shape.dims), operands[0] if operands else 0, kernel
-'''
-
-# ---------------------------------------- solution.programs.hlo
-SOURCES['solution.programs.hlo'] = '''\
-"""Parse XLA HLO module text (JAX's `as_text(dialect="hlo")`, XLA's dump files) into computations of instructions."""
-
-from __future__ import annotations
-
-import functools
-import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple
-
-# attributes whose values name computations (one name, or `{a, b}`)
-CALLEE_KEYS = ("to_apply", "body", "condition", "calls", "select", "scatter", "true_computation",
-               "false_computation", "branch_computations", "called_computations")
-_CALLEES = frozenset(CALLEE_KEYS)
-# tables that newer XLA prints before or after the computations (stack frames of the metadata): skipped
-TRAILERS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-MODULE_SYNTAX = "HLO text as XLA prints it: 'HloModule <name>', then computations '<name> {' ... '}'"
-INSTRUCTION_SYNTAX = "'[ROOT] <name> = <shape> <opcode>(<operands>), <key>=<value>, ...'"
-SHAPE_SYNTAX = "a shape such as f32[8,128]{1,0}, pred[], or a tuple (s32[], f32[4]{0})"
-
-_HEAD = re.compile(r"(ROOT\\s+)?%?([\\w.\\-]+)\\s*=\\s*")
-_ARRAY = re.compile(r"(pred|token|opaque|bf16|[suf]\\d+|c64|c128|f\\d+e\\d+m\\d+\\w*)\\[([^\\]]*)\\](\\{[^}]*\\})?")
-_OPCODE = re.compile(r"\\s*([a-z][a-z0-9\\-]*)\\(")
-_TOKENS = re.compile(r'"(?:[^"\\\\]|\\\\.)*"|[(){}\\[\\],]')  # strings whole, so that brackets in them are skipped
-_FLAT_OPERANDS = r'([^()\\[\\]{}"]*)\\)'  # operands without brackets or strings, and the closing ')'
-# `, key=value` where value is a string, a bare word, or braces nested up to twice (other values: _split); the
-# loops are unrolled (plain run, then special-and-plain runs) so that matching stays linear
-_STRING = r'"[^"\\\\]*(?:\\\\.[^"\\\\]*)*"'
-_PLAIN = r'[^{}"]*'
-_INNER_BRACES = rf'\\{{{_PLAIN}(?:{_STRING}{_PLAIN})*\\}}'
-_ATTRIBUTE = re.compile(rf'\\s*,\\s*([\\w.\\-]+)=({_STRING}|\\{{{_PLAIN}(?:(?:{_STRING}|{_INNER_BRACES}){_PLAIN})*\\}}'
-                        r'|[^\\s,{}"]*)')
-# the common line in one match: an array shape and operand names only (others: the steps of _instruction)
-_SIMPLE = re.compile(rf"{_HEAD.pattern}({_ARRAY.pattern})\\s*([a-z][a-z0-9\\-]*)\\({_FLAT_OPERANDS}")
-_COMMENT = re.compile(r"/\\*.*?\\*/")
-_SLICE = re.compile(r"\\[(-?\\d+):(-?\\d+)(?::(-?\\d+))?\\]")
-_OPENERS, _CLOSERS = "({[", ")}]"
-
-
-class HloError(ValueError):
-    """HLO text that cannot be read; the message names the file, the line and what was expected."""
-
-    def __init__(self, path: str | Path, line: int, found: str, expected: str) -> None:
-        self.path, self.line = str(path), line
-        super().__init__(f"{path} line {line}: {found}; expected {expected}")
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """An instruction's output shape, as far as the encoder reads it."""
-
-    element_type: str  # 'f32', 'pred', ..., or 'tuple'
-    dims: tuple[int, ...]  # [rank]; () for scalars and tuples
-    tuple_size: int  # top-level elements of a tuple, 0 for an array
-    minor_to_major: tuple[int, ...]  # the layout; () for scalars and tuples
-
-
-@dataclass(slots=True)
-class Instruction:
-    """One instruction line."""
-
-    name: str
-    shape: Shape
-    opcode: str
-    operands: list[str]  # operand instruction names, in order
-    attributes: dict[str, str]  # the raw text of each `key=value` after the operands
-    callees: list[tuple[str, str]]  # (attribute, computation name) of every computation it calls
-    line: int  # 1-based line in the file
-    parameter_number: int = 0  # N of parameter(N); 0 for other opcodes
-
-
-@dataclass
-class Computation:
-    """A named list of instructions with one root."""
-
-    name: str
-    instructions: list[Instruction]  # in the text's order
-    root: Instruction  # the ROOT instruction (the last one where none is marked)
-    line: int
-    is_entry: bool
-
-
-@dataclass
-class Module:
-    """A parsed HLO module."""
-
-    name: str
-    path: str
-    computations: dict[str, Computation]  # in the text's order: callees first, the entry last
-    entry: Computation
-
-
-class Window(NamedTuple):
-    """An XLA window, one entry per window dimension, defaults filled in as XLA's parser does."""
-
-    size: list[int]
-    stride: list[int]
-    padding_low: list[int]
-    padding_high: list[int]
-    window_dilation: list[int]  # rhs_dilate
-    base_dilation: list[int]  # lhs_dilate
-    reversal: list[bool]  # rhs_reversal
-
-
-class ConvDims(NamedTuple):
-    """Convolution dimension numbers from `dim_labels=b01f_01io->b01f`: dimension indices by role."""
-
-    input_batch: int
-    input_feature: int
-    input_spatial: list[int]
-    kernel_input_feature: int
-    kernel_output_feature: int
-    kernel_spatial: list[int]
-    output_batch: int
-    output_feature: int
-
-
-def read_module(path: str | Path) -> Module:
-    """Parse the HLO text file at `path`."""
-    data = Path(path).read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise HloError(path, data[:error.start].count(b"\\n") + 1, "bytes that are not UTF-8 text",
-                       MODULE_SYNTAX) from None
-    return parse_module(text, path)
-
-
-def parse_module(text: str, path: str | Path = "<text>") -> Module:
-    """Parse one module's text; `path` only names it in errors."""
-    name, computations, current, defined = None, {}, None, set()
-    number = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = _COMMENT.sub("", raw).strip() if "/*" in raw else raw.strip()
-        if not line or line.startswith("//"):
-            continue
-        if current is not None:
-            if line == "}":
-                _close(current, path)
-                computations[current.name] = current
-                current = None
-            else:
-                _add(current, defined, *_instruction(line, number, path), path)
-        elif name is None:
-            name = _module_name(line, number, path)
-        elif line in TRAILERS or line[0].isdigit():  # the stack-frame tables (before or after computations)
-            continue
-        else:
-            current, defined = _open(line, number, path, computations), set()
-    if name is None:
-        raise HloError(path, max(number, 1), "no 'HloModule' line (an empty file)", MODULE_SYNTAX)
-    if current is not None:
-        raise HloError(path, number, f"the end of the file inside computation '{current.name}' (opened at line "
-                       f"{current.line}): a truncated module", "'}' closing it")
-    return Module(name, str(path), computations, _entry(computations, path, number))
-
-
-def _module_name(line: str, number: int, path: str | Path) -> str:
-    words = line.replace(",", " ").split()
-    if words[0] != "HloModule" or len(words) < 2:
-        raise HloError(path, number, f"'{line[:60]}' (not HLO text)", MODULE_SYNTAX)
-    return words[1]
-
-
-def _open(line: str, number: int, path: str | Path, seen: dict[str, Computation]) -> Computation:
-    """A computation header: `name {`, `ENTRY %name (p: f32[]) -> f32[] {`."""
-    is_entry = line.startswith("ENTRY ")
-    head = re.match(r"%?([\\w.\\-]+)", line[6:].lstrip() if is_entry else line)
-    if not line.endswith("{") or head is None:
-        raise HloError(path, number, f"'{line[:60]}'", "a computation header '[ENTRY] <name> {' or the end of the "
-                       "module")
-    if head.group(1) in seen:
-        raise HloError(path, number, f"a second computation named '{head.group(1)}'", "unique computation names")
-    return Computation(head.group(1), [], None, number, is_entry)  # type: ignore[arg-type]  # root set on '}'
-
-
-def _close(computation: Computation, path: str | Path) -> None:
-    if not computation.instructions:
-        raise HloError(path, computation.line, f"computation '{computation.name}' has no instructions",
-                       "at least one instruction")
-    if computation.root is None:
-        computation.root = computation.instructions[-1]
-
-
-def _add(computation: Computation, defined: set[str], instruction: Instruction, is_root: bool,
-         path: str | Path) -> None:
-    """Append an instruction whose operands are all defined above it in the same computation."""
-    for operand in instruction.operands:
-        if operand not in defined:
-            raise HloError(path, instruction.line, f"operand '{operand}' of '{instruction.name}' is not defined "
-                           f"above it in computation '{computation.name}'", "operands defined before their use")
-    if instruction.name in defined:
-        raise HloError(path, instruction.line, f"a second instruction named '{instruction.name}'",
-                       "unique instruction names")
-    defined.add(instruction.name)
-    computation.instructions.append(instruction)
-    if is_root:
-        computation.root = instruction
-
-
-def _entry(computations: dict[str, Computation], path: str | Path, last: int) -> Computation:
-    """The ENTRY computation, once every called computation is known to exist."""
-    for computation in computations.values():
-        for instruction in computation.instructions:
-            for _, callee in instruction.callees:
-                if callee not in computations:
-                    raise HloError(path, instruction.line, f"'{instruction.name}' calls computation '{callee}', "
-                                   "which the module does not define", "a computation defined in the module")
-    entries = [c for c in computations.values() if c.is_entry]
-    if len(entries) != 1:
-        raise HloError(path, last, f"{len(entries)} ENTRY computations", "exactly one 'ENTRY <name> {'")
-    return entries[0]
-
-
-def _instruction(line: str, number: int, path: str | Path) -> tuple[Instruction, bool]:
-    """One instruction line, `[ROOT] name = shape opcode(operands), key=value, ...`, and whether it is the ROOT."""
-    simple = _SIMPLE.match(line)
-    shape = _shape(simple.group(3)) if simple else None
-    if shape is not None:
-        is_root, name, kind, operands = simple.group(1, 2, 7, 8)
-        words, end = operands.replace(" ", "").replace("%", "").split(","), simple.end()
-    else:
-        is_root, name, shape, kind, words, end = _instruction_parts(line, number, path)
-    attributes = _attributes(line, end, number, path)
-    callees = [] if _CALLEES.isdisjoint(attributes) else [
-        (key, callee) for key in CALLEE_KEYS if key in attributes for callee in _names(attributes[key])]
-    instruction = Instruction(name, shape, kind, [], attributes, callees, number)
-    if kind == "parameter":
-        instruction.parameter_number = _int(words[0], number, path, "parameter(<number>)")
-    elif kind != "constant" and words != [""]:  # a constant's parentheses hold its literal, not operands
-        instruction.operands = words
-    return instruction, bool(is_root)
-
-
-def _instruction_parts(line: str, number: int, path: str | Path) -> tuple[str | None, str, Shape, str, list[str], int]:
-    """ROOT marker, name, shape, opcode, operand words and the index after the operands of any instruction line."""
-    head = _HEAD.match(line)
-    if head is None:
-        raise HloError(path, number, f"'{line[:60]}'", f"an instruction {INSTRUCTION_SYNTAX} or '}}'")
-    shape, pos = _shape_at(line, head.end(), number, path)
-    opcode = _OPCODE.match(line, pos)
-    if opcode is None:
-        raise HloError(path, number, f"'{line[pos:pos + 30].strip()}' after the shape", "an opcode and '('")
-    pieces, end = _split(line, opcode.end())
-    if end < 0:
-        raise HloError(path, number, "no ')' closing the operands (a truncated line)", INSTRUCTION_SYNTAX)
-    words = [p.split()[-1].lstrip("%") if p.strip() else "" for p in pieces]  # `f32[2]{0} %a` in older dumps
-    return head.group(1), head.group(2), shape, opcode.group(1), words, end
-
-
-def _shape_at(line: str, pos: int, number: int, path: str | Path) -> tuple[Shape, int]:
-    """The shape that starts at `pos` and the index after it."""
-    if line.startswith("(", pos):
-        _, end = _split(line, pos + 1)
-        shape = _shape(line[pos:end]) if end > 0 else None
-    else:
-        match = _ARRAY.match(line, pos)
-        end = match.end() if match else -1
-        shape = _shape(match.group()) if match else None
-    if shape is None:
-        raise HloError(path, number, f"shape '{line[pos:].split(' ', 1)[0][:60]}' does not parse", SHAPE_SYNTAX)
-    return shape, end
-
-
-@functools.lru_cache(maxsize=4096)
-def _shape(text: str) -> Shape | None:
-    """The Shape of `f32[2,3]{1,0}` or of a tuple `(s32[], f32[2]{0})`; None where it does not parse."""
-    if text.startswith("("):
-        pieces, end = _split(text, 1)
-        elements = [p.strip() for p in pieces]
-        if end != len(text) or (elements != [""] and any(_shape(e) is None for e in elements)):
-            return None
-        return Shape("tuple", (), 0 if elements == [""] else len(elements), ())
-    match = _ARRAY.fullmatch(text)
-    if match is None:
-        return None
-    element_type, dims, layout = match.groups()
-    try:
-        sizes = tuple(_dimension(d) for d in dims.split(",")) if dims.strip() else ()
-        order = layout[1:-1].split(":")[0] if layout else None
-        minor_to_major = tuple(int(d) for d in order.split(",") if d.strip()) if order is not None else None
-    except ValueError:
-        return None
-    if minor_to_major is None:  # no layout printed: XLA's parser gives the default, major-to-minor
-        minor_to_major = tuple(range(len(sizes) - 1, -1, -1))
-    return Shape(element_type, sizes, 0, minor_to_major)
-
-
-def _dimension(text: str) -> int:
-    """A dimension size: `8`, a bounded dynamic `<=8` (its bound), an unbounded `?` (-1)."""
-    text = text.strip()
-    return -1 if text == "?" else int(text.removeprefix("<="))
-
-
-def _split(text: str, pos: int) -> tuple[list[str], int]:
-    """Split `text[pos:]` at its top-level commas up to the bracket that closes the one opened before `pos`;
-    return the pieces and the index after that bracket (-1 where none closes it)."""
-    depth, start, pieces = 0, pos, []
-    for token in _TOKENS.finditer(text, pos):
-        char = text[token.start()]
-        if char in _OPENERS:
-            depth += 1
-        elif char in _CLOSERS:
-            if depth == 0:
-                pieces.append(text[start:token.start()])
-                return pieces, token.end()
-            depth -= 1
-        elif char == "," and depth == 0:
-            pieces.append(text[start:token.start()])
-            start = token.end()
-    pieces.append(text[start:])
-    return pieces, -1
-
-
-def _attributes(line: str, pos: int, number: int, path: str | Path) -> dict[str, str]:
-    """`, key=value, key={...}` after the operands, as raw value text by key."""
-    attributes, end = {}, pos
-    match = _ATTRIBUTE.match(line, end)
-    while match:
-        attributes[match.group(1)] = match.group(2)
-        end = match.end()
-        match = _ATTRIBUTE.match(line, end)
-    return attributes if end == len(line) else _split_attributes(line, pos, number, path)
-
-
-def _split_attributes(line: str, pos: int, number: int, path: str | Path) -> dict[str, str]:
-    """`_attributes` where the values hold deeper brackets or commas outside braces: split at top-level commas."""
-    rest = line[pos:].strip()
-    if not rest:
-        return {}
-    pieces, end = _split(rest + ")", 1) if rest.startswith(",") else ([], -1)
-    if end != len(rest) + 1:
-        raise HloError(path, number, f"'{rest[:40]}' after the operands (unbalanced brackets or a truncated line)",
-                       "', <key>=<value>' attributes")
-    attributes = {}
-    for piece in pieces:
-        key, equals, value = piece.partition("=")
-        if not equals:
-            raise HloError(path, number, f"attribute '{piece.strip()[:40]}'", "<key>=<value>")
-        attributes[key.strip()] = value.strip()
-    return attributes
-
-
-def _names(value: str) -> list[str]:
-    """Computation names of `name`, `%name` or `{a, %b}`."""
-    return [n.strip().lstrip("%") for n in value.strip("{}").split(",") if n.strip()]
-
-
-def _int(text: str, number: int, path: str | Path, expected: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise HloError(path, number, f"'{text.strip()[:30]}' is not a number", expected) from None
-
-
-# ---------------------------------------------------------------- attribute values
-
-
-def ints(value: str) -> list[int]:
-    """`{0,1}`, `{}` or `3` as integers."""
-    return [int(v) for v in value.strip("{}").split(",") if v.strip()]
-
-
-def window(value: str) -> Window:
-    """`{size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=2x2 rhs_dilate=1x1 rhs_reversal=0x1}`."""
-    fields = dict(item.split("=", 1) for item in value.strip("{}").split())
-    sizes = [int(v) for v in fields["size"].split("x")] if "size" in fields else []
-
-    def each(key: str, default: int) -> list[int]:
-        return [int(v) for v in fields[key].split("x")] if key in fields else [default] * len(sizes)
-
-    pads = [p.split("_") for p in fields["pad"].split("x")] if "pad" in fields else [["0", "0"]] * len(sizes)
-    return Window(sizes, each("stride", 1), [int(p[0]) for p in pads], [int(p[1]) for p in pads],
-                  each("rhs_dilate", 1), each("lhs_dilate", 1), [bool(r) for r in each("rhs_reversal", 0)])
-
-
-def conv_dims(value: str) -> ConvDims:
-    """`b01f_01io->b01f`: the position of each role letter; spatial dimensions by their digit."""
-    lhs, rest = value.split("_", 1)
-    kernel, out = rest.split("->")
-
-    def spatial(labels: str) -> list[int]:
-        return [labels.index(str(i)) for i in range(sum(c.isdigit() for c in labels))]
-
-    return ConvDims(lhs.index("b"), lhs.index("f"), spatial(lhs), kernel.index("i"), kernel.index("o"),
-                    spatial(kernel), out.index("b"), out.index("f"))
-
-
-def slices(value: str) -> list[tuple[int, int, int]]:
-    """`{[0:2], [1:6:2]}` as (start, limit, stride) per dimension."""
-    found = [(int(a), int(b), int(c or 1)) for a, b, c in _SLICE.findall(value)]
-    if len(found) != value.count("["):
-        raise ValueError(f"slice {value}")
-    return found
-
-
-def padding(value: str) -> list[tuple[int, int, int]]:
-    """`0_0x1_2_1` as (low, high, interior) per dimension."""
-    dims = [[int(v) for v in d.split("_")] for d in value.split("x")]
-    return [(d[0], d[1], d[2] if len(d) > 2 else 0) for d in dims]
 '''
 
 # ---------------------------------------- solution.submission

@@ -64,7 +64,7 @@ REPO = Path(__file__).resolve().parent.parent
 def file_work(path: Path) -> ConfigWork:
     """The physics prior's work of every config of a layout file, in its row order."""
     raw = read_graph(path)
-    return Propagation(raw).work(raw.config_feat)
+    return Propagation.of_file(raw).work(raw.config_feat)
 
 
 def file_prior(path: Path, weights: np.ndarray = UNIT) -> np.ndarray:

@@ -12,9 +12,9 @@ import pytest
 
 from solution import errors
 from solution.data.reader import read_graph
+from solution.format import OPCODE_IDS
 from solution.programs.encode import (
     LAYOUT_KEYS,
-    OPCODE_IDS,
     UnknownOpcodeWarning,
     encode_file,
     encode_program,

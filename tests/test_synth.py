@@ -18,11 +18,11 @@ from solution.format import (
     LAYOUT_GROUP,
     LAYOUT_MINOR_TO_MAJOR,
     NODE_FEAT_DIM,
+    OPCODE_NAMES,
     SHAPE_DIMS,
     TILE_CONFIG_DIM,
 )
 from solution.layouts import PERMS, perm_index
-from solution.programs.encode import OPCODE_NAMES
 from solution.synth import files, graphs, law, layouts, ops, tiles
 from solution.synth.ops import Op
 from solution.tools.synth import main as synth_main

@@ -34,7 +34,7 @@ def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
     in one order, written in the other). A while loop's body counts once per trip, the trip count read from the
     stacked tensors its dynamic slices walk, and a conditional's branches an equal share each. No constant of a
     runtime law enters."""
-    return prior_work(Propagation(raw).work(raw.config_feat), weights)
+    return prior_work(Propagation.of_file(raw).work(raw.config_feat), weights)
 
 
 def graph_work(graph: Graph, rows: np.ndarray | None = None) -> ConfigWork:

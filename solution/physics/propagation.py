@@ -1,10 +1,12 @@
-"""Each config's layouts carried through a layout file's whole graph as XLA carries them, and the work they cause."""
+"""The one way layouts travel through a graph as XLA carries them, and the work each config's layouts cause: the engine
+of the physics prior (over a file's nodes) and of the program corpus's runtime law (over HLO instructions)."""
 
 from __future__ import annotations
 
 import functools
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +21,7 @@ from ..format import (
     IS_ROOT,
     LAYOUT_GROUP,
     LAYOUT_MINOR_TO_MAJOR,
+    OPCODE_NAMES,
     SHAPE_DIMS,
 )
 from ..layouts import (
@@ -34,7 +37,6 @@ from ..layouts import (
     shape_tables,
     transpose_map,
 )
-from ..programs.encode import OPCODE_NAMES
 
 TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
@@ -53,21 +55,29 @@ CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14
 
 
 @dataclass
-class _Tensor:
-    """What the traffic count needs of one node."""
+class Tensor:
+    """What the walk needs of one node, from a file's features (`file_tensors`) or an HLO instruction."""
 
     name: str  # HLO opcode
     rank: int  # -1: a tuple
     dims: tuple[int, ...]  # its sizes (none for a tuple)
     tables: ShapeTables | None  # bytes stored per order of its dims (None for a tuple)
-    element_bytes: int  # of its element type (4 where the file names none)
-    text: int  # the file's layout of its output, an index into PERMS[rank]
-    operands: list[int]  # producers in node order (the files keep no operand order); a dot's or convolution's two
-    # in HLO order (lhs or input first) where their shapes tell it
+    element_bytes: int  # of its element type (4 where the source names none)
+    text: int  # its source's layout of its output (the file's, or the HLO text's), an index into PERMS[rank]
+    operands: list[int]  # producers in HLO order; from a file, which keeps no operand order, in node order but a
+    # dot's or convolution's two in HLO order (lhs or input first) where their shapes tell it
     dimensions: tuple[int, ...]  # the `dimensions` attribute (a transpose's permutation, a reduce's dims)
     is_root: bool
-    conv: tuple[int, ...]  # a convolution's CONV_DIMS
-    keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its shapes do not say)
+    conv: tuple[int, ...] = ()  # a convolution's CONV_DIMS (what a file tells of its operands)
+    keyed: tuple | None = None  # a dot's or convolution's `_keyed` (None where its source does not say)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A configurable node's config column, and the operands its input and kernel blocks lay out (-1: none)."""
+
+    column: int
+    laid_out: tuple[int, int]
 
 
 @dataclass
@@ -99,15 +109,20 @@ class ConfigWork:
 
 
 class Propagation:
-    """A layout file's graph as the traffic count reads it: its nodes, how often each runs, and which configurable
-    node each config column sets."""
+    """A graph as the walk reads it: its nodes, how often each runs, and which configurable node each config column
+    sets. Where runs and slots come from is its source's business: a file infers them from shapes
+    (`of_file`), an HLO program reads them from its text."""
 
-    def __init__(self, raw: RawGraph) -> None:
-        self.tensors = _tensors(raw)
-        self.runs = loop_runs(self.tensors, raw.computation_bounds())  # [n] times per program run
-        blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
-        block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
-        self.slots = {int(node): (k, block_ranks[k]) for k, node in enumerate(raw.config_node_ids)}
+    def __init__(self, tensors: list[Tensor], runs: np.ndarray, slots: dict[int, Slot]) -> None:
+        self.tensors = tensors
+        self.runs = runs  # [n] times per program run
+        self.slots = slots
+
+    @classmethod
+    def of_file(cls, raw: RawGraph) -> Propagation:
+        """A layout file's graph: operand order, loop trip counts and each block's operand as its shapes tell."""
+        tensors = file_tensors(raw)
+        return cls(tensors, loop_runs(tensors, raw.computation_bounds()), file_slots(raw, tensors))
 
     def work(self, configs: np.ndarray) -> ConfigWork:
         """What configs [C, nc, 18] (values -1..5) make the whole program do: its PARTS, and each configurable dot's
@@ -118,26 +133,31 @@ class Propagation:
 
     @functools.cached_property
     def matmuls(self) -> int:
-        """How many configurable dots and convolutions the file has (every configurable node but its reshapes)."""
+        """How many configurable dots and convolutions the graph has (every configurable node but its reshapes)."""
         return sum(self.tensors[i].name != "reshape" for i in self.slots)
 
-    def _pass(self, configs: np.ndarray) -> ConfigWork:
-        """`work` of one chunk of configs, node by node in the file's (topological) order."""
+    def walk(self, configs: np.ndarray) -> Iterator[tuple[Work, np.ndarray | None]]:
+        """Node by node in (topological) node order, what one run of each does under configs [C, nc, 18]: its Work,
+        and a configurable dot's or convolution's MATMUL [C, 4] (else None)."""
         tensors = self.tensors
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
-        parts = np.zeros((len(configs), len(PARTS)))
-        matmuls = []
         for i, tensor in enumerate(tensors):
             matmul = None
             if i in self.slots:
-                slot, block_ranks = self.slots[i]
-                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, slot], block_ranks)
+                slot = self.slots[i]
+                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, slot.column], slot.laid_out)
             else:
                 layout, done = _propagated(tensor, tensors, layouts)
-            if tensor.is_root:  # a result leaves in the file's layout
+            if tensor.is_root:  # a result leaves in its source's layout
                 done = done + _copy(tensor, layout, tensor.text)
             layouts.append(layout)
-            runs = self.runs[i]
+            yield done, matmul
+
+    def _pass(self, configs: np.ndarray) -> ConfigWork:
+        """`work` of one chunk of configs: each node's, times its runs."""
+        parts = np.zeros((len(configs), len(PARTS)))
+        matmuls = []
+        for runs, (done, matmul) in zip(self.runs, self.walk(configs)):
             for k, amount in done.items():
                 parts[:, k] += runs * amount
             if matmul is not None:
@@ -146,7 +166,7 @@ class Propagation:
         return ConfigWork(parts, stacked)
 
 
-def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
+def loop_runs(tensors: list[Tensor], bounds: np.ndarray) -> np.ndarray:
     """[n] how often each node runs per program run: a while loop's body and condition (the computations of the
     roots the while node has edges to) its trip count times the while node's own runs, a conditional's branches an
     equal share of its runs, nested calls multiplied; 1 elsewhere."""
@@ -167,7 +187,7 @@ def loop_runs(tensors: list[_Tensor], bounds: np.ndarray) -> np.ndarray:
     return runs
 
 
-def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
+def trip_count(tensors: list[Tensor], body: list[int]) -> int:
     """A loop's trip count as its body's dynamic slices imply it (the files keep no constants): a scan or a decode
     loop reads or writes one slice of a stacked tensor per trip along one dim (the most slices any of its dims
     holds), and walks past the end of none, so the fewest of those over the dynamic slices and
@@ -185,11 +205,11 @@ def trip_count(tensors: list[_Tensor], body: list[int]) -> int:
 @functools.lru_cache(maxsize=256)
 def file_propagation(path: str, split: str) -> Propagation:
     """The propagation of a layout file of a split, read once per process for the files in use (~0.6 KiB a node)."""
-    return Propagation(read_graph(path, split))
+    return Propagation.of_file(read_graph(path, split))
 
 
-def _tensors(raw: RawGraph) -> list[_Tensor]:
-    """The traffic count's view of every node of a file."""
+def file_tensors(raw: RawGraph) -> list[Tensor]:
+    """The walk's view of every node of a file."""
     feat = raw.node_feat
     dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
     ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
@@ -204,7 +224,7 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
         shape = tuple(dims[i, :max(rank, 0)].tolist())
         tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
         text = tuple(int(v) for v in feat[i, LAYOUT_MINOR_TO_MAJOR][:max(rank, 0)])
-        tensors.append(_Tensor(
+        tensors.append(Tensor(
             OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
             tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0),
@@ -215,7 +235,25 @@ def _tensors(raw: RawGraph) -> list[_Tensor]:
     return tensors
 
 
-def _hlo_order(tensor: _Tensor, tensors: list[_Tensor]) -> list[int]:
+def file_slots(raw: RawGraph, tensors: list[Tensor]) -> dict[int, Slot]:
+    """Each configurable node's slot in a file, which keeps no operand order: the input block lays out the first
+    operand of the rank some config gives that block (any laid-out one where no config sets it), a convolution's
+    kernel block the second of its rank."""
+    blocks = raw.config_feat.reshape(*raw.config_feat.shape[:2], 3, LAYOUT_GROUP)  # [c, nc, 3, 6]
+    block_ranks = (blocks >= 0).sum(-1).max(0)  # [nc, 3] each block's rank where some config sets it, else 0
+    slots = {}
+    for k, node in enumerate(raw.config_node_ids.tolist()):
+        tensor, laid_out = tensors[node], []
+        for block in (INPUT, KERNEL):
+            rank = block_ranks[k, block]
+            candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
+            usable = candidates and (block == INPUT or tensor.name == "convolution")
+            laid_out.append(candidates[min(block - INPUT, len(candidates) - 1)] if usable else -1)
+        slots[node] = Slot(k, tuple(laid_out))
+    return slots
+
+
+def _hlo_order(tensor: Tensor, tensors: list[Tensor]) -> list[int]:
     """A dot's or convolution's two operands with the one its shapes say is operand 0 first (node order where they
     do not say); any other node's as they are."""
     if tensor.name not in ("dot", "convolution") or len(tensor.operands) != 2 or tensor.rank < 0:
@@ -227,7 +265,7 @@ def _hlo_order(tensor: _Tensor, tensors: list[_Tensor]) -> list[int]:
     return tensor.operands[::-1] if swapped else tensor.operands
 
 
-def _shape_rules(tensor: _Tensor, lhs: _Tensor, rhs: _Tensor) -> int:
+def _shape_rules(tensor: Tensor, lhs: Tensor, rhs: Tensor) -> int:
     """How many of a dot's or convolution's shape rules hold with `lhs` as operand 0 and `rhs` as operand 1."""
     if tensor.name == "dot":
         return int(dot_keys(lhs.dims, rhs.dims, tensor.dims) is not None)
@@ -262,20 +300,17 @@ def work(**amounts) -> Work:
     return Work({PARTS.index(name): amount for name, amount in amounts.items()})
 
 
-def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: np.ndarray, block_ranks: np.ndarray):
+def _configured(tensor: Tensor, tensors: list[Tensor], layouts: list, config: np.ndarray, laid_out: tuple[int, int]):
     """A configurable node's output layout [C], work and, for a dot or convolution, its MATMUL [C, 4] (else None):
-    its output and its laid-out operands in the config's layouts (-1 blocks: the file's for the output, the
-    producer's for an operand), copies into those. A reshape whose operand and output both keep the file's orders is
-    a bitcast and moves nothing itself."""
+    its output and the operands its blocks lay out (`laid_out`: input, kernel) in the config's layouts (-1 blocks:
+    the source's for the output, the producer's for an operand), copies into those. A reshape whose operand and
+    output both keep their source's orders is a bitcast and moves nothing itself."""
     blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
     out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
     own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
-    for block in (INPUT, KERNEL):
-        rank = block_ranks[block]  # 0 where no config sets the block: then any laid-out operand
-        candidates = [o for o in tensor.operands if (tensors[o].rank == rank if rank else tensors[o].rank > 0)]
-        if not candidates or (block == KERNEL and tensor.name != "convolution"):
+    for block, index in zip((INPUT, KERNEL), laid_out):
+        if index < 0:
             continue
-        index = candidates[min(block - INPUT, len(candidates) - 1)]  # the kernel: the second of the input's rank
         operand = tensors[index]
         wanted = chosen_layout(blocks[:, block], operand.rank, _seen(index, tensors, layouts))
         copies = copies + _copy(operand, layouts[index], wanted)
@@ -288,7 +323,7 @@ def _configured(tensor: _Tensor, tensors: list[_Tensor], layouts: list, config: 
     return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(config))  # launches anyway
 
 
-def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
+def _matmul(tensor: Tensor, tensors: list[Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
     """[count, 4] a dot's or convolution's MATMUL: its multiply-adds over whole output tiles (0 where its shapes do
     not say), the bytes it stores (`own`: its output and the operands the config lays out; and the others as they
     arrive where its shapes say which they are), and how many of its operands (or a convolution's output) have their
@@ -300,6 +335,8 @@ def _matmul(tensor: _Tensor, tensors: list[_Tensor], layouts: list, chosen: dict
         multiply_adds = _stored(tensor, out) / tensor.element_bytes * reduced
         own = own + sum(_stored(tensors[i], _seen(i, tensors, layouts)) for i, _ in keys if i >= 0 and i not in chosen)
         for index, dims in keys:
+            if not dims:  # an outer product's operand: nothing to feed
+                continue
             owner, layout = (tensor, out) if index < 0 else (
                 tensors[index], chosen[index] if index in chosen else _seen(index, tensors, layouts))
             minor = _among(owner.tables.minor[layout], dims)
@@ -315,7 +352,7 @@ def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     return (np.asarray(values)[..., None] == np.asarray(dims)).any(-1)
 
 
-def _keyed(tensor: _Tensor, tensors: list[_Tensor]):
+def _keyed(tensor: Tensor, tensors: list[Tensor]):
     """(elements reduced per output element, [(operand or -1 for the output, key dims)]) of a dot or convolution
     whose operands are in HLO order; None for other nodes and where its shapes do not say."""
     if tensor.name not in ("dot", "convolution") or tensor.rank < 0:
@@ -371,11 +408,11 @@ def _contracted(dims: tuple[int, ...], batch: tuple[int, ...], free: tuple[int, 
                 yield tuple(d for d in others if d not in free_dims)
 
 
-def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
+def _propagated(tensor: Tensor, tensors: list[Tensor], layouts: list):
     """Any other node's output layout and work, by how its op carries its operands' layouts."""
     name, rank = tensor.name, tensor.rank
     if rank < 0 or name in ("parameter", "get-tuple-element"):
-        pinned = name in PINNED or rank < 0  # operands leave in the file's layouts (loop state, tuples, calls)
+        pinned = name in PINNED or rank < 0  # operands leave in their source's layouts (loop state, tuples, calls)
         copies = [_copy(tensors[o], layouts[o], tensors[o].text) for o in tensor.operands] if pinned else []
         return (tensor.text if rank >= 0 else None), sum(copies, Work())
     if name in FLEXIBLE:
@@ -406,21 +443,21 @@ def _propagated(tensor: _Tensor, tensors: list[_Tensor], layouts: list):
         part = "fused" if name in ELEMENTWISE else "passes"
         return layout, copies + work(**{part: _stored(tensor, layout)})
     read = sum(_stored(tensors[o], _seen(o, tensors, layouts)) for o in tensor.operands if tensors[o].rank >= 0)
-    return tensor.text, work(passes=read + _stored(tensor, tensor.text))  # gather, custom calls, ...: the file's
+    return tensor.text, work(passes=read + _stored(tensor, tensor.text))  # gather, custom calls, ...: the source's
 
 
-def _stored(tensor: _Tensor, layout) -> np.ndarray | float:
+def _stored(tensor: Tensor, layout) -> np.ndarray | float:
     """Bytes a tensor stores in 8 x 128 tiles in `layout` ([C] or one order)."""
     return tensor.tables.padded[layout]
 
 
-def _seen(operand: int, tensors: list[_Tensor], layouts: list):
-    """The layout an operand arrives in: its own, or the file's where it adapts to its users."""
+def _seen(operand: int, tensors: list[Tensor], layouts: list):
+    """The layout an operand arrives in: its own, or its source's where it adapts to its users."""
     layout = layouts[operand]
     return tensors[operand].text if layout is None else layout
 
 
-def _copy(tensor: _Tensor, source, target) -> Work:
+def _copy(tensor: Tensor, source, target) -> Work:
     """The copy of the tensor from layout `source` to `target` where they store it differently: the bytes it
     moves (a transpose where the minor dim changes), and one kernel."""
     if source is None or tensor.rank <= 0:
@@ -433,6 +470,6 @@ def _copy(tensor: _Tensor, source, target) -> Work:
                 launches=differs.astype(np.float64))
 
 
-def _keeps_text(tensor: _Tensor, layout) -> np.ndarray:
-    """Whether `layout` ([C] or one order) stores the tensor as the file's layout does."""
+def _keeps_text(tensor: Tensor, layout) -> np.ndarray:
+    """Whether `layout` ([C] or one order) stores the tensor as its source's layout does."""
     return tensor.tables.canonical[layout] == tensor.tables.canonical[tensor.text]

@@ -24,6 +24,7 @@ from ..format import (
     IS_STABLE,
     LAYOUT,
     NODE_FEAT_DIM,
+    OPCODE_IDS,
     PADDING,
     PARAMETER,
     REVERSAL,
@@ -35,26 +36,6 @@ from ..format import (
 from . import hlo
 from .hlo import HloError, Instruction, Module, Shape
 
-# opcode name of each official id (hlo_opcode.h); "" where no opcode has the id; 97 and 101 are tombstones
-OPCODE_NAMES = (
-    "", "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2", "batch-norm-grad",
-    "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert", "broadcast", "call", "ceil",
-    "cholesky", "clamp", "collective-permute", "count-leading-zeros", "compare", "complex", "concatenate",
-    "conditional", "constant", "convert", "convolution", "copy", "copy-done", "copy-start", "cosine", "custom-call",
-    "divide", "domain", "dot", "dynamic-slice", "dynamic-update-slice", "exponential", "exponential-minus-one",
-    "fft", "floor", "fusion", "gather", "get-dimension-size", "set-dimension-size", "get-tuple-element", "imag",
-    "infeed", "iota", "is-finite", "log", "log-plus-one", "and", "not", "or", "xor", "map", "maximum", "minimum",
-    "multiply", "negate", "outfeed", "pad", "parameter", "partition-id", "popcnt", "power", "real", "recv",
-    "recv-done", "reduce", "reduce-precision", "reduce-window", "remainder", "replica-id", "reshape", "reverse",
-    "rng", "rng-get-and-update-state", "rng-bit-generator", "round-nearest-afz", "rsqrt", "scatter", "select",
-    "select-and-scatter", "send", "send-done", "shift-left", "shift-right-arithmetic", "shift-right-logical",
-    "sign", "sine", "slice", "sort", "sqrt", "subtract", "tanh", "trace", "transpose", "triangular-solve", "tuple",
-    "tuple-select", "while", "cbrt", "all-gather", "collective-permute-start", "collective-permute-done",
-    "logistic", "dynamic-reshape", "all-reduce-start", "all-reduce-done", "reduce-scatter", "all-gather-start",
-    "all-gather-done", "opt-barrier", "async-start", "async-update", "async-done", "round-nearest-even",
-    "stochastic-convert", "tan",
-)
-OPCODE_IDS = {name: i for i, name in enumerate(OPCODE_NAMES) if name}
 UNKNOWN_OPCODE = 0
 SPLIT_ROLES = ("body", "condition", "branch_computations", "true_computation", "false_computation")
 GROUPED = ("convolution", "custom-call")  # the instructions whose protos carry feature/batch group counts

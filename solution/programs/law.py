@@ -10,18 +10,8 @@ import numpy as np
 
 from ..constants import LANES, SUBLANES
 from ..format import ELEMENT_BYTES, LAYOUT_GROUP, TILE_CONFIG_DIM
-from ..layouts import (
-    ELEMENTWISE,
-    FLEXIBLE,
-    MOVEMENT,
-    PINNED,
-    ShapeTables,
-    chosen_layout,
-    perm_index,
-    reduce_map,
-    shape_tables,
-    transpose_map,
-)
+from ..layouts import ELEMENTWISE, FLEXIBLE, MOVEMENT, perm_index, shape_tables
+from ..physics.propagation import PARTS, Propagation, Slot, Tensor
 from . import hlo
 from .encode import InlinedModule, inlined_computations
 from .hlo import Instruction, Module
@@ -51,36 +41,26 @@ _CONSTANT = re.compile(r"constant\((-?\d+)\)")
 # ---------------------------------------------------------------- the layout law
 
 
-@dataclass
-class _Node:
-    """What the law needs of one instruction."""
-
-    opcode: str
-    rank: int  # -1: a tuple or a rank the law does not lay out (> 6)
-    tables: ShapeTables | None
-    real_bytes: float
-    text: int  # index of the HLO text's layout in PERMS[rank]
-    operands: list[int]
-    weight: float  # how often it runs per program run (loop trip counts)
-    attributes: object = None  # see _attributes
-
-
 class LayoutLaw:
-    """Noise-free runtime (ns) of one program under layout configs, vectorised over configs.
+    """Noise-free runtime (ns) of one program under layout configs, vectorised over configs: the work that the
+    physics package's walk (`Propagation`) finds each node doing, priced with this machine's fixed constants.
 
-    Layouts: a configurable node (conv, dot, reshape) takes its output, input (operand 0) and kernel (operand 1 of
-    a convolution) layouts from its config row; a -1 block is the compiler default: the HLO text's layout for the
-    output, and for an operand the layout its producer gives (no copy). Every other node takes its layout by
-    propagation (element-wise ops and data movement keep their first laid-out operand's, transposes and reduces map
-    it, broadcasts and constants adapt to their user for free, parameters, tuples and loop state keep the text's).
-    A user that needs another layout than its producer gives pays a copy."""
+    Layouts (the walk's rules): a configurable node (conv, dot, reshape) takes its output, input (operand 0) and
+    kernel (operand 1 of a convolution) layouts from its config row; a -1 block is the compiler default: the HLO
+    text's layout for the output, and for an operand the layout its producer gives (no copy). Every other node
+    takes its layout by propagation (element-wise ops and data movement keep their first laid-out operand's,
+    transposes and reduces map it, broadcasts and constants adapt to their user for free, parameters, tuples and
+    loop state keep the text's). A user that needs another layout than its producer gives pays a copy. Unlike a
+    file, the HLO text says each dot's operand order and contracting dims and each loop's trip count."""
 
     def __init__(self, module: Module, graph: InlinedModule, config_ids: np.ndarray, text: str) -> None:
         self.weights = computation_weights(module, graph, text.splitlines())  # [N]
-        self.nodes = [_node(instruction, [graph.nodes[o] for o in operands], operands, float(weight))
-                      for instruction, operands, weight in zip(graph.nodes, graph.operands, self.weights)]
-        self.config_slot = {int(node): k for k, node in enumerate(config_ids)}
-        self.roots = set(graph.roots.values())
+        roots = set(graph.roots.values())
+        tensors = [_tensor(instruction, [graph.nodes[o] for o in operands], operands, i in roots)
+                   for i, (instruction, operands) in enumerate(zip(graph.nodes, graph.operands))]
+        self.propagation = Propagation(tensors, self.weights, _slots(tensors, config_ids))
+        self.fixed = np.array([_fixed_cost(instruction, tensor) for instruction, tensor in zip(graph.nodes, tensors)])
+        self.prices = np.stack([_prices(tensor.name) for tensor in tensors])  # [N, len(PARTS)]
 
     def runtime(self, configs: np.ndarray) -> np.ndarray:
         """[C] ns of configs [C, NC, 18]."""
@@ -88,158 +68,87 @@ class LayoutLaw:
 
     def node_costs(self, configs: np.ndarray) -> np.ndarray:
         """[C, N] ns each node adds (its copies included) under configs [C, NC, 18]."""
-        count = len(configs)
-        costs = np.zeros((count, len(self.nodes)))
-        layouts: list[np.ndarray | int | None] = []  # per node: [C] or one PERMS index; None: adapts to its users
-        for i, node in enumerate(self.nodes):
-            slot = self.config_slot.get(i)
-            blocks = None if slot is None else configs[:, slot].reshape(count, 3, LAYOUT_GROUP)  # [C, 3, 6]
-            layout, cost = self._node(node, layouts, blocks, i in self.roots)
-            layouts.append(layout)
-            costs[:, i] = node.weight * cost
+        costs = np.zeros((len(configs), len(self.fixed)))
+        for i, (done, matmul) in enumerate(self.propagation.walk(np.asarray(configs, np.int64))):
+            cost = self.fixed[i] + sum(self.prices[i, part] * amount for part, amount in done.items())
+            costs[:, i] = self.weights[i] * (cost + (0.0 if matmul is None else _matmul_cost(matmul)))
         return costs
 
-    def _node(self, node: _Node, layouts: list, blocks: np.ndarray | None, is_root: bool):
-        """The node's output layout and its cost ([C] or a number) given its operands' layouts."""
-        opcode, nodes = node.opcode, self.nodes
-        if node.rank < 0 or opcode == "parameter" or opcode == "get-tuple-element":
-            cost = 0.0
-            if opcode in PINNED or node.rank < 0:  # operands pinned to their text layouts (loop state, outputs)
-                cost = sum(self._copy(o, layouts[o], nodes[o].text) for o in node.operands if nodes[o].rank >= 0)
-            return (node.text if node.rank >= 0 else None), cost
-        if opcode in FLEXIBLE:
-            return None, FUSED_PASS * node.real_bytes / BANDWIDTH
-        if opcode in ("dot", "convolution", "reshape"):
-            layout, cost = self._configurable(node, layouts, blocks)
-        elif opcode == "transpose":
-            source = layouts[node.operands[0]]
-            layout = None if source is None else transpose_map(node.rank, node.attributes)[source]
-            cost = 0.0  # a bitcast once layouts are assigned; the users pay if they need another order
-        elif opcode == "reduce" and len(node.operands) == 2:
-            source = self._seen(node.operands[0], layouts)
-            operand = nodes[node.operands[0]]
-            if operand.rank <= 0:
-                return node.text, OP_OVERHEAD
-            layout = reduce_map(operand.rank, node.attributes)[source]
-            lanes = np.isin(operand.tables.minor[source], node.attributes)
-            cost = OP_OVERHEAD + operand.tables.padded[source] / BANDWIDTH * np.where(lanes, LANE_REDUCE, 1.0)
-        elif opcode in ELEMENTWISE or opcode in MOVEMENT:
-            layout, cost = self._propagated(node, layouts)
-            stored = node.tables.padded[layout]
-            if opcode in ELEMENTWISE:
-                cost = cost + FUSED_PASS * stored / BANDWIDTH * (2.0 if opcode in TRANSCENDENTAL else 1.0)
-            else:
-                cost = cost + OP_OVERHEAD + 2 * stored / BANDWIDTH
-        else:  # gather, scatter, custom calls, ...: the text's layout, a pass over output and operands
-            layout = node.text
-            moved = node.tables.padded[layout] + sum(nodes[o].tables.padded[self._seen(o, layouts)]
-                                                     for o in node.operands if nodes[o].rank >= 0)
-            cost = OP_OVERHEAD + moved / BANDWIDTH
-        if is_root:  # a computation's result leaves in the text's layout
-            cost = cost + self._copy_between(node, layout, node.text)
-        return layout, cost
 
-    def _seen(self, operand: int, layouts: list):
-        """The layout an operand arrives in: its own, or the text's where it adapts to its users."""
-        layout = layouts[operand]
-        return self.nodes[operand].text if layout is None else layout
-
-    def _propagated(self, node: _Node, layouts: list):
-        """Element-wise and data-movement ops: the first laid-out operand of the same rank sets the layout; the
-        other laid-out operands of that rank are copied into it where they differ."""
-        same = [o for o in node.operands if self.nodes[o].rank == node.rank and layouts[o] is not None]
-        if not same:
-            return node.text, 0.0
-        layout = layouts[same[0]]
-        return layout, sum(self._copy(o, layouts[o], layout) for o in same[1:])
-
-    def _configurable(self, node: _Node, layouts: list, blocks: np.ndarray | None):
-        """A conv, dot or reshape: its config's layouts (or the defaults), copies into them, then its own cost."""
-        nodes = self.nodes
-        out = node.text if blocks is None else chosen_layout(blocks[:, 0], node.rank, node.text)
-        seen, copies = [], 0.0
-        for position, operand in enumerate(node.operands[:2]):
-            arriving = self._seen(operand, layouts)
-            wanted = arriving
-            block = 1 if position == 0 else 2
-            if blocks is not None and nodes[operand].rank >= 0 and (position == 0 or node.opcode == "convolution"):
-                wanted = chosen_layout(blocks[:, block], nodes[operand].rank, arriving)
-                if layouts[operand] is not None:
-                    copies = copies + self._copy(operand, arriving, wanted)
-            seen.append(wanted)
-        if node.opcode == "reshape":
-            operand = nodes[node.operands[0]]
-            if operand.rank < 0:
-                return out, copies
-            bitcast = ((operand.tables.canonical[seen[0]] == operand.tables.canonical[operand.text])
-                       & (node.tables.canonical[out] == node.tables.canonical[node.text]))  # both row-major
-            moved = operand.tables.padded[seen[0]] + node.tables.padded[out]
-            cost = np.where(bitcast, 0.0, COPY_OVERHEAD + TRANSPOSE_COPY * moved / BANDWIDTH)
-            return out, copies + cost
-        lhs, rhs = nodes[node.operands[0]], nodes[node.operands[1]]
-        stored = lhs.tables.padded[seen[0]] + rhs.tables.padded[seen[1]] + node.tables.padded[out]
-        flops = node.attributes["flops"] * node.tables.padded[out] / max(node.real_bytes, 1.0)  # whole tiles
-        feeds = [_feed(nodes[o].tables, layout, keys) for o, layout, keys in
-                 zip(node.operands, seen, node.attributes["keys"])]
-        feeds.append(_feed(node.tables, out, node.attributes["out_keys"]))
-        compute = flops / PEAK_FLOPS * feeds[0] * feeds[1] * feeds[2]
-        return out, copies + OP_OVERHEAD + np.maximum(compute, stored / BANDWIDTH)
-
-    def _copy(self, operand: int, source, target):
-        """ns to copy the operand's tensor from layout `source` to `target` (0 where they are the same order)."""
-        return self._copy_between(self.nodes[operand], source, target)
-
-    @staticmethod
-    def _copy_between(node: _Node, source, target):
-        if source is None or node.rank <= 0:
-            return 0.0
-        tables = node.tables
-        differs = tables.canonical[source] != tables.canonical[target]
-        moved = (tables.padded[source] + tables.padded[target]) / BANDWIDTH
-        transpose = np.where(tables.minor[source] != tables.minor[target], TRANSPOSE_COPY, 1.0)
-        return np.where(differs, COPY_OVERHEAD + moved * transpose, 0.0)
+def _prices(opcode: str) -> np.ndarray:
+    """ns per unit of each of PARTS done by a node of `opcode`: bytes over the bandwidth (a fused element-wise pass a
+    fraction of a write, twice for transcendentals; data movement reads and writes; a transpose's copy or a reshape
+    that is no bitcast strided; reducing across lanes shuffles), and an overhead per copy kernel launched."""
+    fused = FUSED_PASS * (2.0 if opcode in TRANSCENDENTAL else 1.0)
+    passes = 2.0 if opcode in MOVEMENT else 1.0
+    per_byte = {"fused": fused, "passes": passes, "relayouts": TRANSPOSE_COPY, "copies": 1.0,
+                "transposes": TRANSPOSE_COPY, "lane_reduces": LANE_REDUCE - 1.0}
+    return np.array([COPY_OVERHEAD if part == "launches" else per_byte[part] / BANDWIDTH for part in PARTS])
 
 
-def _feed(tables: ShapeTables, layout, keys: tuple[int, ...]) -> np.ndarray:
-    """Matrix-unit slowdown of one operand: 1 with a key dim (contracting, or a conv's feature dims) minor."""
-    if not keys:
-        return np.ones(1)
-    minor, second = tables.minor[layout], tables.second[layout]
-    return np.where(np.isin(minor, keys), 1.0, np.where(np.isin(second, keys), SECOND_MINOR_FEED, MAJOR_FEED))
+def _matmul_cost(matmul: np.ndarray) -> np.ndarray:
+    """[C] ns of a dot's or convolution's own work (MATMUL [C, 4]): the matrix units' time, slower per operand fed
+    with its key dim second-minor or further out, or its bytes over the bandwidth, whichever is longer."""
+    multiply_adds, stored, second, major = matmul.T
+    compute = 2.0 * multiply_adds / PEAK_FLOPS * SECOND_MINOR_FEED ** second * MAJOR_FEED ** major
+    return np.maximum(compute, stored / BANDWIDTH)
 
 
-def _node(instruction: Instruction, sources: list[Instruction], operands: list[int], weight: float) -> _Node:
-    """The law's view of one instruction (`sources`: its operands' instructions): shape tables and the attributes
-    its cost needs."""
+def _fixed_cost(instruction: Instruction, tensor: Tensor) -> float:
+    """ns a node costs whatever the layouts: a kernel launch for every op that is not fused, a bitcast or a
+    parameter; a broadcast's or constant's fused pass over its elements."""
+    if tensor.rank < 0 or tensor.name in ("parameter", "get-tuple-element", "transpose", "reshape"):
+        return 0.0
+    if tensor.name in FLEXIBLE:
+        return FUSED_PASS * math.prod(instruction.shape.dims) * tensor.element_bytes / BANDWIDTH
+    return 0.0 if tensor.name in ELEMENTWISE else OP_OVERHEAD
+
+
+def _tensor(instruction: Instruction, sources: list[Instruction], operands: list[int], is_root: bool) -> Tensor:
+    """The walk's view of one instruction (`sources`: its operands' instructions): shape tables, the HLO text's
+    layout, and what its attributes say (a transpose's permutation, a reduce's dims, a dot's or convolution's
+    key dims). A rank over 6 is left out like a tuple."""
     shape = instruction.shape
     rank = len(shape.dims) if shape.element_type != "tuple" and len(shape.dims) <= LAYOUT_GROUP else -1
     element = ELEMENT_BYTES.get(shape.element_type, 4)
-    tables = shape_tables(tuple(max(d, 1) for d in shape.dims), element) if rank >= 0 else None
+    dims = tuple(max(d, 1) for d in shape.dims) if rank >= 0 else ()
+    tables = shape_tables(dims, element) if rank >= 0 else None
     text = perm_index(tuple(shape.minor_to_major)) if rank > 0 else 0
-    real = float(math.prod(shape.dims)) * element if rank >= 0 else 0.0
-    return _Node(instruction.opcode, rank, tables, real, text, operands, weight, _attributes(instruction, sources))
+    dimensions = tuple(hlo.ints(instruction.attributes.get("dimensions", "{}"))) if instruction.opcode in (
+        "transpose", "reduce") else ()
+    return Tensor(instruction.opcode, rank, dims, tables, element, text, operands, dimensions, is_root,
+                  keyed=_keyed(instruction, sources, operands))
 
 
-def _attributes(instruction: Instruction, sources: list[Instruction]):
-    """Per opcode: transpose permutation, reduce dims, or a dot's / conv's flops and key dims per operand."""
-    points = 2.0 * math.prod(instruction.shape.dims)  # a multiply and an add per output point and reduced point
+def _keyed(instruction: Instruction, sources: list[Instruction], operands: list[int]):
+    """A dot's or convolution's (elements reduced per output element, [(operand or -1 for the output, key dims)])
+    from its dimension numbers; None for other instructions."""
     attributes = instruction.attributes
-    if instruction.opcode == "transpose":
-        return tuple(hlo.ints(attributes["dimensions"]))
-    if instruction.opcode == "reduce":
-        return tuple(hlo.ints(attributes.get("dimensions", "{}")))
     if instruction.opcode == "dot":
         lhs = tuple(hlo.ints(attributes.get("lhs_contracting_dims", "{}")))
         rhs = tuple(hlo.ints(attributes.get("rhs_contracting_dims", "{}")))
-        reduced = math.prod(sources[0].shape.dims[d] for d in lhs)
-        return {"keys": (lhs, rhs), "out_keys": (), "flops": points * reduced}
+        return math.prod(sources[0].shape.dims[d] for d in lhs), [(operands[0], lhs), (operands[1], rhs)]
     if instruction.opcode == "convolution":
         dims = hlo.conv_dims(attributes["dim_labels"])
         kernel = sources[1].shape.dims
         reduced = kernel[dims.kernel_input_feature] * math.prod(kernel[d] for d in dims.kernel_spatial)
-        return {"keys": ((dims.input_feature,), (dims.kernel_input_feature, dims.kernel_output_feature)),
-                "out_keys": (dims.output_feature,), "flops": points * reduced}
+        return reduced, [(operands[0], (dims.input_feature,)),
+                         (operands[1], (dims.kernel_input_feature, dims.kernel_output_feature)),
+                         (-1, (dims.output_feature,))]
     return None
+
+
+def _slots(tensors: list[Tensor], config_ids: np.ndarray) -> dict[int, Slot]:
+    """Each configurable node's slot as the HLO says it: the input block lays out operand 0, a convolution's kernel
+    block operand 1."""
+    slots = {}
+    for column, node in enumerate(config_ids.tolist()):
+        tensor = tensors[node]
+        if tensor.rank < 0:
+            continue
+        laid_out = [o if tensors[o].rank >= 0 else -1 for o in tensor.operands[:2]] + [-1, -1]
+        slots[node] = Slot(column, (laid_out[0], laid_out[1] if tensor.name == "convolution" else -1))
+    return slots
 
 
 def computation_weights(module: Module, graph: InlinedModule, lines: list[str]) -> np.ndarray:
