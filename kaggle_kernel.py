@@ -8,7 +8,7 @@ test file, writes a checked submission.csv and prints a table of validation scor
 Settings (environment variables; on Kaggle all are optional):
   SOLUTION_DATA_ROOT       the competition data; default /kaggle/input/predict-ai-model-runtime, else the first
                            attached input that holds npz_all/npz
-  SOLUTION_OUTPUT_DIR      where submission.csv, parts/, rankers/<collection>.ranker and checkpoints/ go; default
+  SOLUTION_OUTPUT_DIR      where submission.csv, collections/, rankers/<collection>.ranker and checkpoints/ go; default
                            /kaggle/working
   SOLUTION_TIME_BUDGET     wall-clock seconds of the whole job, start to checked submission.csv; default
                            39600; the job plans its steps from the files' sizes and trains each
@@ -401,7 +401,7 @@ __version__ = "0.1.0"
 
 # ---------------------------------------- solution.allocator
 SOURCES['solution.allocator'] = '''\
-"""The C allocator's settings for tensor-heavy CPU work: freed step-sized buffers are kept for the next step."""
+"""The C allocator's settings for tensor-heavy CPU compute: freed step-sized buffers are kept for the next step."""
 
 from __future__ import annotations
 
@@ -2444,7 +2444,7 @@ def _count_inversions(values: np.ndarray) -> int:
 
     At the level of width w every block of 2w holds two sorted halves; each right-half element counts the
     left-half elements of its block that exceed it with one global searchsorted (keys = block * span + value
-    keep blocks apart), then the blocks are merged by one stable sort. log2(n) levels of O(n log n) work.
+    keep blocks apart), then the blocks are merged by one stable sort. log2(n) levels of O(n log n) time.
     """
     n = len(values)
     span = int(values.max()) + 1 if n else 1
@@ -2869,11 +2869,11 @@ def sparse_mean(matrix: torch.Tensor, x: torch.Tensor, onto: torch.Tensor | None
 
 
 class LinkBlock(nn.Module):
-    """Config-aware message passing that keeps its d x d work on the configurable nodes: each configurable
+    """Config-aware message passing that keeps its d x d products on the configurable nodes: each configurable
     node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
     what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
-    work is one sparse product each way and one GELU. The encoder's states may be wider (`context_dim`) than the
+    compute is one sparse product each way and one GELU. The encoder's states may be wider (`context_dim`) than the
     config-aware ones."""
 
     def __init__(self, dim: int, dropout: float = 0.0, context_dim: int | None = None) -> None:
@@ -3171,7 +3171,7 @@ class LayoutRanker(Ranker):
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
     (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory. The
-    config-dependent work scales with the configurable nodes, not the graph, and with w^2.
+    config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (see
@@ -5172,19 +5172,19 @@ def score_main(argv: list[str] | None = None) -> int:
 def submit_main(argv: list[str] | None = None) -> int:
     """`solution submit`: merge the per-collection CSVs into one submission."""
     parser = argparse.ArgumentParser(prog="solution submit", description="Merge per-collection CSVs into one.")
-    parser.add_argument("parts", nargs="*", type=Path,
+    parser.add_argument("files", nargs="*", type=Path,
                         help="per-collection CSVs (default: <dir>/<collection>.csv for all five)")
     parser.add_argument("--dir", type=Path, default=Path("submissions"))
     parser.add_argument("--out", type=Path, default=None, help="default: <dir>/submission.csv")
     parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
                         help="dataset whose test files the submission must cover")
     args = parser.parse_args(argv)
-    parts = args.parts or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
-    out = merge(parts, args.out or args.dir / "submission.csv", args.root)
+    files = args.files or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
+    out = merge(files, args.out or args.dir / "submission.csv", args.root)
     checked = (f"checked the format of every row and that it covers each test file of {args.root} with a "
                "permutation of its configs") if args.root else ("checked the format of every row (header, IDs, "
                "orders that are permutations); not against the test files: give --data.root for that")
-    print(f"wrote {out} from {len(parts)} file(s); {checked}")
+    print(f"wrote {out} from {len(files)} file(s); {checked}")
     return OK
 '''
 
@@ -5324,7 +5324,7 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
 # ---------------------------------------- solution.tools.pipeline
 SOURCES['solution.tools.pipeline'] = '''\
 """The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
-every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
+every test file, merge the collections' files into one submission.csv and check it. A collection whose settings ask for
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `blend_weights` name weights above 0
 blends the physics prior of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
@@ -5386,7 +5386,7 @@ class Job:
     """Where the job reads and writes, and how long it trains."""
 
     root: Path  # the data (read only)
-    output: Path  # submission.csv, parts/, rankers/, checkpoints/
+    output: Path  # submission.csv, collections/, rankers/, checkpoints/
     cache: Path | None = None  # preprocessed graphs; None: the default ($SOLUTION_CACHE or ~/.cache/solution)
     budget: float | None = None  # wall-clock seconds of the whole job (`plan.py`); None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
@@ -5401,8 +5401,10 @@ class Job:
     budget_source: str = "--budget"  # what the user set the budget with, for the plan's errors
 
     @property
-    def parts(self) -> Path:
-        return self.output / "parts"
+    def collection_files(self) -> Path:
+        """Where each collection's ranked test configs go: <output>/collections/<collection>.csv, beside its raw
+        scores."""
+        return self.output / "collections"
 
     @property
     def saved_rankers(self) -> Path:
@@ -5551,7 +5553,7 @@ class Members:
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
              validate: bool = True, prior: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), save them as the collection's ranker
-    (`Job.saved_rankers`) and rank the test files with it into <output>/parts/<collection>.csv
+    (`Job.saved_rankers`) and rank the test files with it into <output>/collections/<collection>.csv
     (with `predict`); returns the validation metrics (`score`, ...) and the number of validation files, or nothing
     when it does not validate. An ensemble ranks by the mean of its members' normalised ranks per graph (as
     `solution ensemble`). With `member_folds`, member j validates on its own fold of models (`member_data`), and the
@@ -5613,9 +5615,9 @@ def validate_members(collection: str, checkpoints: Sequence[Path], settings: Map
 
 def rank_test_files(ranker: SavedRanker, source: Path, settings: Mapping, job: Job) -> None:
     """Rank every test file of the ranker's collection with it (as `solution predict --ranker` does) into
-    <output>/parts/<collection>.csv and its scores."""
+    <output>/collections/<collection>.csv and its scores."""
     graphs, scores = ranked_job_split(ranker, source, settings, job, "test")
-    write_scores(graphs, scores, job.parts, ranker.collection, "test")
+    write_scores(graphs, scores, job.collection_files, ranker.collection, "test")
 
 
 def ranked_job_split(ranker: SavedRanker, source: Path, settings: Mapping, job: Job,
@@ -5677,7 +5679,7 @@ def given_rankers(folder: Path | None) -> dict[str, Path]:
 
 def rank_saved(collection: str, path: Path, settings: Mapping, job: Job) -> dict[str, float]:
     """A collection ranked by a saved ranker, as saved: its valid files scored with it, its test files ranked into
-    parts/, and the ranker kept with the job's others (`Job.saved_rankers`)."""
+    collections/, and the ranker kept with the job's others (`Job.saved_rankers`)."""
     ranker = read_ranker(path)
     if ranker.collection != collection:
         raise CheckpointError(f"{path}: key collection is {ranker.collection!r}; expected a ranker of {collection}")
@@ -5717,8 +5719,8 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
             f" skipped, and submission.csv covers only {', '.join(present)}")
     scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c), rankers.get(c))
               for index, c in enumerate(present)}
-    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
-    report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
+    files = [job.collection_files / f"{collection_file_stem(c)}.csv" for c in present]
+    report = check(merge(files, job.output / "submission.csv", job.root), job.root).raise_if_bad()
     say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
     if not missing:
         scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
@@ -5765,7 +5767,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="solution run", description=__doc__)
     parser.add_argument("--data.root", dest="root", required=True, help="the data: a folder holding npz_all/npz")
     parser.add_argument("--out", default="submissions",
-                        help="submission.csv, parts/, rankers/ and checkpoints/ go here")
+                        help="submission.csv, collections/, rankers/ and checkpoints/ go here")
     parser.add_argument("--config", action="append", default=[], type=Path,
                         help="a YAML layered over every collection's configs/ settings (repeatable), "
                              "e.g. configs/demo.yaml")
@@ -5832,7 +5834,7 @@ STEP_NAMES = {"setup": "preprocessing", "prior": "the physics prior's fit", "eva
 @dataclass(frozen=True)
 class BudgetSettings:
     """A collection's part in a budgeted job (`budget:` in configs/): its `share` of the training time, and the
-    seconds per unit of work that the plan reserves for its other steps (measured on 2 CPU cores)."""
+    seconds per unit of size that the plan reserves for its other steps (measured on 2 CPU cores)."""
 
     share: float = 0.2  # of the training time, against the shares of the other collections present
     start: float = 3.0  # per collection: building its data modules, models and trainers; one training step

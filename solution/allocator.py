@@ -1,4 +1,4 @@
-"""The C allocator's settings for tensor-heavy CPU work: freed step-sized buffers are kept for the next step."""
+"""The C allocator's settings for tensor-heavy CPU compute: freed step-sized buffers are kept for the next step."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ def _count_inversions(values: np.ndarray) -> int:
 
     At the level of width w every block of 2w holds two sorted halves; each right-half element counts the
     left-half elements of its block that exceed it with one global searchsorted (keys = block * span + value
-    keep blocks apart), then the blocks are merged by one stable sort. log2(n) levels of O(n log n) work.
+    keep blocks apart), then the blocks are merged by one stable sort. log2(n) levels of O(n log n) time.
     """
     n = len(values)
     span = int(values.max()) + 1 if n else 1

@@ -134,6 +134,6 @@ def test_kernel_names_missing_collections_and_writes_what_it_can(fixtures, tmp_p
                                    "SOLUTION_OUTPUT_DIR": str(tmp_path / "out"), "SOLUTION_TIME_BUDGET": "600"})
     missing = [c for c in COLLECTIONS if c != COLLECTION]
     assert f"the data root holds no {', '.join(missing)}" in log
-    assert (tmp_path / "out" / "parts" / "layout_xla_random.csv").is_file()
+    assert (tmp_path / "out" / "collections" / "layout_xla_random.csv").is_file()
     report = check(tmp_path / "out" / "submission.csv", fixtures)
     assert report.ok and len(report.rows) == report.expected == 2, report.problems

@@ -201,7 +201,7 @@ def test_a_loop_body_costs_its_trip_count():
     for trips in (4, 8, 16):
         rule, opcodes, ids = law_of(looped(trips), (128, 256), (256, 256))
         runtime[trips] = rule.runtime(np.full((1, len(ids), 18), -1, np.float32) if len(ids) else empty)[0]
-        assert rule.weights.max() == trips + 1  # the condition runs once more than the body
+        assert rule.runs.max() == trips + 1  # the condition runs once more than the body
     assert runtime[16] - runtime[8] == pytest.approx(2 * (runtime[8] - runtime[4]), rel=1e-6)
     assert runtime[16] > 1.5 * runtime[8]
 

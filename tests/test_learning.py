@@ -37,7 +37,7 @@ def held_out_score(collection: str, settings: dict, root: Path, out: Path) -> fl
     job = pipeline.Job(root, out)
     checkpoint = pipeline.train(collection, settings, None, job)
     valid = pipeline.evaluate(collection, checkpoint, settings, job)["score"]
-    part = job.parts / f"{collection_file_stem(collection)}.csv"
+    part = job.collection_files / f"{collection_file_stem(collection)}.csv"
     test = score(part, read_answers(root / "answers.csv"))[collection]["score"]
     return (valid + test) / 2
 

@@ -54,7 +54,7 @@ def alone(job: pipeline.Job, checkpoint: Path, folder: Path) -> dict[str, np.nda
     """The test scores of one checkpoint ranking alone, as `solution run` writes them."""
     ranked = pipeline.Job(job.root, folder)
     pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), ranked, validate=False)
-    return read_run(ranked.parts / f"{STEM}.scores.npz").scores
+    return read_run(ranked.collection_files / f"{STEM}.scores.npz").scores
 
 
 def test_the_submission_ranks_by_the_members_rank_ensemble(two_members, tmp_path):
@@ -62,12 +62,12 @@ def test_the_submission_ranks_by_the_members_rank_ensemble(two_members, tmp_path
     ranked = pipeline.Job(job.root, tmp_path)
     pipeline.evaluate(COLLECTION, checkpoints, demo_settings(members=2), ranked, validate=False)
     members = [alone(job, checkpoint, tmp_path / f"member{j}") for j, checkpoint in enumerate(checkpoints)]
-    combined = read_run(ranked.parts / f"{STEM}.scores.npz").scores
+    combined = read_run(ranked.collection_files / f"{STEM}.scores.npz").scores
     assert set(combined) == set(members[0]) == set(members[1])
     assert any(not np.allclose(members[0][stem], members[1][stem]) for stem in combined), "seeds gave one model"
     for stem, values in combined.items():
         np.testing.assert_allclose(values, combine([m[stem] for m in members], np.ones(2), "rank"))
-    assert (ranked.parts / f"{STEM}.csv").is_file()
+    assert (ranked.collection_files / f"{STEM}.csv").is_file()
     assert len(read_ranker(ranked.saved_rankers / f"{STEM}.ranker").members) == 2
 
 

@@ -137,12 +137,12 @@ def test_a_prior_that_knows_the_runtimes_is_chosen_and_blended_into_the_test_ran
     job, checkpoint = one_fit
     job = pipeline.Job(job.root, tmp_path)
     alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
-    model = read_run(job.parts / f"{STEM}.scores.npz").scores
+    model = read_run(job.collection_files / f"{STEM}.scores.npz").scores
     oracle = lambda graphs, table, weights: {g: table.graph(g)[2] for g in table}  # noqa: E731 the valid runtimes
     monkeypatch.setattr(pipeline, "scored_priors", oracle)
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(blend_weights=[0.9]), job)
     assert blended["prior_weight"] == 0.9 and blended["score"] > alone["score"]
-    combined = read_run(job.parts / f"{STEM}.scores.npz").scores
+    combined = read_run(job.collection_files / f"{STEM}.scores.npz").scores
     graphs = pipeline.load(checkpoint, COLLECTION, demo_settings(), job)[1].graphs("test")
     weights = pipeline.fitted_prior(COLLECTION, demo_settings(), job)  # fitted on the train files' runtimes
     assert weights.shape == UNIT.shape and not np.allclose(weights, UNIT)
@@ -164,7 +164,7 @@ def test_weight_1_ranks_the_test_files_by_the_prior_alone(one_fit, tmp_path, mon
     assert blended["prior_weight"] == 1.0 and blended["score"] == pytest.approx(1.0)
     weights = read_ranker(job.saved_rankers / f"{STEM}.ranker").fitted_prior
     graphs = pipeline.load(checkpoint, COLLECTION, demo_settings(), job)[1].graphs("test")
-    combined = read_run(job.parts / f"{STEM}.scores.npz").scores
+    combined = read_run(job.collection_files / f"{STEM}.scores.npz").scores
     assert sorted(combined) == sorted(graphs.stems)
     for index, stem in enumerate(graphs.stems):
         np.testing.assert_allclose(combined[stem], prior_by_row(graphs, index, weights))
@@ -174,13 +174,13 @@ def test_a_prior_no_better_than_the_model_leaves_it_alone(one_fit, tmp_path, mon
     job, checkpoint = one_fit
     job = pipeline.Job(job.root, tmp_path)
     alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
-    model = read_run(job.parts / f"{STEM}.scores.npz").scores
+    model = read_run(job.collection_files / f"{STEM}.scores.npz").scores
     own = lambda graphs, table, weights: {g: table.graph(g)[1] for g in table}  # noqa: E731 the model's own scores: a tie
     monkeypatch.setattr(pipeline, "scored_priors", own)
     blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(blend_weights=[0.25, 0.5]), job)
     assert blended == {**alone, "prior_weight": 0.0}
     assert read_ranker(job.saved_rankers / f"{STEM}.ranker").weight == 0.0
-    for stem, values in read_run(job.parts / f"{STEM}.scores.npz").scores.items():
+    for stem, values in read_run(job.collection_files / f"{STEM}.scores.npz").scores.items():
         np.testing.assert_allclose(values, model[stem])
 
 
@@ -193,7 +193,8 @@ def test_without_valid_files_the_test_files_are_ranked_by_the_model_alone(one_fi
     ranked = pipeline.Job(tmp_path / "data", tmp_path / "out")
     assert pipeline.evaluate(COLLECTION, checkpoint, demo_settings(blend_weights=[0.5]), ranked, validate=False) == {}
     assert "no valid files to pick the physics prior's weight by" in capsys.readouterr().out
-    assert not (ranked.parts / "members").exists() and (ranked.parts / f"{STEM}.scores.npz").is_file()
+    folder = ranked.collection_files
+    assert not (folder / "members").exists() and (folder / f"{STEM}.scores.npz").is_file()
 
 
 def test_files_with_many_dots_bring_fewer_configs_to_a_fit():

@@ -24,7 +24,7 @@ from solution.physics.propagation import (
 )
 from solution.programs import hlo
 from solution.programs.encode import InlinedModule, arrays, flatten, tensor_ranks
-from solution.programs.law import LayoutLaw, computation_weights
+from solution.programs.law import LayoutLaw, computation_runs
 
 UNSET = [-1] * 6
 
@@ -235,20 +235,20 @@ def test_a_real_scans_body_runs_its_trip_count_times_as_its_hlo_says():
     path = FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_scan_rnn.npz"
     text = FIXTURES.parent / "hlo" / "fixture_scan_rnn.hlo"
     module = hlo.read_module(text)
-    weights = computation_weights(module, flatten(module), text.read_text().splitlines())  # [N] from the constants
+    by_text = computation_runs(module, flatten(module), text.read_text().splitlines())  # [N] from the constants
     runs = Propagation.of_file(read_graph(path)).runs  # [N] from the file's shapes
-    assert weights.max() == 11  # two scans of 10 steps, their conditions tested 11 times
-    np.testing.assert_array_equal(runs, np.minimum(weights, 10))
+    assert by_text.max() == 11  # two scans of 10 steps, their conditions tested 11 times
+    np.testing.assert_array_equal(runs, np.minimum(by_text, 10))
 
 
 def test_a_real_programs_loops_and_branches_run_as_its_hlo_says():
     text = FIXTURES.parent / "hlo" / "fixture_embed_loop.hlo"
     module, graph, raw = encoded_file(text)
-    weights = computation_weights(module, graph, text.read_text().splitlines())  # [N] from the constants
+    by_text = computation_runs(module, graph, text.read_text().splitlines())  # [N] from the constants
     runs = Propagation.of_file(raw).runs  # [N] from the shapes
-    assert set(weights[weights > 0]) == {0.5, 1, 3, 4}  # two branches; loops of 3 trips, conditions tested 4 times
-    counted = weights > 0  # (the law leaves reduces' scalar regions to their callers)
-    np.testing.assert_array_equal(runs[counted], np.minimum(weights[counted], 3))
+    assert set(by_text[by_text > 0]) == {0.5, 1, 3, 4}  # two branches; loops of 3 trips, conditions tested 4 times
+    counted = by_text > 0  # (the law leaves reduces' scalar regions to their callers)
+    np.testing.assert_array_equal(runs[counted], np.minimum(by_text[counted], 3))
 
 
 def random_configs(graph: InlinedModule, ids: np.ndarray, count: int, seed: int) -> np.ndarray:

@@ -45,7 +45,7 @@ def assert_rank_scores_as_run(checkpoint: Path, settings: dict, work: Path) -> N
     shutil.copy(PROGRAM, test)
     job = pipeline.Job(work / "run", work / "ranked")
     pipeline.evaluate("layout:xla:random", checkpoint, settings, job, validate=False)
-    by_run = read_run(job.parts / "layout_xla_random.scores.npz").scores[PROGRAM.stem]
+    by_run = read_run(job.collection_files / "layout_xla_random.scores.npz").scores[PROGRAM.stem]
     np.testing.assert_allclose([ranked[c] for c in range(len(by_run))], by_run, rtol=1e-5, atol=1e-6)
 
 

@@ -145,7 +145,7 @@ def test_predict_and_run_give_the_same_predictions_from_the_checkpoints_settings
     assert main(["run", "--data.root", str(tile_root), "--checkpoints", str(trained), "--out",
                  str(tmp_path / "run")]) == errors.OK
     by_cli = np.load(tmp_path / "predict" / "tile_xla.scores.npz")
-    by_run = np.load(tmp_path / "run" / "parts" / "tile_xla.scores.npz")
+    by_run = np.load(tmp_path / "run" / "collections" / "tile_xla.scores.npz")
     assert sorted(by_cli.files) == sorted(by_run.files)
     for stem in by_cli.files:
         if stem != "__meta__":

@@ -167,11 +167,11 @@ def sparse_mean(matrix: torch.Tensor, x: torch.Tensor, onto: torch.Tensor | None
 
 
 class LinkBlock(nn.Module):
-    """Config-aware message passing that keeps its d x d work on the configurable nodes: each configurable
+    """Config-aware message passing that keeps its d x d products on the configurable nodes: each configurable
     node's state is sent (one d x d map per route) to the nodes it touches; each touched node joins the means of
     what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
-    work is one sparse product each way and one GELU. The encoder's states may be wider (`context_dim`) than the
+    compute is one sparse product each way and one GELU. The encoder's states may be wider (`context_dim`) than the
     config-aware ones."""
 
     def __init__(self, dim: int, dropout: float = 0.0, context_dim: int | None = None) -> None:

@@ -141,7 +141,7 @@ def _tile_collection(npz: Path, programs: list[Lowered], size: CorpusSize, seed:
         graph, rng = lowered.graph, named_rng(seed, "tile:xla", lowered.stem)
         users = users_of(graph)
         anchors = [i for i, n in enumerate(graph.nodes) if n.opcode in ("dot", "convolution", "reduce")
-                   and lowered.law.weights[i] > 0 and len(n.shape.dims) > 0]
+                   and lowered.law.runs[i] > 0 and len(n.shape.dims) > 0]
         kernels = {}
         for anchor in rng.permutation(anchors):
             members = fused_members(graph, users, int(anchor))

@@ -54,11 +54,11 @@ class LayoutLaw:
     file, the HLO text says each dot's operand order and contracting dims and each loop's trip count."""
 
     def __init__(self, module: Module, graph: InlinedModule, config_ids: np.ndarray, text: str) -> None:
-        self.weights = computation_weights(module, graph, text.splitlines())  # [N]
+        self.runs = computation_runs(module, graph, text.splitlines())  # [N]
         roots = set(graph.roots.values())
         tensors = [_tensor(instruction, [graph.nodes[o] for o in operands], operands, i in roots)
                    for i, (instruction, operands) in enumerate(zip(graph.nodes, graph.operands))]
-        self.propagation = Propagation(tensors, self.weights, _slots(tensors, config_ids))
+        self.propagation = Propagation(tensors, self.runs, _slots(tensors, config_ids))
         self.fixed = np.array([_fixed_cost(instruction, tensor) for instruction, tensor in zip(graph.nodes, tensors)])
         self.prices = np.stack([_prices(tensor.name) for tensor in tensors])  # [N, len(PARTS)]
 
@@ -71,7 +71,7 @@ class LayoutLaw:
         costs = np.zeros((len(configs), len(self.fixed)))
         for i, (done, matmul) in enumerate(self.propagation.walk(np.asarray(configs, np.int64))):
             cost = self.fixed[i] + sum(self.prices[i, part] * amount for part, amount in done.items())
-            costs[:, i] = self.weights[i] * (cost + (0.0 if matmul is None else _matmul_cost(matmul)))
+            costs[:, i] = self.runs[i] * (cost + (0.0 if matmul is None else _matmul_cost(matmul)))
         return costs
 
 
@@ -151,25 +151,25 @@ def _slots(tensors: list[Tensor], config_ids: np.ndarray) -> dict[int, Slot]:
     return slots
 
 
-def computation_weights(module: Module, graph: InlinedModule, lines: list[str]) -> np.ndarray:
+def computation_runs(module: Module, graph: InlinedModule, lines: list[str]) -> np.ndarray:
     """[N] runs of each node per program run: 1 in the entry, x the trip count in a while body or condition, split
     evenly over a conditional's branches, 0 in the scalar regions of reduces, sorts and scatters (their callers pay)."""
     inlined = inlined_computations(module)
-    weight = {module.entry.name: 1.0}
+    runs = {module.entry.name: 1.0}
     for computation in reversed(list(module.computations.values())):  # callers before callees
-        w = weight.get(computation.name, 0.0)
+        w = runs.get(computation.name, 0.0)
         for instruction in computation.instructions:
             callees = instruction.callees
             if instruction.opcode == "while":
                 trips = trip_count(module, dict(callees)["condition"], lines)
                 for key, callee in callees:
-                    weight[callee] = weight.get(callee, 0.0) + w * (trips + (key == "condition"))
+                    runs[callee] = runs.get(callee, 0.0) + w * (trips + (key == "condition"))
             elif instruction.opcode == "conditional":
                 for _, callee in callees:
-                    weight[callee] = weight.get(callee, 0.0) + w / len(callees)
+                    runs[callee] = runs.get(callee, 0.0) + w / len(callees)
             else:  # scalar regions (and inlined calls, whose nodes count in their caller's range)
                 for _, callee in callees:
-                    weight.setdefault(callee, 0.0)
+                    runs.setdefault(callee, 0.0)
     inlined_sizes: dict[str, int] = {}  # nodes a computation adds where a call inlines it (its parameters: none)
     sizes: dict[str, int] = {}  # nodes it adds where flatten lays it out
     for computation in module.computations.values():  # callees first
@@ -177,9 +177,9 @@ def computation_weights(module: Module, graph: InlinedModule, lines: list[str]) 
         own = [i.opcode for i in computation.instructions if i.opcode != "call"]
         sizes[computation.name] = calls + len(own)
         inlined_sizes[computation.name] = calls + len(own) - own.count("parameter")
-    weights = [np.full(sizes[c.name], weight.get(c.name, 0.0)) for c in module.computations.values()
+    per_node = [np.full(sizes[c.name], runs.get(c.name, 0.0)) for c in module.computations.values()
                if c.name not in inlined]
-    flat = np.concatenate(weights) if weights else np.zeros(0)
+    flat = np.concatenate(per_node) if per_node else np.zeros(0)
     if len(flat) != len(graph.nodes):
         raise ValueError(f"{module.path}: {len(flat)} nodes counted per computation; expected the {len(graph.nodes)} "
                          "nodes of the encoded graph")

@@ -449,17 +449,17 @@ def score_main(argv: list[str] | None = None) -> int:
 def submit_main(argv: list[str] | None = None) -> int:
     """`solution submit`: merge the per-collection CSVs into one submission."""
     parser = argparse.ArgumentParser(prog="solution submit", description="Merge per-collection CSVs into one.")
-    parser.add_argument("parts", nargs="*", type=Path,
+    parser.add_argument("files", nargs="*", type=Path,
                         help="per-collection CSVs (default: <dir>/<collection>.csv for all five)")
     parser.add_argument("--dir", type=Path, default=Path("submissions"))
     parser.add_argument("--out", type=Path, default=None, help="default: <dir>/submission.csv")
     parser.add_argument("--data.root", "--root", dest="root", type=Path, default=None,
                         help="dataset whose test files the submission must cover")
     args = parser.parse_args(argv)
-    parts = args.parts or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
-    out = merge(parts, args.out or args.dir / "submission.csv", args.root)
+    files = args.files or [args.dir / f"{collection_file_stem(c)}.csv" for c in COLLECTIONS]
+    out = merge(files, args.out or args.dir / "submission.csv", args.root)
     checked = (f"checked the format of every row and that it covers each test file of {args.root} with a "
                "permutation of its configs") if args.root else ("checked the format of every row (header, IDs, "
                "orders that are permutations); not against the test files: give --data.root for that")
-    print(f"wrote {out} from {len(parts)} file(s); {checked}")
+    print(f"wrote {out} from {len(files)} file(s); {checked}")
     return OK

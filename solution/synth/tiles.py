@@ -2,7 +2,7 @@
 
 Tile law: grid steps x (max(compute, memory of one tile) + per-tile overhead) + launch, tile dims rounded up to
 the (8, 128) vector shape; waste where tiles do not divide the dims, partial-sum traffic (or a second softmax
-pass) when a reduced dim is split, a cliff past a fast-memory budget; work per point comes from the kernel's
+pass) when a reduced dim is split, a cliff past a fast-memory budget; compute per point comes from the kernel's
 ops. Normalizer = the default tile's runtime (+-0.3% run to run), so y = runtime / normalizer is near 1.
 """
 

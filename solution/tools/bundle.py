@@ -84,7 +84,7 @@ test file, writes a checked submission.csv and prints a table of validation scor
 Settings (environment variables; on Kaggle all are optional):
   SOLUTION_DATA_ROOT       the competition data; default /kaggle/input/{competition}, else the first
                            attached input that holds npz_all/npz
-  SOLUTION_OUTPUT_DIR      where submission.csv, parts/, rankers/<collection>.ranker and checkpoints/ go; default
+  SOLUTION_OUTPUT_DIR      where submission.csv, collections/, rankers/<collection>.ranker and checkpoints/ go; default
                            /kaggle/working
   SOLUTION_TIME_BUDGET     wall-clock seconds of the whole job, start to checked submission.csv; default
                            {budget:.0f}; the job plans its steps from the files' sizes and trains each

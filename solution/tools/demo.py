@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="data/synthetic", help="dataset folder; generated when empty")
     parser.add_argument("--size", default="tiny", choices=("tiny", "small", "realistic"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="submissions", help="where submission.csv, parts/ and scores.md go")
+    parser.add_argument("--out", default="submissions", help="where submission.csv, collections/ and scores.md go")
     parser.add_argument("--runs", default="runs/demo", help="where checkpoints and run records go")
     parser.add_argument("--max_epochs", type=int, default=None, help="override configs/demo.yaml")
     args = parser.parse_args(argv)

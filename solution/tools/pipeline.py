@@ -1,5 +1,5 @@
 """The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
-every test file, merge the parts into one submission.csv and check it. A collection whose settings ask for
+every test file, merge the collections' files into one submission.csv and check it. A collection whose settings ask for
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `blend_weights` name weights above 0
 blends the physics prior of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
@@ -61,7 +61,7 @@ class Job:
     """Where the job reads and writes, and how long it trains."""
 
     root: Path  # the data (read only)
-    output: Path  # submission.csv, parts/, rankers/, checkpoints/
+    output: Path  # submission.csv, collections/, rankers/, checkpoints/
     cache: Path | None = None  # preprocessed graphs; None: the default ($SOLUTION_CACHE or ~/.cache/solution)
     budget: float | None = None  # wall-clock seconds of the whole job (`plan.py`); None: each its max_epochs
     checkpoints: Path | None = None  # a folder of <collection>.ckpt to use instead of training
@@ -76,8 +76,10 @@ class Job:
     budget_source: str = "--budget"  # what the user set the budget with, for the plan's errors
 
     @property
-    def parts(self) -> Path:
-        return self.output / "parts"
+    def collection_files(self) -> Path:
+        """Where each collection's ranked test configs go: <output>/collections/<collection>.csv, beside its raw
+        scores."""
+        return self.output / "collections"
 
     @property
     def saved_rankers(self) -> Path:
@@ -226,7 +228,7 @@ class Members:
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
              validate: bool = True, prior: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), save them as the collection's ranker
-    (`Job.saved_rankers`) and rank the test files with it into <output>/parts/<collection>.csv
+    (`Job.saved_rankers`) and rank the test files with it into <output>/collections/<collection>.csv
     (with `predict`); returns the validation metrics (`score`, ...) and the number of validation files, or nothing
     when it does not validate. An ensemble ranks by the mean of its members' normalised ranks per graph (as
     `solution ensemble`). With `member_folds`, member j validates on its own fold of models (`member_data`), and the
@@ -288,9 +290,9 @@ def validate_members(collection: str, checkpoints: Sequence[Path], settings: Map
 
 def rank_test_files(ranker: SavedRanker, source: Path, settings: Mapping, job: Job) -> None:
     """Rank every test file of the ranker's collection with it (as `solution predict --ranker` does) into
-    <output>/parts/<collection>.csv and its scores."""
+    <output>/collections/<collection>.csv and its scores."""
     graphs, scores = ranked_job_split(ranker, source, settings, job, "test")
-    write_scores(graphs, scores, job.parts, ranker.collection, "test")
+    write_scores(graphs, scores, job.collection_files, ranker.collection, "test")
 
 
 def ranked_job_split(ranker: SavedRanker, source: Path, settings: Mapping, job: Job,
@@ -352,7 +354,7 @@ def given_rankers(folder: Path | None) -> dict[str, Path]:
 
 def rank_saved(collection: str, path: Path, settings: Mapping, job: Job) -> dict[str, float]:
     """A collection ranked by a saved ranker, as saved: its valid files scored with it, its test files ranked into
-    parts/, and the ranker kept with the job's others (`Job.saved_rankers`)."""
+    collections/, and the ranker kept with the job's others (`Job.saved_rankers`)."""
     ranker = read_ranker(path)
     if ranker.collection != collection:
         raise CheckpointError(f"{path}: key collection is {ranker.collection!r}; expected a ranker of {collection}")
@@ -392,8 +394,8 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
             f" skipped, and submission.csv covers only {', '.join(present)}")
     scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c), rankers.get(c))
               for index, c in enumerate(present)}
-    parts = [job.parts / f"{collection_file_stem(c)}.csv" for c in present]
-    report = check(merge(parts, job.output / "submission.csv", job.root), job.root).raise_if_bad()
+    files = [job.collection_files / f"{collection_file_stem(c)}.csv" for c in present]
+    report = check(merge(files, job.output / "submission.csv", job.root), job.root).raise_if_bad()
     say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
     if not missing:
         scores["final"] = final_score({c: scores[c]["score"] for c in COLLECTIONS})
@@ -440,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="solution run", description=__doc__)
     parser.add_argument("--data.root", dest="root", required=True, help="the data: a folder holding npz_all/npz")
     parser.add_argument("--out", default="submissions",
-                        help="submission.csv, parts/, rankers/ and checkpoints/ go here")
+                        help="submission.csv, collections/, rankers/ and checkpoints/ go here")
     parser.add_argument("--config", action="append", default=[], type=Path,
                         help="a YAML layered over every collection's configs/ settings (repeatable), "
                              "e.g. configs/demo.yaml")

@@ -35,7 +35,7 @@ STEP_NAMES = {"setup": "preprocessing", "prior": "the physics prior's fit", "eva
 @dataclass(frozen=True)
 class BudgetSettings:
     """A collection's part in a budgeted job (`budget:` in configs/): its `share` of the training time, and the
-    seconds per unit of work that the plan reserves for its other steps (measured on 2 CPU cores)."""
+    seconds per unit of size that the plan reserves for its other steps (measured on 2 CPU cores)."""
 
     share: float = 0.2  # of the training time, against the shares of the other collections present
     start: float = 3.0  # per collection: building its data modules, models and trainers; one training step
