@@ -123,7 +123,7 @@ def test_score(collection: str, checkpoint: Path, root: Path, out: Path) -> floa
     """The checkpoint's score on the test split, against root/answers.csv."""
     job = pipeline.Job(root, out)
     pipeline.evaluate(collection, checkpoint, read_settings(CONFIGS)[collection], job, validate=False)
-    part = job.parts / f"{collection_file_stem(collection)}.csv"
+    part = job.collection_files / f"{collection_file_stem(collection)}.csv"
     return float(score(part, read_answers(root / "answers.csv"))[collection]["score"])
 
 

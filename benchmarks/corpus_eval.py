@@ -256,23 +256,23 @@ def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, w
     share = (time.monotonic() - start) / len(checkpoints)  # training time per member
     alone = [[c] for c in checkpoints] if members else [checkpoints]  # each member ranked once, or the settings'
     names = [variant, *(f"{variant} #{j}" for j in range(1, len(alone)))]
-    fits, parts, ranking = [], [], []
+    fits, folders, ranking = [], [], []
     for name, picked in zip(names, alone):
         begin, ranked = time.monotonic(), pipeline.Job(replicate.root, job.output / "ranked" / name.replace(" ", ""))
         pipeline.evaluate(collection, picked, seeded, ranked, validate=False)
-        parts.append(ranked.parts)
+        folders.append(ranked.collection_files)
         ranking.append(time.monotonic() - begin)
-        fits.append(scored(name, replicate, ranked.parts, share * len(picked) + ranking[-1]))
+        fits.append(scored(name, replicate, ranked.collection_files, share * len(picked) + ranking[-1]))
     for k in range(2, len(alone) + 1):  # --members: the ensemble of the first k, from their ranked scores
         begin, out = time.monotonic(), job.output / "ranked" / f"x{k}"
-        ensemble(parts[:k], out)
+        ensemble(folders[:k], out)
         fits.append(scored(f"{variant} x{k}", replicate, out, share * k + sum(ranking[:k]) + time.monotonic() - begin))
     return fits
 
 
-def scored(name: str, replicate: Replicate, parts: Path, seconds: float) -> Fit:
-    """The fit whose ranking of the replicate's held-out files is <parts>/<collection>.csv, announced."""
-    part = parts / f"{collection_file_stem(replicate.collection)}.csv"
+def scored(name: str, replicate: Replicate, folder: Path, seconds: float) -> Fit:
+    """The fit whose ranking of the replicate's held-out files is <folder>/<collection>.csv, announced."""
+    part = folder / f"{collection_file_stem(replicate.collection)}.csv"
     done = Fit(name, replicate, float(score(part, replicate.answers)[replicate.collection]["score"]), seconds)
     announce(done)
     return done

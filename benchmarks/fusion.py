@@ -50,7 +50,7 @@ def held_out(collection: str, settings: dict, seconds: float | None, root: Path,
     checkpoint = pipeline.train(collection, settings, seconds, job)
     seconds_used = time.monotonic() - start
     valid = pipeline.evaluate(collection, checkpoint, settings, job)["score"]
-    part = job.parts / f"{collection_file_stem(collection)}.csv"
+    part = job.collection_files / f"{collection_file_stem(collection)}.csv"
     test = score(part, read_answers(root / "answers.csv"))[collection]["score"]
     return {"valid": valid, "test": test, "held_out": (valid + test) / 2, "seconds": seconds_used}
 

@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for replicate in sorted(folder.iterdir()):
             fold = replicate.name.split("-fold")[1]
-            part = replicate / "ranked" / args.setting / "parts" / f"{collection}.csv"
+            part = replicate / "ranked" / args.setting / "collections" / f"{collection}.csv"
             held_out = next((args.runs / "folds" / collection / f"fold{fold}").glob("npz_all/npz/layout/*/*/test"))
             rows.append(replicate_scores(part, held_out, answers, args.weights))
             lines.append(f"| {collection} | {replicate.name} | " + " | ".join(f"{s:.4f}" for s in rows[-1]) + " |")

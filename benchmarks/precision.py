@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for replicate in corpus_eval.replicates(args.data, collection, range(args.seeds), args.folds, work):
             checkpoint = checkpoint_of(args.runs, args.variant, replicate)
-            got = {p: ranked(replicate, checkpoint, p, work / "parts" / p) for p in PRECISIONS}
+            got = {p: ranked(replicate, checkpoint, p, work / "predictions" / p) for p in PRECISIONS}
             rows.append(got)
             (full, full_s), (low, low_s) = got["32"], got["bf16-mixed"]
             lines.append(f"| {collection} | {replicate.seed}, {replicate.fold} | {full:.4f} | {low:.4f} | "

@@ -48,7 +48,7 @@ def blend_pair(collection: str, settings: dict, weights: list[float], root: Path
     for name, chosen in (("model", []), ("blend", weights)):
         ranked = pipeline.Job(root, work / name)
         metrics = pipeline.evaluate(collection, checkpoints, {**settings, "blend_weights": chosen}, ranked)
-        part = ranked.parts / f"{collection_file_stem(collection)}.csv"
+        part = ranked.collection_files / f"{collection_file_stem(collection)}.csv"
         scores.append(float(score(part, answers)[collection]["score"]))
     return scores[0], scores[1], metrics["prior_weight"]
 
