@@ -469,7 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--members", type=int, default=None,
                         help="fit N members of --seconds each per setting and replicate; score the ensembles of "
                              "the first 1..N")
-    parser.add_argument("--runs", type=Path, default=Path("runs/corpus_eval"), help="fold roots, checkpoints, ranked files")
+    parser.add_argument("--runs", type=Path, default=Path("runs/corpus_eval"),
+                        help="fold roots, checkpoints, ranked files")
     parser.add_argument("--trained", type=Path, help="an earlier run's --runs: rank its shipped fits under each "
                         "setting instead of training (for settings of ranking alone, such as blend_weights)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "corpus_eval.md")
