@@ -146,8 +146,9 @@ def _slots(tensors: list[Tensor], config_ids: np.ndarray) -> dict[int, Slot]:
         tensor = tensors[node]
         if tensor.rank < 0:
             continue
-        laid_out = [o if tensors[o].rank >= 0 else -1 for o in tensor.operands[:2]] + [-1, -1]
-        slots[node] = Slot(column, (laid_out[0], laid_out[1] if tensor.name == "convolution" else -1))
+        arrays = [o if tensors[o].rank >= 0 else -1 for o in tensor.operands]  # -1: a tuple operand
+        kernel = arrays[1] if tensor.name == "convolution" and len(arrays) > 1 else -1
+        slots[node] = Slot(column, (arrays[0] if arrays else -1, kernel))
     return slots
 
 
