@@ -10,10 +10,10 @@ A world is a Kaggle-format root: each layout collection's train + valid files (w
 families (the file name up to its first `_`; each file its own where that leaves fewer than 3). For each fold, the
 prior's weights are fitted (the collection's shipped `prior_fit`) to the other folds' files and every config of the
 held-out files is ranked by Kendall tau. A variant removes one piece of the prior's structure from the work the fit
-and the ranking see: one of its PARTS (its column zeroed), the two feed slowdowns merged into one count of badly fed
-operands, no feed slowdowns, or no per-dot record at all (the dots' multiply-adds and bytes gone, their other work
-still in the parts). Cells: mean tau over held-out files, and the variant's Δ against the whole prior, paired by
-file (95 % t interval). A part the runtimes do not pay for is level or better without it.
+and the ranking see: one of the parts it weighs (its column zeroed), its feed slowdown (no operand counted as badly
+fed), or the per-dot records altogether (the dots' multiply-adds and bytes gone, their other work still in the
+parts). Cells: mean tau over held-out files, and the variant's Δ against the whole prior, paired by file (95 % t
+interval). A part the runtimes do not pay for is level or better without it.
 """
 
 from __future__ import annotations
@@ -35,14 +35,13 @@ from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import assign_folds, family_of
 from solution.metrics import kendall_tau
 from solution.physics.fit import PriorFit, fit_sample, fit_weights
-from solution.physics.prior import prior_work
-from solution.physics.propagation import MATMUL, PARTS, ConfigWork, Propagation
+from solution.physics.prior import FEEDS, prior_work
+from solution.physics.propagation import BYTE_PARTS, PARTS, ConfigWork, Propagation
 from solution.tools.settings import read_settings, section
 
 ZOO_LAW = REPO.parent / "shared" / "datasets" / "zoo-law" / "npz"
 FAMILY_PATTERN = "_.*$"
 EACH_FILE = "(?!)"  # a family pattern that removes nothing: each file is its own family
-FEEDS = [MATMUL.index("second_minor_feeds"), MATMUL.index("major_feeds")]
 
 
 def without_part(part: str) -> Callable[[ConfigWork], ConfigWork]:
@@ -52,14 +51,6 @@ def without_part(part: str) -> Callable[[ConfigWork], ConfigWork]:
         parts[:, PARTS.index(part)] = 0.0
         return ConfigWork(parts, work.matmuls)
     return remove
-
-
-def one_feed_count(work: ConfigWork) -> ConfigWork:
-    """The work with every badly fed operand counted as second-minor: one slowdown weight for both."""
-    matmuls = work.matmuls.copy()
-    matmuls[..., FEEDS[0]] += matmuls[..., FEEDS[1]]
-    matmuls[..., FEEDS[1]] = 0.0
-    return ConfigWork(work.parts, matmuls)
 
 
 def no_feeds(work: ConfigWork) -> ConfigWork:
@@ -75,8 +66,8 @@ def no_dots(work: ConfigWork) -> ConfigWork:
 
 
 VARIANTS: dict[str, Callable[[ConfigWork], ConfigWork]] = {
-    **{f"without {part}": without_part(part) for part in PARTS},
-    "one feed slowdown": one_feed_count, "no feed slowdowns": no_feeds, "no dot records": no_dots}
+    **{f"without {part}": without_part(part) for part in PARTS[:BYTE_PARTS]},
+    "no feed slowdown": no_feeds, "no dot records": no_dots}
 
 
 def pool(root: Path, collection: str) -> list[tuple[str, ConfigWork, np.ndarray]]:

@@ -1,4 +1,4 @@
-"""The physics prior's twelve weights fitted to a collection's train runtimes, a penalty picked on held-out groups."""
+"""The physics prior's nine weights fitted to a collection's train runtimes, a penalty picked on held-out groups."""
 
 from __future__ import annotations
 
@@ -14,12 +14,10 @@ from ..metrics import kendall_tau, mean_over_graphs
 from .prior import WEIGHTS, graph_work, prior_work, weighed
 from .propagation import PARTS, ConfigWork
 
-# where a fit starts and its penalty pulls: each byte moved counts 1, a kernel launched as 4000 bytes, a reduce across
-# lanes adds a tenth of its bytes again, a multiply-add a 75th of a byte (a TPU's matrix units do a few hundred per
-# 4-byte element its memory moves), an operand fed with its key dim not minor doubles them, and a dot's compute and
-# memory time nearly add up (p = 1.1): the runtimes, not the start, say how far they overlap
-STARTS = {"launches": 4000.0, "lane_reduces": 0.1, "multiply_adds": 4 / 300, "second_minor_slowdown": np.log(2.0),
-          "major_slowdown": np.log(2.0), "roofline_sharpness": 0.1}
+# where a fit starts and its penalty pulls: each byte moved counts 1, a multiply-add a 75th of a byte (a TPU's matrix
+# units do a few hundred per 4-byte element its memory moves), an operand fed with its key dim not minor doubles them,
+# and a dot's compute and memory time nearly add up (p = 1.1): the runtimes, not the start, say how far they overlap
+STARTS = {"multiply_adds": 4 / 300, "feed_slowdown": np.log(2.0), "roofline_sharpness": 0.1}
 START = np.array([STARTS.get(name, 1.0) for name in WEIGHTS])
 PAIRS = 1024  # config pairs a fit step draws per file
 SHARPNESS = 10.0  # the logistic's slope per unit of log work, before the learned temperature

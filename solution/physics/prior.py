@@ -1,4 +1,5 @@
-"""The physics prior of configs: the work their layouts cause, in parts and per dot, under twelve weights."""
+"""The physics prior of configs: the bytes their layouts make the program move, in parts and per dot, under nine
+weights."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from ..data.packing import unpack
 from ..data.preprocess import Graph
 from ..data.reader import RawGraph
 from ..data.sets import GraphSet
-from .propagation import BYTE_PARTS, CONFIG_CHUNK, PARTS, ConfigWork, Propagation, file_propagation
+from .propagation import BYTE_PARTS, CONFIG_CHUNK, MATMUL, PARTS, ConfigWork, Propagation, file_propagation
 
-# the prior's weights: one per part, then a dot's or convolution's: per multiply-add, per byte it stores, its matrix
-# units' slowdown (log) per operand fed with the key dim second-minor and further out, and the roofline's sharpness
-# (0: compute and memory time add up; large: the larger one alone)
-WEIGHTS = (*PARTS, "multiply_adds", "matmul_bytes", "second_minor_slowdown", "major_slowdown", "roofline_sharpness")
-MATMUL_WEIGHTS = len(PARTS)  # where the matmul weights start
-UNIT = np.array([1.0] * BYTE_PARTS + [0.0] * (len(PARTS) - BYTE_PARTS) + [0.0, 1.0, 0.0, 0.0, 1.0])  # the plain
-# count of bytes
+# the prior's weights: one per part that counts bytes (the walk's first BYTE_PARTS; its kernel launches and lane
+# reduces are level without them on all three worlds, docs/prior.md), then a dot's or convolution's: per multiply-add,
+# per byte it stores, its matrix units' slowdown (log) per operand fed with its key dim not minor, and the roofline's
+# sharpness (0: compute and memory time add up; large: the larger one alone)
+WEIGHTS = (*PARTS[:BYTE_PARTS], "multiply_adds", "matmul_bytes", "feed_slowdown", "roofline_sharpness")
+FEEDS = [MATMUL.index("second_minor_feeds"), MATMUL.index("major_feeds")]  # a dot record's badly fed operands
+UNIT = np.array([1.0] * BYTE_PARTS + [0.0, 1.0, 0.0, 1.0])  # the plain count of bytes
 
 
 def layout_traffic(raw: RawGraph, weights: np.ndarray = UNIT) -> np.ndarray:
@@ -69,16 +70,18 @@ def prior_work(work: ConfigWork, weights: np.ndarray) -> np.ndarray:
 
 def weighed(parts: torch.Tensor, matmuls: torch.Tensor, owners: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """[N] the weighed work of configs with parts [N, K] and dots or convolutions matmuls [R, 4] (MATMUL), each of
-    the config `owners` [R] says: the weighed parts, plus per dot or convolution the p-norm (p = 1 + sharpness) of
-    its compute time (multiply-adds x their weight x the exp of its slowdowns per badly fed operand) and its memory
-    time (bytes x their weight), taken in logs (no 0 ** p, whose gradient in p is NaN)."""
-    multiply_add, byte, second, major, sharpness = weights[MATMUL_WEIGHTS:]
+    the config `owners` [R] says: the weighed byte parts, plus per dot or convolution the p-norm (p = 1 + sharpness)
+    of its compute time (multiply-adds x their weight x the exp of its slowdown per badly fed operand, second-minor
+    or further out alike) and its memory time (bytes x their weight), taken in logs (no 0 ** p, whose gradient in p
+    is NaN)."""
+    multiply_add, byte, feed, sharpness = weights[BYTE_PARTS:]
+    badly_fed = matmuls[:, FEEDS].sum(1)  # [R]
     log_compute = (torch.log(multiply_add) + torch.log(matmuls[:, 0].clamp_min(1e-30))  # e^-69 where none
-                   + second * matmuls[:, 2] + major * matmuls[:, 3])  # [R]
+                   + feed * badly_fed)  # [R]
     log_memory = torch.log(byte) + torch.log(matmuls[:, 1].clamp_min(1e-30))  # [R]
     power = 1 + sharpness
     matmul_time = torch.exp(torch.logsumexp(torch.stack([log_compute, log_memory]) * power, 0) / power)  # [R]
-    return (parts @ weights[:MATMUL_WEIGHTS]).index_add(0, owners, matmul_time)
+    return (parts[:, :BYTE_PARTS] @ weights[:BYTE_PARTS]).index_add(0, owners, matmul_time)
 
 
 def prior_by_row(graphs: GraphSet, index: int, weights: np.ndarray) -> np.ndarray:

@@ -43,8 +43,8 @@ TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  #
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
 PARTS = ("fused", "passes", "relayouts", "copies", "transposes", "launches", "lane_reduces")
-BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast); then kernels
-# launched, and bytes reduced across lanes
+BYTE_PARTS = 5  # the first PARTS count bytes moved ("relayouts": by reshapes that are no bitcast), the ones the
+# prior weighs; then kernels launched, and bytes reduced across lanes, which the corpus law alone prices
 MATMUL = ("multiply_adds", "bytes", "second_minor_feeds", "major_feeds")  # per configurable dot or convolution
 # (every configurable node but a reshape): its multiply-adds over whole output tiles and the bytes its output and
 # operands store (each x its runs), and how many of its operands (and a convolution's output) it feeds with their key
