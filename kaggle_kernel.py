@@ -3896,8 +3896,7 @@ def fitted_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], steps: int,
 
 # ---------------------------------------- solution.physics.prior
 SOURCES['solution.physics.prior'] = '''\
-"""The physics prior of configs: the bytes their layouts make the program move, in parts and per dot, under nine
-weights."""
+"""The physics prior of configs: the bytes and multiply-adds their layouts cause, under nine weights."""
 
 from __future__ import annotations
 

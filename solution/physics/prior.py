@@ -1,5 +1,4 @@
-"""The physics prior of configs: the bytes their layouts make the program move, in parts and per dot, under nine
-weights."""
+"""The physics prior of configs: the bytes and multiply-adds their layouts cause, under nine weights."""
 
 from __future__ import annotations
 
