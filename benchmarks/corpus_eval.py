@@ -5,6 +5,8 @@ they never trained on, against the noise ceiling of each collection, over seeds 
     python benchmarks/corpus_eval.py --data ../shared/datasets/zoo-law/npz --ceilings layout:xla:default=0.858 \
         layout:xla:random=0.937 layout:nlp:default=0.899 layout:nlp:random=0.943 --budget 2400
                                                       # a Kaggle-format world whose runtimes the package did not write
+    python benchmarks/corpus_eval.py --data ../shared/datasets/zoo-law/npz --ceilings ... --budget 2400 --whole_job
+                                                      # ... as `solution run --budget 2400` runs it, per fold
     python benchmarks/corpus_eval.py --quick          # the same at 60 s per fit: a first look (~35 min on 2 cores)
     python benchmarks/corpus_eval.py --variant wide=path/to/wide.yaml   # + a settings layer, paired against shipped
     python benchmarks/corpus_eval.py --smoke          # tiny corpus, 1 seed, seconds of training: checks the script
@@ -12,13 +14,16 @@ they never trained on, against the noise ceiling of each collection, over seeds 
 The corpus comes from `solution synth --programs` (built under --data unless it is already there). For each
 collection the families are split into --folds folds exactly as `data.folds=K`, `data.family_pattern="_.*$"`
 would split them (the data splits' `assign_folds` over the train + valid stems, whose `_<variant>_<index>` tail
-that pattern drops). Replicate i (0 .. --seeds - 1) takes seed i and holds out fold i mod K: every file of those
+that pattern drops). The replicate of seed s holds out fold s mod K: every file of those
 families (train, valid and the corpus's test files) becomes the test split of a data root of links, and the other
 families keep their own train / valid split (both get every remaining file when one of them would be empty, as
 in the tiny corpus). The fit is `solution run`'s `pipeline.train` within --seconds (checkpoint selection on that
 valid split, never on a held-out family), the held-out files are ranked by `pipeline.evaluate` and the
 submission part is scored by `solution score`'s code against the measured (noisy) runtimes: layout by Kendall
-tau, tile by the top-5 score. With as many seeds as folds, every family is held out once.
+tau, tile by the top-5 score. With as many seeds as folds, every family is held out once. With --whole_job (and
+--budget S), a replicate is instead the whole job as a user runs it, `solution run --budget S --seed s`, on one data
+root holding every collection's fold of seed s: each collection trains its share of what is left when its turn
+comes (time a collection does not use passes to the next), and each collection's ranking is scored as above.
 
 Any Kaggle-format data root with runtimes on its train and valid files is a world too (--data, no programs.csv):
 its train + valid files are the pool, a file's family is its name up to the first '_', and its test files (no
@@ -48,6 +53,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -195,18 +201,18 @@ def noise_ceiling(corpus: Path, files: list[CorpusFile], answers: dict[str, np.n
 def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, work: Path,
                always_train: Sequence[str] = (), excluded: Sequence[str] = (),
                ceilings: Mapping[str, float] | None = None) -> list[Replicate]:
-    """Replicate i: seed seeds[i], fold i mod `folds` held out; its data root, answers and ceiling. Families in
+    """The replicate of each seed s: fold s mod `folds` held out; its data root (<work>/folds/fold<k>, shared by every
+    collection's fold k), answers and ceiling. Families in
     `always_train` are never held out (the folds are made of the others) and always train; families in `excluded`
     take no part at all. Both leave the held-out files as they are: a paired test of what training families add."""
     files = [f for f in read_manifest(corpus) if f.family not in excluded]
     fold_of = family_folds([f for f in files if f.family not in always_train], collection, folds)
     made = []
-    for i, seed in enumerate(seeds):
-        fold = i % folds
+    for seed in seeds:
+        fold = seed % folds
         families = tuple(sorted(f for f, k in fold_of.items() if k == fold))
         held = [f for f in files if f.collection == collection and f.family in families]
-        root = link_fold_root(corpus, files, collection, set(families),
-                              work / "folds" / collection_file_stem(collection) / f"fold{fold}")
+        root = link_fold_root(corpus, files, collection, set(families), work / "folds" / f"fold{fold}")
         answers = measured(corpus, held)
         made.append(Replicate(collection, seed, fold, families, root, answers,
                               noise_ceiling(corpus, held, answers, root, ceilings or {})))
@@ -268,6 +274,17 @@ def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, w
         ensemble(folders[:k], out)
         fits.append(scored(f"{variant} x{k}", replicate, out, share * k + sum(ranking[:k]) + time.monotonic() - begin))
     return fits
+
+
+def whole_job(variant: str, settings: Mapping[str, Mapping], replicates: list[Replicate], budget: float,
+              work: Path) -> list[Fit]:
+    """`solution run --budget <budget> --seed <seed>` on the data root that the replicates of one seed share (one
+    per collection): each collection's ranking of its held-out files, scored; each fit's seconds are the job's."""
+    seed, root = replicates[0].seed, replicates[0].root
+    job = pipeline.Job(root, work / variant / "whole" / f"seed{seed}", budget=budget)
+    start = time.monotonic()
+    pipeline.run(job, {c: {**s, "seed_everything": seed} for c, s in settings.items()})
+    return [scored(variant, r, job.collection_files, time.monotonic() - start) for r in replicates]
 
 
 def scored(name: str, replicate: Replicate, folder: Path, seconds: float) -> Fit:
@@ -382,8 +399,8 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
            f"Each fit trains {trained_for(args)} (`pipeline.train`, as `solution run`), selecting its checkpoint on "
            "the valid files of the families it trains on. ")
         + f"Families in {args.folds} folds (data.folds={args.folds}, "
-        f'data.family_pattern="_.*$"); replicate i (0..{args.seeds - 1}) is seed {args.first_seed} + i holding '
-        f"out fold i mod {args.folds}: every file of those families (train, valid and "
+        f'data.family_pattern="_.*$"); the replicate of seed s ({args.first_seed}..{args.first_seed + args.seeds - 1}) '
+        f"holds out fold s mod {args.folds}: every file of those families (train, valid and "
         "test) is ranked and scored against its measured runtimes by `solution score`'s code (layout: Kendall "
         "tau; tile: top-5 score). "
         + ("The noise ceiling is the same score of the ranking by the noise-free runtimes on the same files. "
@@ -417,6 +434,10 @@ def trained_for(args: argparse.Namespace) -> str:
     """How long each fit trains, in the report's words."""
     if args.budget is None:
         return f"{args.seconds:g} s"
+    if args.whole_job:
+        return (f"within the whole job `solution run --budget {args.budget:g} --seed <seed>` on a data root holding "
+                f"every collection's fold ({', '.join(args.collections)}): each its share of the time left when its "
+                "turn comes")
     return (f"its share of a {args.budget:g} s budget (" +
             ", ".join(f"{c} {seconds_of(args, c):g} s" for c in args.collections) + ")")
 
@@ -449,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus_seed", type=int, default=0, help="solution synth --seed")
     parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=list(COLLECTIONS))
     parser.add_argument("--seeds", type=int, default=3, help="replicates: seeds F..F+N-1 (F: --first_seed), "
-                        "replicate i holding out fold i mod --folds")
+                        "seed s holding out fold s mod --folds")
     parser.add_argument("--first_seed", type=int, default=0, help="the first replicate's seed (fresh seeds re-test "
                         "a comparison whose settings were chosen on seeds 0..N-1)")
     parser.add_argument("--folds", type=int, default=3, help="folds of families per collection")
@@ -460,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=480.0, help="training time per fit")
     parser.add_argument("--budget", type=float, default=None, help="a whole job's seconds: each collection trains "
                         "its `solution run --budget` share of it per fit (instead of --seconds)")
+    parser.add_argument("--whole_job", action="store_true", help="with --budget: each replicate is one `solution "
+                        "run --budget` over every collection's fold (unused time passes on, as it does there)")
     parser.add_argument("--ceilings", type=ceiling, nargs="*", default=[], metavar="COLLECTION=CEILING",
                         help="noise ceilings of a world without noiseless.csv (e.g. its README's valid ceilings)")
     parser.add_argument("--config", type=Path, action="append", default=[],
@@ -478,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="tiny corpus, 1 seed, 2 folds, 3 s per fit, tile:xla and layout:xla:default, demo sizes")
     args = parser.parse_args(argv)
+    if args.whole_job and (args.budget is None or args.members or args.trained):
+        parser.error("--whole_job needs --budget, and takes neither --members nor --trained")
     given = argv if argv is not None else sys.argv[1:]
     if args.quick:
         args.seconds = 60.0
@@ -498,10 +523,14 @@ def main(argv: list[str] | None = None) -> int:
     start, fits = time.monotonic(), []
     command = shlex.join(["python", "benchmarks/corpus_eval.py", *given])
     seeds = range(args.first_seed, args.first_seed + args.seeds)
+    shutil.rmtree(args.runs / "folds", ignore_errors=True)  # links only: every fold root is made anew
     rounds = {c: replicates(args.data, c, seeds, args.folds, args.runs, args.always_train, args.exclude,
                             args.ceilings) for c in args.collections}
     for index in range(args.seeds):
-        for collection in args.collections:
+        for name, chosen in settings.items() if args.whole_job else ():
+            fits += whole_job(name, {c: chosen[c] for c in args.collections},
+                              [rounds[c][index] for c in args.collections], args.budget, args.runs)
+        for collection in args.collections if not args.whole_job else ():
             for name, chosen in settings.items():
                 fits += fit(name, chosen[collection], rounds[collection][index], seconds_of(args, collection),
                             args.runs, args.members, args.trained)

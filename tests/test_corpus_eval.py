@@ -111,3 +111,20 @@ def test_a_world_without_noiseless_runtimes_needs_its_layout_ceilings(tmp_path):
         load_corpus_eval().main(["--data", str(world), "--collections", "layout:xla:default", "--seeds", "1",
                                  "--folds", "2", "--seconds", "1", "--runs", str(tmp_path / "runs"),
                                  "--out", str(tmp_path / "out.md")])
+
+
+def test_smoke_whole_job_scores_every_collection_of_the_seeds_fold(tmp_path):
+    """--whole_job: one `solution run --budget` per seed over every collection's fold; seed s holds out fold s mod K."""
+    out = tmp_path / "whole.md"
+    argv = ["--smoke", "--whole_job", "--budget", "40", "--first_seed", "1", "--out", str(out)]
+    assert load_corpus_eval().main(argv) == 0
+    text = out.read_text()
+    assert "within the whole job `solution run --budget 40 --seed <seed>`" in text
+    fits = table_rows(text, "| collection | settings | seed |")
+    assert [(row[0], row[2]) for row in fits] == [("tile:xla", "1"), ("layout:xla:default", "1")]
+    assert all(row[3].endswith("(1)") and -1 <= float(row[5]) <= 1 for row in fits)  # seed 1 of 2 folds: fold 1
+
+
+def test_whole_job_needs_a_budget():
+    with pytest.raises(SystemExit):
+        load_corpus_eval().main(["--smoke", "--whole_job"])
