@@ -3760,7 +3760,7 @@ from ..data.sets import GraphSet
 from ..data.splits import FAMILY_PATTERN, assign_folds, family_of
 from ..metrics import kendall_tau, mean_over_graphs
 from .prior import WEIGHTS, graph_work, prior_work, weighed
-from .propagation import PARTS, ConfigWork
+from .propagation import BYTE_PARTS, ConfigWork
 
 # where a fit starts and its penalty pulls: each byte moved counts 1, a multiply-add a 75th of a byte (a TPU's matrix
 # units do a few hundred per 4-byte element its memory moves), an operand fed with its key dim not minor doubles them,
@@ -3869,10 +3869,12 @@ def fitted_weights(samples: Sequence[tuple[ConfigWork, np.ndarray]], steps: int,
     if not samples or not steps:
         return START.copy()
     longest = max(len(runtimes) for _, runtimes in samples)
-    parts = torch.zeros(len(samples) * longest, len(PARTS), dtype=torch.float64)  # [F x M, K], padded with zeros
+    # [F x M, B] the byte parts (the only ones weighed), padded with zeros
+    parts = torch.zeros(len(samples) * longest, BYTE_PARTS, dtype=torch.float64)
     runtimes = torch.zeros(len(samples), longest, dtype=torch.float64)  # [F, M]
     for f, (work, file_runtimes) in enumerate(samples):
-        parts[f * longest:f * longest + len(work)] = torch.from_numpy(np.asarray(work.parts, np.float64))
+        byte_parts = np.asarray(work.parts, np.float64)[:, :BYTE_PARTS]
+        parts[f * longest:f * longest + len(work)] = torch.from_numpy(byte_parts)
         runtimes[f, :len(work)] = torch.from_numpy(np.asarray(file_runtimes, np.float64))
     flat = [work.flat_matmuls() for work, _ in samples]
     matmuls = torch.from_numpy(np.concatenate([records for records, _ in flat]))  # [R, 4]

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 from intervals import t_interval
+from reports import write_report
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
@@ -328,11 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [n for n in names if n in args.variants]
         if len(chosen) > 1:
             lines += section(title, chosen, results, args.collections, len(args.seeds))
-    report = "\n".join(lines)
-    print(report)
+    write_report(out, "\n".join(lines))
     compare.main([str(runs), "--out", str(runs / "compare")])
-    with atomic_write(out) as handle:
-        handle.write(report)
     chart(results, args.collections, out.with_suffix(".png"))
     return 0
 

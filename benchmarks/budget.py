@@ -27,6 +27,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
+from reports import write_report
 
 from solution.atomic import atomic_write
 from solution.data.reader import collection_dir
@@ -229,11 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     before = subprocess.run(["git", "-C", str(trees["before"]), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or str(trees["before"])
     lines = report(results, args.minutes, command, before, args.out.with_suffix(".svg").name)
-    with atomic_write(args.out) as handle:
-        handle.write("\n".join(lines) + "\n")
     with atomic_write(args.out.with_suffix(".svg")) as handle:
         handle.write(svg(results, args.minutes))
-    print("\n".join(lines))
+    write_report(args.out, "\n".join(lines) + "\n")
     return 0
 
 

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.batch import Collate
 from solution.data.packing import pack
@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{epoch['peak_mib']:.0f} MiB; RSS after the first load {trace[0]:.0f} MiB, after load "
               f"{len(trace) // 10} {trace[len(trace) // 10]:.0f} MiB, after the last {trace[-1]:.0f} MiB"]
     report = "\n".join(lines) + "\n"
-    print(report)
-    if not args.smoke:
-        with atomic_write(args.out) as handle:
-            handle.write(report)
+    if args.smoke:
+        print(report)
+    else:
+        write_report(Path(args.out), report)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -13,7 +13,8 @@ import platform
 import time
 from pathlib import Path
 
-from solution.atomic import atomic_write
+from reports import write_report
+
 from solution.programs.encode import encode_module
 from solution.programs.hlo import parse_module
 
@@ -84,9 +85,7 @@ def main(argv: list[str] | None = None) -> int:
               f"| instructions | seconds | instructions/s | target |\n|---|---|---|---|\n"
               f"| {count} | {seconds:.3f} | {rate:,.0f} | {TARGET:,} |\n\n"
               f"Python {platform.python_version()} on {platform.machine()} ({platform.processor() or 'cpu'}).\n")
-    print(report)
-    with atomic_write(args.out, "w") as handle:
-        handle.write(report)
+    write_report(args.out, report)
     return 0 if rate >= TARGET or args.smoke else 1
 
 

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.submission.ensemble import SUFFIX, ensemble
 from solution.submission.files import collection_file_stem, read_answers, score
@@ -136,10 +136,9 @@ def write(rows: dict[str, dict[str, str]], args: argparse.Namespace, argv: list[
         lines.append(f"| {collection} | " + " | ".join(values.values()) + " |")
     means = [np.mean([float(v[c].split()[0]) for v in rows.values()]) for c in columns]
     lines.append("| **mean** | " + " | ".join(f"**{m:.4f}**" for m in means) + " |")
-    text = "\n".join(lines) + "\n"
-    with atomic_write(Path(args.out)) as handle:
-        handle.write(text)
-    print(f"\n{text}\nwrote {args.out}", flush=True)
+    print()
+    write_report(Path(args.out), "\n".join(lines) + "\n")
+    print(f"wrote {args.out}", flush=True)
 
 
 if __name__ == "__main__":

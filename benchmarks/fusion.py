@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 from intervals import t_interval
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.submission.files import collection_file_stem, read_answers, score
 from solution.synth.files import generate
@@ -118,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
              "", f"Seeds {args.seeds}; held-out score = mean of validation and test (answers.csv) Kendall tau; "
              "differences paired by seed, 95 % t intervals.", ""]
     lines += report(rows, args.seeds, args.collections)
-    with atomic_write(args.out) as handle:
-        handle.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "\n".join(lines) + "\n")
     return 0
 
 

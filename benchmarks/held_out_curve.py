@@ -20,8 +20,8 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 from corpus_eval import CorpusFile, family_folds, link_fold_root, read_manifest
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.data.reader import collection_dir
 from solution.tools import pipeline
 from solution.tools.settings import read_settings
@@ -86,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
               f"Held out: {', '.join(held_out)}; trains on the other families' train files and validates every "
               f"epoch on {watched} (Kendall tau against their measured runtimes).",
               "", "| epoch | score |", "|---|---|", *(f"| {e} | {v:.4f} |" for e, v in curve.rows)]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.out, "w") as handle:
-        handle.write("\n".join(report) + "\n")
-    print("\n".join(report))
+    write_report(args.out, "\n".join(report) + "\n")
     return 0
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 from processes import measured
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.programs.candidates import searched
 from solution.programs.encode import LAYOUT_KEYS, encode_program
 
@@ -185,11 +185,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{fit['seconds']:.1f} | - | {fit['main_mib']:,.0f} | {fit['tree_mib']:,.0f} |",
               f"| importing the Lightning CLI alone (`import solution.tools.lightning_cli`) | "
               f"{lightning['seconds']:.2f} | - | - | - |"]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.out) as handle:
-        handle.write(text)
+    write_report(args.out, "\n".join(lines) + "\n")
     return 0
 
 

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 from corpus_eval import CorpusFile, family_folds, measured, noise_ceiling, read_manifest
 from intervals import t_interval
+from reports import write_report
 from scipy import stats
 
 from solution.atomic import atomic_write
@@ -214,12 +215,12 @@ def main(argv: list[str] | None = None) -> int:
                  f"{'valid and test files (parts fitted on the train files)' if args.fit else 'train and valid files'}"
                  " of each collection.", "",
                  *generator_alone(args.corpus, args.fit, taus)]
-        return write_report(lines, args.out, args.taus, taus)
+        return write_results(lines, args.out, args.taus, taus)
     if args.runs is None:
         lines = [f"# The untrained physics prior on every fold of families ({date.today()})", "",
                  f"Command: `{command}`. Mean Kendall tau over the files of each fold's families (train, valid and "
                  "test), scored as `solution score` does.", "", *prior_alone(args.corpus, args.folds, args.fit, taus)]
-        return write_report(lines, args.out, args.taus, taus)
+        return write_results(lines, args.out, args.taus, taus)
     answers = read_answers(args.corpus / "answers.csv")
     lines = [f"# An untrained physics prior blended with the model's ({date.today()})", "",
              f"Command: `{command}`."
@@ -244,17 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "Mean over replicates (Δ against the model alone):", "",
               "| collection | " + " | ".join(f"w = {w:g}" for w in args.weights) + " |",
               "|---|" + "---|" * len(args.weights), *summary]
-    return write_report(lines, args.out)
+    return write_results(lines, args.out)
 
 
-def write_report(lines: list[str], out: Path, taus_out: Path | None = None,
-                 taus: dict[str, float] | None = None) -> int:
-    """Print the report and write it to `out` (and `taus` as JSON to `taus_out`, when given)."""
-    text = "\n".join(lines) + "\n"
-    print(text)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out) as handle:
-        handle.write(text)
+def write_results(lines: list[str], out: Path, taus_out: Path | None = None,
+                  taus: dict[str, float] | None = None) -> int:
+    """Write the report to `out` and print it (and `taus` as JSON to `taus_out`, when given)."""
+    write_report(out, "\n".join(lines) + "\n")
     if taus_out is not None:
         with atomic_write(taus_out) as handle:
             json.dump(taus, handle, indent=0, sort_keys=True)

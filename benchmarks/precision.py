@@ -22,8 +22,8 @@ from pathlib import Path
 
 import corpus_eval
 from intervals import t_interval
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.submission.files import collection_file_stem, score
 from solution.tools.predict import command_line, predict, resolved_command
@@ -96,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "benchmarks/precision.py", *(argv if argv is not None else sys.argv[1:])])
     text = "\n".join([f"# Ranking in bfloat16 against float32 on held-out program families ({date.today()})", "",
                       f"Command: `{command}`", "", *summary, "", *lines]) + "\n"
-    print(text)
-    with atomic_write(args.out) as handle:
-        handle.write(text)
+    write_report(args.out, text)
     return 0
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 from processes import measured
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.data.datamodule import usable_workers
 from solution.data.reader import list_files
 from solution.submission.files import collection_file_stem
@@ -95,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
              "(MiB), sampled every 0.2 s. Cold: the first read, which builds the preprocessing cache; warm: the "
              "same command again.", "",
              "| data.num_workers | cache | seconds | configs/s | peak RssAnon MiB |", "|---|---|---|---|---|", *rows]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.out) as handle:
-        handle.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "\n".join(lines) + "\n")
     return 0
 
 

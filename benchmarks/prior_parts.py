@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 from intervals import t_interval
 from processes import REPO
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.reader import collection_dir, read_graph
 from solution.data.splits import assign_folds, family_of
@@ -86,12 +86,13 @@ def family_or_file(stems: list[str], family: str) -> str:
     return family if len({family_of(stem, family) for stem in stems}) >= 3 else EACH_FILE
 
 
-def held_out_taus(files: list[tuple[str, ConfigWork, np.ndarray]], collection: str, family: str,
+def held_out_taus(files: list[tuple[str, ConfigWork, np.ndarray]], collection: str, family: str, held_out: str,
                   variant: Callable[[ConfigWork], ConfigWork] | None) -> np.ndarray:
-    """[files] Kendall tau of each file under the prior fitted (with `variant` applied) to the other folds' files."""
+    """[files] Kendall tau of each file under the prior fitted (with `variant` applied) to the other folds' files,
+    the folds made of the groups the `held_out` pattern names (`family` names the fit's own)."""
     fit = section(read_settings()[collection], "prior_fit", PriorFit, collection)
     stems = [stem for stem, _, _ in files]
-    folds = assign_folds(stems, 3, family_or_file(stems, family))
+    folds = assign_folds(stems, 3, held_out)
     works = [work if variant is None else variant(work) for _, work, _ in files]
     taus = np.zeros(len(files))
     for fold in range(3):
@@ -126,15 +127,14 @@ def main(argv: list[str] | None = None) -> int:
              "|---|---:|---:|" + "---|" * len(args.variants)]
     for collection in args.collections:
         files = pool(root, collection)
-        whole = held_out_taus(files, collection, family, None)
-        cells = [f"{(taus := held_out_taus(files, collection, family, VARIANTS[name])).mean():.3f}, "
+        held_out = family_or_file([stem for stem, _, _ in files], family)
+        whole = held_out_taus(files, collection, family, held_out, None)
+        cells = [f"{(taus := held_out_taus(files, collection, family, held_out, VARIANTS[name])).mean():.3f}, "
                  f"{t_interval(taus - whole, sign='+')}" for name in args.variants]
-        each_file = " (each a family)" if family_or_file([s for s, _, _ in files], family) == EACH_FILE else ""
+        each_file = " (each a family)" if held_out == EACH_FILE else ""
         lines.append(f"| {collection} | {len(files)}{each_file} | {whole.mean():.3f} | " + " | ".join(cells) + " |")
         print(lines[-1], flush=True)
-    with atomic_write(args.out) as handle:
-        handle.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "\n".join(lines) + "\n")
     return 0
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 from intervals import t_interval
 from processes import REPO
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 from solution.data.splits import assign_folds
 from solution.metrics import kendall_tau
@@ -92,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                  (found[s] for s in steps)]
         lines.append(f"| {collection} | {len(most)} | " + " | ".join(cells) + " |")
         print(lines[-1], flush=True)
-    with atomic_write(args.out) as handle:
-        handle.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "\n".join(lines) + "\n")
     return 0
 
 

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from predict_scale import configs_in
 from processes import REPO, measured
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.data.reader import list_files
 
 COLLECTION = "layout:xla:random"
@@ -133,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(trees[args.against])], cwd=REPO,
                        capture_output=True)
-    text = report(rows, labels, test_configs(args.data), command)
-    with atomic_write(args.out) as handle:
-        handle.write(text)
-    print(text)
+    write_report(args.out, report(rows, labels, test_configs(args.data), command))
     return 0
 
 

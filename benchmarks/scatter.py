@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.data.batch import Batch, Collate, Item
 from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.tasks import LAYOUT
@@ -152,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
              "## Reductions along dim 0", "", *header, *reductions(shapes, args.repeats), "",
              "## Whole steps (hidden d, edges both ways, cross-config attention on)", "", *header,
              *steps(batch, d, args.repeats), ""]
-    text = "\n".join(lines)
-    print(text)
-    with atomic_write(args.out) as handle:
-        handle.write(text)
+    write_report(args.out, "\n".join(lines))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -36,8 +36,8 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 import yaml
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.data import pruning
 from solution.data.batch import Batch
 from solution.data.partition import partition
@@ -156,15 +156,6 @@ def machine() -> tuple[str, int, str]:
     return "cpu", memory, f"CPU, {torch.get_num_threads()} threads"
 
 
-def write_report(lines: list[str], out: str | None, name: str, device: str) -> None:
-    """The report's lines to `out` (default benchmarks/results/<name>-<cpu|gpu>.md), atomically, and to the terminal."""
-    text = "\n".join(lines) + "\n"
-    path = Path(out or f"benchmarks/results/{name}-{'gpu' if device == 'cuda' else 'cpu'}.md")
-    with atomic_write(path) as handle:
-        handle.write(text)
-    print(f"\n{text}\nwrote {path}")
-
-
 def measure(job: dict) -> dict:
     """One training step's time and peak memory (run in a child process)."""
     device = job["device"]
@@ -276,7 +267,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{t:.1f} ({seconds['whole graph'] / t:.2f}x)" for t in seconds.values()) + " |")
         print(lines[-1], flush=True)
     shutil.rmtree(scratch)
-    write_report(lines, args.out, "segments", device)
+    path = Path(args.out or f"benchmarks/results/segments-{'gpu' if device == 'cuda' else 'cpu'}.md")
+    print()
+    write_report(path, "\n".join(lines) + "\n")
+    print(f"wrote {path}")
     return 0
 
 

@@ -46,11 +46,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
+from reports import write_report
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.flop_counter import FlopCounterMode
 
 from solution.allocator import keep_freed_buffers
-from solution.atomic import atomic_write
 from solution.data.batch import Batch, Collate, Item
 from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.tasks import LAYOUT
@@ -525,10 +525,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.max_step_s:.0f} s per step, or when it would end past the run's {args.budget_min:.0f}-minute "
               f"budget; {args.repeats} timed repeats per cell after one warm-up, fewer (at least {args.min_repeats}) "
               f"where a cell would take over {args.cell_s:.0f} s (the repeats column)."]
-    text = "\n".join(lines) + "\n"
-    with atomic_write(Path(args.out)) as handle:
-        handle.write(text)
-    print(f"\n{text}\nwrote {args.out}")
+    print()
+    write_report(Path(args.out), "\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
     return 0
 
 

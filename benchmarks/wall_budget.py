@@ -24,8 +24,8 @@ from datetime import date
 from pathlib import Path
 
 from processes import REPO, measured
+from reports import write_report
 
-from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
 
 ZOO_LAW = REPO.parent / "shared" / "datasets" / "zoo-law" / "npz"
@@ -97,10 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     for budget in budgets:
         for tree in [REPO] + ([args.before.resolve()] if args.before else []):
             runs.append(run_once(tree, root, budget, work, layers))
-            text = report(runs, root)
-            with atomic_write(args.out) as handle:
-                handle.write(text)
-            print(text, flush=True)
+            write_report(args.out, report(runs, root))
     print(f"logs: {work}")
     return 0
 
