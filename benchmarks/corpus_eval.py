@@ -12,18 +12,18 @@ they never trained on, against the noise ceiling of each collection, over seeds 
     python benchmarks/corpus_eval.py --smoke          # tiny corpus, 1 seed, seconds of training: checks the script
 
 The corpus comes from `solution synth --programs` (built under --data unless it is already there). For each
-collection the families are split into --folds folds exactly as `data.folds=K`, `data.family_pattern="_.*$"`
-would split them (the data splits' `assign_folds` over the train + valid stems, whose `_<variant>_<index>` tail
-that pattern drops). The replicate of seed s holds out fold s mod K: every file of those
-families (train, valid and the corpus's test files) becomes the test split of a data root of links, and the other
-families keep their own train / valid split (both get every remaining file when one of them would be empty, as
-in the tiny corpus). The fit is `solution run`'s `pipeline.train` within --seconds (checkpoint selection on that
-valid split, never on a held-out family), the held-out files are ranked by `pipeline.evaluate` and the
-submission part is scored by `solution score`'s code against the measured (noisy) runtimes: layout by Kendall
-tau, tile by the top-5 score. With as many seeds as folds, every family is held out once. With --whole_job (and
---budget S), a replicate is instead the whole job as a user runs it, `solution run --budget S --seed s`, on one data
-root holding every collection's fold of seed s: each collection trains its share of what is left when its turn
-comes (time a collection does not use passes to the next), and each collection's ranking is scored as above.
+collection the families are split into --folds folds exactly as `data.folds=K`, `data.family_pattern="_.*$"` would
+split them (the data splits' `assign_folds` over the train + valid stems, whose `_<variant>_<index>` tail that
+pattern drops). The replicate of seed s holds out fold s mod K: every file of those families (train, valid and the
+corpus's test files) becomes the test split of a data root of links, and the other families keep their own train /
+valid split (both get every remaining file when one of them would be empty, as in the tiny corpus). The fit is
+`solution run`'s `pipeline.train` within --seconds (checkpoint selection on that valid split, never on a held-out
+family), the held-out files are ranked by `pipeline.evaluate` and the submission part is scored by `solution
+score`'s code against the measured (noisy) runtimes: layout by Kendall tau, tile by the top-5 score. With as many
+seeds as folds, every family is held out once. With --whole_job (and --budget S), a replicate is instead the whole
+job as a user runs it, `solution run --budget S --seed s`, on one data root holding every collection's fold of seed
+s: each collection trains its share of what is left when its turn comes (time a collection does not use passes to
+the next), and each collection's ranking is scored as above.
 
 Any Kaggle-format data root with runtimes on its train and valid files is a world too (--data, no programs.csv):
 its train + valid files are the pool, a file's family is its name up to the first '_', and its test files (no
@@ -202,9 +202,9 @@ def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, 
                always_train: Sequence[str] = (), excluded: Sequence[str] = (),
                ceilings: Mapping[str, float] | None = None) -> list[Replicate]:
     """The replicate of each seed s: fold s mod `folds` held out; its data root (<work>/folds/fold<k>, shared by every
-    collection's fold k), answers and ceiling. Families in
-    `always_train` are never held out (the folds are made of the others) and always train; families in `excluded`
-    take no part at all. Both leave the held-out files as they are: a paired test of what training families add."""
+    collection's fold k), answers and ceiling. Families in `always_train` are never held out (the folds are made of
+    the others) and always train; families in `excluded` take no part at all. Both leave the held-out files as they
+    are: a paired test of what training families add."""
     files = [f for f in read_manifest(corpus) if f.family not in excluded]
     fold_of = family_folds([f for f in files if f.family not in always_train], collection, folds)
     made = []
@@ -527,13 +527,15 @@ def main(argv: list[str] | None = None) -> int:
     rounds = {c: replicates(args.data, c, seeds, args.folds, args.runs, args.always_train, args.exclude,
                             args.ceilings) for c in args.collections}
     for index in range(args.seeds):
-        for name, chosen in settings.items() if args.whole_job else ():
-            fits += whole_job(name, {c: chosen[c] for c in args.collections},
-                              [rounds[c][index] for c in args.collections], args.budget, args.runs)
-        for collection in args.collections if not args.whole_job else ():
+        if args.whole_job:
             for name, chosen in settings.items():
-                fits += fit(name, chosen[collection], rounds[collection][index], seconds_of(args, collection),
-                            args.runs, args.members, args.trained)
+                fits += whole_job(name, {c: chosen[c] for c in args.collections},
+                                  [rounds[c][index] for c in args.collections], args.budget, args.runs)
+        else:
+            for collection in args.collections:
+                for name, chosen in settings.items():
+                    fits += fit(name, chosen[collection], rounds[collection][index], seconds_of(args, collection),
+                                args.runs, args.members, args.trained)
         text = report(fits, args.collections, variants, args, command, (time.monotonic() - start) / 60)
         with atomic_write(args.out) as handle:
             handle.write(text)
