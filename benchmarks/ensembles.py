@@ -136,9 +136,7 @@ def write(rows: dict[str, dict[str, str]], args: argparse.Namespace, argv: list[
         lines.append(f"| {collection} | " + " | ".join(values.values()) + " |")
     means = [np.mean([float(v[c].split()[0]) for v in rows.values()]) for c in columns]
     lines.append("| **mean** | " + " | ".join(f"**{m:.4f}**" for m in means) + " |")
-    print()
     write_report(Path(args.out), "\n".join(lines) + "\n")
-    print(f"wrote {args.out}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from solution.atomic import atomic_write
 
 
 def write_report(path: Path, text: str) -> None:
-    """Write the report to `path` atomically (its folder made if missing), then print it."""
+    """Write the report to `path` atomically (its folder made if missing), then print it and where it went."""
     with atomic_write(path) as handle:
         handle.write(text)
-    print(text, flush=True)
+    print(f"{text}\nwrote {path}", flush=True)

@@ -153,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
              "## Whole steps (hidden d, edges both ways, cross-config attention on)", "", *header,
              *steps(batch, d, args.repeats), ""]
     write_report(args.out, "\n".join(lines))
-    print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 

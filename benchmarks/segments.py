@@ -268,9 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         print(lines[-1], flush=True)
     shutil.rmtree(scratch)
     path = Path(args.out or f"benchmarks/results/segments-{'gpu' if device == 'cuda' else 'cpu'}.md")
-    print()
     write_report(path, "\n".join(lines) + "\n")
-    print(f"wrote {path}")
     return 0
 
 

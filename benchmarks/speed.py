@@ -525,9 +525,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.max_step_s:.0f} s per step, or when it would end past the run's {args.budget_min:.0f}-minute "
               f"budget; {args.repeats} timed repeats per cell after one warm-up, fewer (at least {args.min_repeats}) "
               f"where a cell would take over {args.cell_s:.0f} s (the repeats column)."]
-    print()
     write_report(Path(args.out), "\n".join(lines) + "\n")
-    print(f"wrote {args.out}")
     return 0
 
 
