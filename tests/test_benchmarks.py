@@ -146,6 +146,22 @@ def test_prior_blend_ranks_the_same_fit_with_and_without_the_blend(capsys, tmp_p
                                                     for j in range(count)]
 
 
+def test_prior_parts_scores_the_whole_prior_and_each_piece_out_on_held_out_files(capsys, tmp_path):
+    """The smoke run of benchmarks/prior_parts.py (tiny generator data, each file its own family): one row per
+    collection with the whole prior's mean tau and, per variant, its tau and a paired interval of the Δ."""
+    out = tmp_path / "prior_parts.md"
+    args = ["--smoke", "--collections", "layout:xla:random", "--variants", "no dot records", "--out", str(out)]
+    assert load("prior_parts").main(args) == 0
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if line.startswith("| layout:xla:random |"))
+    files, whole, variant = (cell.strip() for cell in row.strip("|").split("|")[1:])
+    assert files.endswith("(each a family)") and int(files.split()[0]) > 3
+    assert -1 <= float(whole) <= 1
+    tau, delta = variant.split(", ", 1)
+    assert -1 <= float(tau) <= 1 and delta.startswith(("+", "-")) and "[" in delta
+    assert out.read_text() in printed
+
+
 def test_real_size_runs_two_commits_and_reports_their_ratios(capsys, tmp_path):
     """The smoke run of benchmarks/real_size.py against HEAD (any clone has it): both codes fit and predict, and
     the report holds each figure with a finite ratio; the scratch worktree is gone afterwards."""
