@@ -62,7 +62,7 @@ class LayoutRanker(Ranker):
         edge_direction: str = "both",
         dropout: float = 0.0,
         inference_rows: int = 32768,
-        config_hidden: int | None = 96,
+        config_hidden: int | None = 64,
         physical_layout: bool = False,
     ) -> None:
         super().__init__()
