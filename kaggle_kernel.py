@@ -123,6 +123,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'dedup': 'min',
                        'sentinel': True,
                        'extra_features': True,
+                       'physical_tiles': False,
                        'fill_default_layout': False,
                        'segment_nodes': 0,
                        'graphs_per_batch': 16,
@@ -184,6 +185,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'dedup': 'min',
                                 'sentinel': True,
                                 'extra_features': True,
+                                'physical_tiles': False,
                                 'fill_default_layout': True,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
@@ -247,6 +249,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'dedup': 'min',
                                  'sentinel': True,
                                  'extra_features': True,
+                                 'physical_tiles': False,
                                  'fill_default_layout': True,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
@@ -309,6 +312,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'dedup': 'min',
                                 'sentinel': True,
                                 'extra_features': True,
+                                'physical_tiles': False,
                                 'fill_default_layout': True,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
@@ -372,6 +376,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'dedup': 'min',
                                  'sentinel': True,
                                  'extra_features': True,
+                                 'physical_tiles': False,
                                  'fill_default_layout': True,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
@@ -840,7 +845,7 @@ from torch.utils.data import DataLoader, Dataset
 from ..constants import SPLITS
 from ..errors import SettingsError
 from .batch import Collate
-from .features import node_feature_width
+from .features import PHYSICAL_TILE_FEATURES, node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
 from .splits import SPLIT_DEFAULTS, split_graphs
@@ -863,6 +868,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         dedup: str = "min",
         sentinel: bool = True,
         extra_features: bool = True,
+        physical_tiles: bool = False,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -884,6 +890,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
+        if self.task.has_config_nodes and physical_tiles:
+            raise SettingsError(f"data.physical_tiles=true for {collection}: its configs are layouts, not tiles; "
+                                "expected false")
         if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
                              f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
@@ -909,7 +918,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     @property
     def config_width(self) -> int:
-        return self.task.config_width
+        return self.task.config_width + (PHYSICAL_TILE_FEATURES if self.settings.physical_tiles else 0)
 
     @property
     def node_feat_dim(self) -> int:
@@ -1010,8 +1019,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LANES, PAD
-from ..format import LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, SHAPE_DIMS
+from ..constants import LANES, PAD, SUBLANES
+from ..format import IS_ROOT, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, SHAPE_DIMS, TILE_OUTPUT_BOUNDS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -1052,9 +1061,54 @@ def node_feature_width(sentinel: bool = True, extra: bool = True) -> int:
     return node_features(np.zeros((0, NODE_FEAT_DIM), np.float32), sentinel, extra).shape[1]
 
 
-def tile_config_features(config_feat: np.ndarray) -> np.ndarray:
-    """Signed log of the 24 tile bounds (products reach 1e6+)."""
-    return signed_log(config_feat).astype(np.float32)
+def tile_config_features(config_feat: np.ndarray, node_feat: np.ndarray, physical: bool = False) -> np.ndarray:
+    """Signed log of the 24 tile bounds (products reach 1e6+); with `physical`, + the tiles' `physical_tiles`."""
+    columns = [signed_log(config_feat)]
+    if physical:
+        columns.append(physical_tiles(config_feat, node_feat))
+    return np.concatenate(columns, axis=1).astype(np.float32)
+
+
+PHYSICAL_TILE_FEATURES = 10
+
+
+def physical_tiles(config_feat: np.ndarray, node_feat: np.ndarray) -> np.ndarray:
+    """[c, 10] what each config's output tile means for the kernel's output (its root's shape and layout): log2 of
+    the tiles the output splits into, of a tile's elements and of the ragged edges' extra work (tiles x tile over the
+    output); log2 of the tile's minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a
+    TPU tile, the log2 of its elements stored in 8 x 128 tiles over the real ones and of all the stored elements
+    over the output's; and whether the config sets output bounds (all zeros where it does not). The minor dims are
+    the output's two most-minor dims larger than 1, as in physical_layout_features."""
+    bounds = config_feat[:, TILE_OUTPUT_BOUNDS].astype(np.float64)  # [c, 6]
+    dims = root_output(node_feat)[SHAPE_DIMS].astype(np.float64)  # [6]
+    used = (dims > 0) & (bounds > 0)  # [c, 6]
+    tile = np.where(used, np.minimum(bounds, np.maximum(dims, 1)), 1.0)  # [c, 6]
+    count = np.where(used, np.ceil(np.maximum(dims, 1) / tile), 1.0)  # [c, 6] tiles along each dim
+    log_tiles, log_tile = np.log2(count).sum(1), np.log2(tile).sum(1)  # [c] each
+    log_ragged = np.log2(np.where(used, count * tile / np.maximum(dims, 1), 1.0)).sum(1)
+    minor, second = minor_dims(root_output(node_feat))
+    lanes = tile[:, minor] if minor >= 0 else np.ones(len(tile))
+    sublanes = tile[:, second] if second >= 0 else np.ones(len(tile))
+    stored = np.ceil(lanes / LANES) * LANES * np.ceil(sublanes / SUBLANES) * SUBLANES
+    padding = np.log2(stored / (lanes * sublanes))
+    is_set = used.any(1)
+    features = np.stack([log_tiles, log_tile, log_ragged, np.log2(lanes), np.log2(sublanes),
+                         lanes % LANES == 0, sublanes % SUBLANES == 0, padding, padding + log_ragged, is_set], 1)
+    return features * is_set[:, None]  # [c, 10]
+
+
+def root_output(node_feat: np.ndarray) -> np.ndarray:
+    """The raw feature row of a kernel's root: its last node marked is_root (the last node where none is)."""
+    roots = np.flatnonzero(node_feat[:, IS_ROOT] > 0)
+    return node_feat[roots[-1] if len(roots) else len(node_feat) - 1]
+
+
+def minor_dims(row: np.ndarray) -> tuple[int, int]:
+    """The dims of a node's output that its layout puts most-minor and second-most-minor among those larger than 1
+    (-1 where it has fewer such dims)."""
+    dims, order = row[SHAPE_DIMS], row[LAYOUT_MINOR_TO_MAJOR].astype(np.int64)[:int((row[SHAPE_DIMS] > 0).sum())]
+    wide = [int(d) for d in order if 0 <= d < len(dims) and dims[d] > 1] + [-1, -1]
+    return wide[0], wide[1]
 
 
 class Standardizer(nn.Module):
@@ -1195,6 +1249,7 @@ class Preprocessing:
     dedup: str = "min"  # none | first | min | mean, applied to the train split only
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
+    physical_tiles: bool = False  # tile: what each output tile means for the kernel's output (features.physical_tiles)
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -1244,7 +1299,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
     pruned = prune_graph(raw, settings.prune, settings.hops)
     keep = pruned.keep
     edges = pruned.new_id[raw.edge_index[pruned.edge_keep]]  # [m', 2] as [consumer, producer]
-    configs = raw.task.stored_configs(raw.config_feat)
+    configs = raw.task.stored_configs(raw.config_feat, raw.node_feat, settings.physical_tiles)
     target = raw.target()
     rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
     config_ids = configurable_nodes(raw)
@@ -2067,8 +2122,9 @@ class Task:
         """Runtime to rank, lower is faster."""
         return runtime
 
-    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
-        """The config block as cached: one row per config."""
+    def stored_configs(self, config_feat: np.ndarray, node_feat: np.ndarray, physical_tiles: bool = False
+                       ) -> np.ndarray:
+        """The config block as cached: one row per config (tile: + its physical features with `physical_tiles`)."""
         raise NotImplementedError
 
     def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
@@ -2095,7 +2151,8 @@ class LayoutTask(Task):
     has_config_nodes = True
     standardize_configs = False
 
-    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
+    def stored_configs(self, config_feat: np.ndarray, node_feat: np.ndarray, physical_tiles: bool = False
+                       ) -> np.ndarray:
         return pack(config_feat)  # [c, nc] int64
 
     def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
@@ -2130,11 +2187,12 @@ class TileTask(Task):
         """runtime / normalizer (0 where a test file's normalizer is 0)."""
         return np.divide(runtime, normalizers, out=np.zeros_like(runtime), where=normalizers > 0)
 
-    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
-        return tile_config_features(config_feat)  # [c, 24]
+    def stored_configs(self, config_feat: np.ndarray, node_feat: np.ndarray, physical_tiles: bool = False
+                       ) -> np.ndarray:
+        return tile_config_features(config_feat, node_feat, physical_tiles)  # [c, 24 (+ 10)]
 
     def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
-        return np.asarray(configs)  # [C, 24]
+        return np.asarray(configs)  # [C, 24 (+ 10)]
 
     def graph_metrics(self, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
         return {"score": tile_score(scores, target),
@@ -2231,6 +2289,9 @@ LAYOUT_GROUP = 6
 LAYOUT_GROUPS = LAYOUT_CONFIG_DIM // LAYOUT_GROUP
 LAYOUT_SYMBOLS = 7  # values -1..5
 LAYOUT_MINOR_TO_MAJOR = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # 0-padded in the files although 0 is a valid axis
+
+# tile config: kernel, output and input bounds, each 6 dims + sum + product; the output bounds follow the output dims
+TILE_OUTPUT_BOUNDS = slice(8, 14)
 
 # one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
 ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",

@@ -23,6 +23,9 @@ LAYOUT_GROUPS = LAYOUT_CONFIG_DIM // LAYOUT_GROUP
 LAYOUT_SYMBOLS = 7  # values -1..5
 LAYOUT_MINOR_TO_MAJOR = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # 0-padded in the files although 0 is a valid axis
 
+# tile config: kernel, output and input bounds, each 6 dims + sum + product; the output bounds follow the output dims
+TILE_OUTPUT_BOUNDS = slice(8, 14)
+
 # one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
 ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
                  "bf16", "c64", "c128", "tuple", "opaque", "token")

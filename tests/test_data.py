@@ -9,6 +9,7 @@ import torch
 from solution.constants import COLLECTIONS, PAD
 from solution.data.batch import Batch, Collate
 from solution.data.datamodule import TpuGraphsDataModule, usable_workers
+from solution.data.features import PHYSICAL_TILE_FEATURES
 from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing
 from solution.data.reader import list_files, read_graph
@@ -226,6 +227,22 @@ def test_tile_data_refuses_layout_only_settings(tiny_root, tmp_path):
         with pytest.raises(ValueError, match="no configurable nodes"):
             TpuGraphsDataModule(**kwargs, **wrong)
     TpuGraphsDataModule(**kwargs, prune="none", fill_default_layout=False)
+    layout = dict(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="data.physical_tiles=true for layout:xla:random: its configs are layouts"):
+        TpuGraphsDataModule(**layout, physical_tiles=True)
+
+
+def test_physical_tiles_widen_the_tile_configs(tiny_root, tmp_path):
+    kwargs = dict(root=str(tiny_root), collection="tile:xla", prune="none", fill_default_layout=False,
+                  cache_dir=str(tmp_path))
+    plain, physical = (TpuGraphsDataModule(**kwargs, physical_tiles=flag) for flag in (False, True))
+    assert (plain.config_width, physical.config_width) == (24, 24 + PHYSICAL_TILE_FEATURES)
+    graphs = plain.graphs("train"), physical.graphs("train")
+    assert len(graphs[0]) == len(graphs[1]) > 0
+    for i in range(len(graphs[0])):
+        configs = np.asarray(graphs[1].load(i).configs)
+        assert configs.shape[1] == physical.config_width
+        np.testing.assert_array_equal(configs[:, :24], np.asarray(graphs[0].load(i).configs))
 
 
 def test_tile_batch_matches_record(tiny_root, tmp_path):

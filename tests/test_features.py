@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from solution.data.features import (
+    PHYSICAL_TILE_FEATURES,
     Standardizer,
     layout_with_sentinel,
     node_features,
+    physical_tiles,
     rank,
     signed_log,
     tile_config_features,
@@ -98,9 +100,54 @@ def test_signed_log_properties():
 
 def test_tile_config_features():
     config = np.array([[0, 1, 1e6, -2] + [0] * 20], np.float32)
-    out = tile_config_features(config)
+    out = tile_config_features(config, kernel_nodes([300, 256], [1, 0]))
     assert out.dtype == np.float32 and out.shape == (1, 24)
     assert np.allclose(out[0, :4], [0, np.log(2), np.log1p(1e6), -np.log(3)])
+    both = tile_config_features(config, kernel_nodes([300, 256], [1, 0]), physical=True)
+    assert both.shape == (1, 24 + PHYSICAL_TILE_FEATURES) and np.array_equal(both[:, :24], out)
+
+
+def kernel_nodes(root_dims: list[int], root_order: list[int], rows: int = 3) -> np.ndarray:
+    """node_feat of a small kernel whose root (is_root, the last marked node) has these output dims and layout; the
+    node after it is not a root and has other dims."""
+    feat = np.zeros((rows, 140), np.float32)
+    feat[:, 21:23] = 7.0
+    feat[rows - 2, 0] = 1.0
+    feat[rows - 2, 21:21 + len(root_dims)] = root_dims
+    feat[rows - 2, 134:134 + len(root_order)] = root_order
+    return feat
+
+
+def tile_configs(output_bounds: list[list[int]]) -> np.ndarray:
+    config = np.zeros((len(output_bounds), 24), np.float32)
+    for i, bounds in enumerate(output_bounds):
+        config[i, 8:8 + len(bounds)] = bounds
+    return config
+
+
+def test_physical_tiles_by_hand():
+    # output [300, 256], dim 1 most minor; tiles [100, 64]: 3 x 4 exact tiles; [128, 96]: 3 x 3, ragged; none set
+    out = physical_tiles(tile_configs([[100, 64], [128, 96], []]), kernel_nodes([300, 256], [1, 0]))
+    assert out.shape == (3, PHYSICAL_TILE_FEATURES)
+    padding = np.log2(128 * 104 / 6400)
+    np.testing.assert_allclose(out[0], [np.log2(12), np.log2(6400), 0, 6, np.log2(100), 0, 0, padding, padding, 1],
+                               atol=1e-12)
+    ragged = np.log2(384 / 300) + np.log2(288 / 256)
+    padding = np.log2(128 * 128 / (96 * 128))
+    np.testing.assert_allclose(out[1], [np.log2(9), np.log2(128 * 96), ragged, np.log2(96), 7, 0, 1, padding,
+                                        padding + ragged, 1], atol=1e-12)
+    assert (out[2] == 0).all()
+
+
+def test_physical_tiles_follow_the_layout_not_the_dim_order():
+    """Transposing the output's dims, its layout and the tile bounds together changes nothing; a bound larger than
+    its dim covers the dim once; size-1 dims are never a tile's minor dims."""
+    bounds = [[8, 256, 1], [16, 512, 1], [4, 100, 1]]
+    plain = physical_tiles(tile_configs(bounds), kernel_nodes([40, 300, 1], [2, 1, 0]))
+    swapped = physical_tiles(tile_configs([[b[1], b[0], b[2]] for b in bounds]), kernel_nodes([300, 40, 1], [2, 0, 1]))
+    np.testing.assert_allclose(plain, swapped)
+    np.testing.assert_allclose(plain[:2, 3:5], [[np.log2(256), 3], [np.log2(300), 4]])  # minor 300 > its bound 512
+    assert plain[1, 0] == np.log2(3)  # 40 / 16 -> 3 tiles; 300 within one tile of 512
 
 
 def _fit(x: np.ndarray) -> Standardizer:

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, Dataset
 from ..constants import SPLITS
 from ..errors import SettingsError
 from .batch import Collate
-from .features import node_feature_width
+from .features import PHYSICAL_TILE_FEATURES, node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
 from .splits import SPLIT_DEFAULTS, split_graphs
@@ -37,6 +37,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         dedup: str = "min",
         sentinel: bool = True,
         extra_features: bool = True,
+        physical_tiles: bool = False,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -58,6 +59,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
+        if self.task.has_config_nodes and physical_tiles:
+            raise SettingsError(f"data.physical_tiles=true for {collection}: its configs are layouts, not tiles; "
+                                "expected false")
         if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
                              f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
@@ -83,7 +87,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     @property
     def config_width(self) -> int:
-        return self.task.config_width
+        return self.task.config_width + (PHYSICAL_TILE_FEATURES if self.settings.physical_tiles else 0)
 
     @property
     def node_feat_dim(self) -> int:

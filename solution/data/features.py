@@ -6,8 +6,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..constants import LANES, PAD
-from ..format import LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, SHAPE_DIMS
+from ..constants import LANES, PAD, SUBLANES
+from ..format import IS_ROOT, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, SHAPE_DIMS, TILE_OUTPUT_BOUNDS
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -48,9 +48,54 @@ def node_feature_width(sentinel: bool = True, extra: bool = True) -> int:
     return node_features(np.zeros((0, NODE_FEAT_DIM), np.float32), sentinel, extra).shape[1]
 
 
-def tile_config_features(config_feat: np.ndarray) -> np.ndarray:
-    """Signed log of the 24 tile bounds (products reach 1e6+)."""
-    return signed_log(config_feat).astype(np.float32)
+def tile_config_features(config_feat: np.ndarray, node_feat: np.ndarray, physical: bool = False) -> np.ndarray:
+    """Signed log of the 24 tile bounds (products reach 1e6+); with `physical`, + the tiles' `physical_tiles`."""
+    columns = [signed_log(config_feat)]
+    if physical:
+        columns.append(physical_tiles(config_feat, node_feat))
+    return np.concatenate(columns, axis=1).astype(np.float32)
+
+
+PHYSICAL_TILE_FEATURES = 10
+
+
+def physical_tiles(config_feat: np.ndarray, node_feat: np.ndarray) -> np.ndarray:
+    """[c, 10] what each config's output tile means for the kernel's output (its root's shape and layout): log2 of
+    the tiles the output splits into, of a tile's elements and of the ragged edges' extra work (tiles x tile over the
+    output); log2 of the tile's minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a
+    TPU tile, the log2 of its elements stored in 8 x 128 tiles over the real ones and of all the stored elements
+    over the output's; and whether the config sets output bounds (all zeros where it does not). The minor dims are
+    the output's two most-minor dims larger than 1, as in physical_layout_features."""
+    bounds = config_feat[:, TILE_OUTPUT_BOUNDS].astype(np.float64)  # [c, 6]
+    dims = root_output(node_feat)[SHAPE_DIMS].astype(np.float64)  # [6]
+    used = (dims > 0) & (bounds > 0)  # [c, 6]
+    tile = np.where(used, np.minimum(bounds, np.maximum(dims, 1)), 1.0)  # [c, 6]
+    count = np.where(used, np.ceil(np.maximum(dims, 1) / tile), 1.0)  # [c, 6] tiles along each dim
+    log_tiles, log_tile = np.log2(count).sum(1), np.log2(tile).sum(1)  # [c] each
+    log_ragged = np.log2(np.where(used, count * tile / np.maximum(dims, 1), 1.0)).sum(1)
+    minor, second = minor_dims(root_output(node_feat))
+    lanes = tile[:, minor] if minor >= 0 else np.ones(len(tile))
+    sublanes = tile[:, second] if second >= 0 else np.ones(len(tile))
+    stored = np.ceil(lanes / LANES) * LANES * np.ceil(sublanes / SUBLANES) * SUBLANES
+    padding = np.log2(stored / (lanes * sublanes))
+    is_set = used.any(1)
+    features = np.stack([log_tiles, log_tile, log_ragged, np.log2(lanes), np.log2(sublanes),
+                         lanes % LANES == 0, sublanes % SUBLANES == 0, padding, padding + log_ragged, is_set], 1)
+    return features * is_set[:, None]  # [c, 10]
+
+
+def root_output(node_feat: np.ndarray) -> np.ndarray:
+    """The raw feature row of a kernel's root: its last node marked is_root (the last node where none is)."""
+    roots = np.flatnonzero(node_feat[:, IS_ROOT] > 0)
+    return node_feat[roots[-1] if len(roots) else len(node_feat) - 1]
+
+
+def minor_dims(row: np.ndarray) -> tuple[int, int]:
+    """The dims of a node's output that its layout puts most-minor and second-most-minor among those larger than 1
+    (-1 where it has fewer such dims)."""
+    dims, order = row[SHAPE_DIMS], row[LAYOUT_MINOR_TO_MAJOR].astype(np.int64)[:int((row[SHAPE_DIMS] > 0).sum())]
+    wide = [int(d) for d in order if 0 <= d < len(dims) and dims[d] > 1] + [-1, -1]
+    return wide[0], wide[1]
 
 
 class Standardizer(nn.Module):

@@ -19,7 +19,7 @@ def file_summary(graph: RawGraph, strategy: str, hops: int) -> dict[str, float]:
     """Sizes, duplicate configs and pruning retention of one checked file."""
     n = len(graph.node_feat)
     pruned = prune_graph(graph, strategy, hops)
-    rows = graph.task.stored_configs(graph.config_feat)  # [c, ...]
+    rows = graph.task.stored_configs(graph.config_feat, graph.node_feat)  # [c, ...]
     distinct = len(np.unique(rows.reshape(len(rows), -1), axis=0))
     return {
         "nodes": n,

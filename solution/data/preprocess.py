@@ -26,6 +26,7 @@ class Preprocessing:
     dedup: str = "min"  # none | first | min | mean, applied to the train split only
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
+    physical_tiles: bool = False  # tile: what each output tile means for the kernel's output (features.physical_tiles)
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -75,7 +76,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
     pruned = prune_graph(raw, settings.prune, settings.hops)
     keep = pruned.keep
     edges = pruned.new_id[raw.edge_index[pruned.edge_keep]]  # [m', 2] as [consumer, producer]
-    configs = raw.task.stored_configs(raw.config_feat)
+    configs = raw.task.stored_configs(raw.config_feat, raw.node_feat, settings.physical_tiles)
     target = raw.target()
     rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
     config_ids = configurable_nodes(raw)

@@ -44,8 +44,9 @@ class Task:
         """Runtime to rank, lower is faster."""
         return runtime
 
-    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
-        """The config block as cached: one row per config."""
+    def stored_configs(self, config_feat: np.ndarray, node_feat: np.ndarray, physical_tiles: bool = False
+                       ) -> np.ndarray:
+        """The config block as cached: one row per config (tile: + its physical features with `physical_tiles`)."""
         raise NotImplementedError
 
     def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
@@ -72,7 +73,8 @@ class LayoutTask(Task):
     has_config_nodes = True
     standardize_configs = False
 
-    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
+    def stored_configs(self, config_feat: np.ndarray, node_feat: np.ndarray, physical_tiles: bool = False
+                       ) -> np.ndarray:
         return pack(config_feat)  # [c, nc] int64
 
     def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
@@ -107,11 +109,12 @@ class TileTask(Task):
         """runtime / normalizer (0 where a test file's normalizer is 0)."""
         return np.divide(runtime, normalizers, out=np.zeros_like(runtime), where=normalizers > 0)
 
-    def stored_configs(self, config_feat: np.ndarray) -> np.ndarray:
-        return tile_config_features(config_feat)  # [c, 24]
+    def stored_configs(self, config_feat: np.ndarray, node_feat: np.ndarray, physical_tiles: bool = False
+                       ) -> np.ndarray:
+        return tile_config_features(config_feat, node_feat, physical_tiles)  # [c, 24 (+ 10)]
 
     def batch_configs(self, configs: np.ndarray, default_layout: np.ndarray, fill_default: bool) -> np.ndarray:
-        return np.asarray(configs)  # [C, 24]
+        return np.asarray(configs)  # [C, 24 (+ 10)]
 
     def graph_metrics(self, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
         return {"score": tile_score(scores, target),
