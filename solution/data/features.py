@@ -66,14 +66,15 @@ def physical_tiles(config_feat: np.ndarray, node_feat: np.ndarray) -> np.ndarray
     TPU tile, the log2 of its elements stored in 8 x 128 tiles over the real ones and of all the stored elements
     over the output's; and whether the config sets output bounds (all zeros where it does not). The minor dims are
     the output's two most-minor dims larger than 1, as in physical_layout_features."""
+    root = root_output(node_feat)
     bounds = config_feat[:, TILE_OUTPUT_BOUNDS].astype(np.float64)  # [c, 6]
-    dims = root_output(node_feat)[SHAPE_DIMS].astype(np.float64)  # [6]
+    dims = root[SHAPE_DIMS].astype(np.float64)  # [6]
     used = (dims > 0) & (bounds > 0)  # [c, 6]
     tile = np.where(used, np.minimum(bounds, np.maximum(dims, 1)), 1.0)  # [c, 6]
     count = np.where(used, np.ceil(np.maximum(dims, 1) / tile), 1.0)  # [c, 6] tiles along each dim
     log_tiles, log_tile = np.log2(count).sum(1), np.log2(tile).sum(1)  # [c] each
     log_ragged = np.log2(np.where(used, count * tile / np.maximum(dims, 1), 1.0)).sum(1)
-    minor, second = minor_dims(root_output(node_feat))
+    minor, second = minor_dims(root)
     lanes = tile[:, minor] if minor >= 0 else np.ones(len(tile))
     sublanes = tile[:, second] if second >= 0 else np.ones(len(tile))
     stored = np.ceil(lanes / LANES) * LANES * np.ceil(sublanes / SUBLANES) * SUBLANES
@@ -93,7 +94,8 @@ def root_output(node_feat: np.ndarray) -> np.ndarray:
 def minor_dims(row: np.ndarray) -> tuple[int, int]:
     """The dims of a node's output that its layout puts most-minor and second-most-minor among those larger than 1
     (-1 where it has fewer such dims)."""
-    dims, order = row[SHAPE_DIMS], row[LAYOUT_MINOR_TO_MAJOR].astype(np.int64)[:int((row[SHAPE_DIMS] > 0).sum())]
+    dims = row[SHAPE_DIMS]
+    order = row[LAYOUT_MINOR_TO_MAJOR].astype(np.int64)[:int((dims > 0).sum())]  # the file's 0 padding dropped
     wide = [int(d) for d in order if 0 <= d < len(dims) and dims[d] > 1] + [-1, -1]
     return wide[0], wide[1]
 
