@@ -1021,6 +1021,7 @@ from torch import nn
 
 from ..constants import LANES, PAD, SUBLANES
 from ..format import IS_ROOT, LAYOUT_MINOR_TO_MAJOR, NODE_FEAT_DIM, SHAPE_DIMS, TILE_OUTPUT_BOUNDS
+from ..layouts import perm_index, row_major, shape_tables
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -1106,11 +1107,14 @@ def root_output(node_feat: np.ndarray) -> np.ndarray:
 
 def minor_dims(row: np.ndarray) -> tuple[int, int]:
     """The dims of a node's output that its layout puts most-minor and second-most-minor among those larger than 1
-    (-1 where it has fewer such dims)."""
-    dims = row[SHAPE_DIMS]
-    order = row[LAYOUT_MINOR_TO_MAJOR].astype(np.int64)[:int((dims > 0).sum())]  # the file's 0 padding dropped
-    wide = [int(d) for d in order if 0 <= d < len(dims) and dims[d] > 1] + [-1, -1]
-    return wide[0], wide[1]
+    (-1 where it has fewer such dims), as layouts.shape_tables reads them; an order that is no permutation of the
+    dims counts as row-major."""
+    dims = tuple(int(d) for d in row[SHAPE_DIMS] if d > 0)
+    order = tuple(int(d) for d in row[LAYOUT_MINOR_TO_MAJOR][:len(dims)])  # the file's 0 padding dropped
+    if sorted(order) != list(range(len(dims))):
+        order = row_major(len(dims))
+    tables, index = shape_tables(dims, 1), perm_index(order)
+    return int(tables.minor[index]), int(tables.second[index])
 
 
 class Standardizer(nn.Module):
@@ -1326,8 +1330,8 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
 
 
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
-RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.data.reader", "solution.data.pruning",
-               "solution.data.features", "solution.data.packing"]
+RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.layouts", "solution.data.reader",
+               "solution.data.pruning", "solution.data.features", "solution.data.packing"]
 
 
 def record_cache(folder: str | Path | None = None) -> ArrayCache:

@@ -101,8 +101,8 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
 
 
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
-RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.data.reader", "solution.data.pruning",
-               "solution.data.features", "solution.data.packing"]
+RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.layouts", "solution.data.reader",
+               "solution.data.pruning", "solution.data.features", "solution.data.packing"]
 
 
 def record_cache(folder: str | Path | None = None) -> ArrayCache:
