@@ -116,7 +116,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                         'lr': 0.001,
                         'weight_decay': 0.0001,
                         'warmup_steps': 100,
-                        'anneal': 'deadline',
                         'compile': False},
               'data': {'root': 'data/synthetic',
                        'prune': 'none',
@@ -180,7 +179,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'lr': 0.001,
                                  'weight_decay': 0.0001,
                                  'warmup_steps': 100,
-                                 'anneal': 'deadline',
                                  'compile': False},
                        'data': {'root': 'data/synthetic',
                                 'prune': 'k_hop',
@@ -246,7 +244,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'lr': 0.001,
                                   'weight_decay': 0.0001,
                                   'warmup_steps': 100,
-                                  'anneal': 'deadline',
                                   'compile': False},
                         'data': {'root': 'data/synthetic',
                                  'prune': 'k_hop',
@@ -311,7 +308,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'lr': 0.001,
                                  'weight_decay': 0.0001,
                                  'warmup_steps': 100,
-                                 'anneal': 'deadline',
                                  'compile': False},
                        'data': {'root': 'data/synthetic',
                                 'prune': 'k_hop',
@@ -377,7 +373,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'lr': 0.001,
                                   'weight_decay': 0.0001,
                                   'warmup_steps': 100,
-                                  'anneal': 'deadline',
                                   'compile': False},
                         'data': {'root': 'data/synthetic',
                                  'prune': 'k_hop',
@@ -5570,16 +5565,10 @@ class Progress(Callback):
 
 class Deadline(Callback):
     """Stops a fit once the job's clock passes `deadline`, checked after each training batch and each validation:
-    preprocessing and validation count, as they do on the wall clock; the first batch always trains. Hands the
-    module the fraction of its training time spent (`RankingModule.time_spent`), which `anneal: deadline` follows."""
+    preprocessing and validation count, as they do on the wall clock; the first batch always trains."""
 
     def __init__(self, deadline: float, clock: Callable[[], float]) -> None:
         self.deadline, self.clock = deadline, clock
-
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        start = self.clock()
-        span = max(self.deadline - start, 1e-9)
-        pl_module.time_spent = lambda: (self.clock() - start) / span
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args) -> None:
         trainer.should_stop = trainer.should_stop or self.clock() >= self.deadline
@@ -6304,9 +6293,7 @@ FREE_DATA = frozenset({
     "eval_chunk", "eval_graphs_per_batch", "predict_split", "test_split", "limit_graphs",
     "skip_bad_files", "folds", "fold", "family_pattern", "train_with",
 })
-FREE_MODEL = frozenset({  # training or speed only
-    "lr", "weight_decay", "warmup_steps", "anneal", "compile", "inference_rows",
-})
+FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
 DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings
 
 
@@ -6785,9 +6772,9 @@ in the YAML): standardize features, score configs, train with the loss, score va
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -6816,12 +6803,9 @@ class RankingModule(pl.LightningModule):
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
         warmup_steps: int = 100,
-        anneal: Literal["deadline", "epochs"] = "deadline",
         compile: bool = False,
     ) -> None:
         super().__init__()
-        if anneal not in ("deadline", "epochs"):
-            raise ValueError(f"model.anneal={anneal!r}: expected 'deadline' or 'epochs'")
         self.save_hyperparameters(ignore=["ranker", "loss"])
         scorer = Scorer(ranker, task)  # its parts, under the same keys: a checkpoint also loads into a Scorer
         self.ranker, self.node_scaler, self.config_scaler = scorer.ranker, scorer.node_scaler, scorer.config_scaler
@@ -6832,7 +6816,6 @@ class RankingModule(pl.LightningModule):
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
         self.predictions = ScoreTable()
-        self.time_spent: Callable[[], float] | None = None  # the fraction of a deadline's time spent (Deadline sets it)
 
     def configure_model(self) -> None:
         if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
@@ -6912,18 +6895,14 @@ class RankingModule(pl.LightningModule):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total - 1)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: self.lr_factor(step, warmup, total))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-    def lr_factor(self, step: int, warmup: int, total: int) -> float:
-        """Linear warm-up over `warmup` steps, then a cosine to zero at step `total` (max_epochs) or, with `anneal:
-        deadline`, at the fit's deadline when that comes first: a budgeted fit ends annealed wherever time stops it."""
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        progress = (step - warmup) / max(total - warmup, 1)
-        if self.hparams.anneal == "deadline" and self.time_spent is not None:
-            progress = max(progress, self.time_spent())
-        return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        def factor(step: int) -> float:  # linear warm-up, then cosine to zero
+            if step < warmup:
+                return (step + 1) / (warmup + 1)
+            return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 def build_module(model: Mapping, datamodule) -> RankingModule:

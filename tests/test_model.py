@@ -487,33 +487,6 @@ def test_a_missing_torch_scatter_is_said_when_a_module_is_set_up(monkeypatch) ->
         assert any("torch_scatter is not installed" in n for n in notices) == said, (available, device)
 
 
-@pytest.mark.parametrize("anneal", ["deadline", "epochs"])
-def test_a_budgeted_fit_anneals_to_zero_at_its_deadline(anneal: str) -> None:
-    """Under `anneal: deadline` the cosine follows the larger of the steps' and the time's progress: half the time
-    spent halves the rate, the deadline zeroes it; under `epochs` (and with no deadline) only steps count."""
-    from solution.tools.pipeline import Deadline
-    from solution.training.module import RankingModule
-
-    now = [10.0]
-    module = RankingModule(make_model(LAYOUT), PairwiseHinge(), task="layout", anneal=anneal)
-    cosine = 0.5 * (1 + math.cos(math.pi * 10 / 1000))  # step 10 of 1,000, no warm-up
-    assert module.lr_factor(10, 0, 1000) == pytest.approx(cosine)  # no deadline: steps alone
-    Deadline(30.0, lambda: now[0]).on_train_start(None, module)
-    factors = []
-    for now[0] in (10.0, 20.0, 30.0):
-        factors.append(module.lr_factor(10, 0, 1000))
-    assert factors == pytest.approx([cosine, 0.5, 0.0] if anneal == "deadline" else [cosine] * 3)
-    assert module.lr_factor(1000, 0, 1000) == pytest.approx(0.0)  # max_epochs before the deadline: steps win
-    assert module.lr_factor(4, 9, 1000) == pytest.approx(0.5)  # the warm-up is the steps' alone
-
-
-def test_an_unknown_anneal_is_refused_by_name() -> None:
-    from solution.training.module import RankingModule
-
-    with pytest.raises(ValueError, match=r"model.anneal='time': expected 'deadline' or 'epochs'"):
-        RankingModule(make_model(LAYOUT), PairwiseHinge(), anneal="time")
-
-
 @MODELS
 def test_a_ranker_is_rebuilt_from_its_spec(task: Task, ranker: type) -> None:
     settings = {} if ranker is ConfigOnlyRanker else {"edge_direction": "both", "dropout": 0.1}

@@ -147,16 +147,10 @@ class Progress(Callback):
 
 class Deadline(Callback):
     """Stops a fit once the job's clock passes `deadline`, checked after each training batch and each validation:
-    preprocessing and validation count, as they do on the wall clock; the first batch always trains. Hands the
-    module the fraction of its training time spent (`RankingModule.time_spent`), which `anneal: deadline` follows."""
+    preprocessing and validation count, as they do on the wall clock; the first batch always trains."""
 
     def __init__(self, deadline: float, clock: Callable[[], float]) -> None:
         self.deadline, self.clock = deadline, clock
-
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        start = self.clock()
-        span = max(self.deadline - start, 1e-9)
-        pl_module.time_spent = lambda: (self.clock() - start) / span
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args) -> None:
         trainer.should_stop = trainer.should_stop or self.clock() >= self.deadline

@@ -4,9 +4,9 @@ in the YAML): standardize features, score configs, train with the loss, score va
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -35,12 +35,9 @@ class RankingModule(pl.LightningModule):
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
         warmup_steps: int = 100,
-        anneal: Literal["deadline", "epochs"] = "deadline",
         compile: bool = False,
     ) -> None:
         super().__init__()
-        if anneal not in ("deadline", "epochs"):
-            raise ValueError(f"model.anneal={anneal!r}: expected 'deadline' or 'epochs'")
         self.save_hyperparameters(ignore=["ranker", "loss"])
         scorer = Scorer(ranker, task)  # its parts, under the same keys: a checkpoint also loads into a Scorer
         self.ranker, self.node_scaler, self.config_scaler = scorer.ranker, scorer.node_scaler, scorer.config_scaler
@@ -51,7 +48,6 @@ class RankingModule(pl.LightningModule):
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
         self.predictions = ScoreTable()
-        self.time_spent: Callable[[], float] | None = None  # the fraction of a deadline's time spent (Deadline sets it)
 
     def configure_model(self) -> None:
         if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
@@ -131,18 +127,14 @@ class RankingModule(pl.LightningModule):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total - 1)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: self.lr_factor(step, warmup, total))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-    def lr_factor(self, step: int, warmup: int, total: int) -> float:
-        """Linear warm-up over `warmup` steps, then a cosine to zero at step `total` (max_epochs) or, with `anneal:
-        deadline`, at the fit's deadline when that comes first: a budgeted fit ends annealed wherever time stops it."""
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        progress = (step - warmup) / max(total - warmup, 1)
-        if self.hparams.anneal == "deadline" and self.time_spent is not None:
-            progress = max(progress, self.time_spent())
-        return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        def factor(step: int) -> float:  # linear warm-up, then cosine to zero
+            if step < warmup:
+                return (step + 1) / (warmup + 1)
+            return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 def build_module(model: Mapping, datamodule) -> RankingModule:
