@@ -133,7 +133,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'eval_chunk': 256,
                        'valid_configs': 0,
                        'eval_graphs_per_batch': 32,
-                       'train_with': [],
                        'skip_bad_files': True,
                        'num_workers': 4,
                        'collection': 'tile:xla'}},
@@ -196,7 +195,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'eval_chunk': 256,
                                 'valid_configs': 0,
                                 'eval_graphs_per_batch': 1,
-                                'train_with': [],
                                 'skip_bad_files': True,
                                 'num_workers': 4,
                                 'collection': 'layout:xla:random',
@@ -261,7 +259,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'eval_chunk': 256,
                                  'valid_configs': 0,
                                  'eval_graphs_per_batch': 1,
-                                 'train_with': [],
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:xla:default'},
@@ -325,7 +322,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'eval_chunk': 256,
                                 'valid_configs': 0,
                                 'eval_graphs_per_batch': 1,
-                                'train_with': [],
                                 'skip_bad_files': True,
                                 'num_workers': 4,
                                 'collection': 'layout:nlp:random',
@@ -390,7 +386,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'eval_chunk': 256,
                                  'valid_configs': 0,
                                  'eval_graphs_per_batch': 1,
-                                 'train_with': [],
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:nlp:default'},
@@ -853,7 +848,7 @@ from .batch import Collate
 from .features import PHYSICAL_TILE_FEATURES, node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
-from .splits import SPLIT_DEFAULTS, check_train_with, split_graphs
+from .splits import SPLIT_DEFAULTS, split_graphs
 from .tasks import task_of
 
 log = logging.getLogger(__name__)
@@ -890,7 +885,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         folds: int = SPLIT_DEFAULTS["folds"],
         fold: int = SPLIT_DEFAULTS["fold"],
         family_pattern: str = SPLIT_DEFAULTS["family_pattern"],
-        train_with: tuple[str, ...] = SPLIT_DEFAULTS["train_with"],
         num_workers: int = 4,
     ) -> None:
         super().__init__()
@@ -903,7 +897,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
             raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
                              f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
                              "segment or fill; expected none, 0 and false")
-        check_train_with(collection, train_with)
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
@@ -2013,24 +2006,22 @@ together; the defaults of these settings, shared by the data module and the trai
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-from ..constants import COLLECTIONS
 from ..errors import SettingsError
 from .preprocess import Preprocessing, record_cache
 from .reader import list_files
 from .sets import GraphSet
-from .tasks import task_of
 
 # a file's family is its stem less what this matches (family_of); data.family_pattern sets another
 FAMILY_PATTERN = r"\\..*$|_batch_\\d+|_(?:fp|bf)\\d+|_\\d+x\\d+(?:x\\d+)?|_-?[0-9a-f]{16}$"
 
 # data settings that choose files and splits, at the data module's defaults
 SPLIT_DEFAULTS = {"cache_dir": None, "predict_split": "test", "test_split": "valid", "limit_graphs": None,
-                  "skip_bad_files": True, "folds": 0, "fold": 0, "family_pattern": FAMILY_PATTERN, "train_with": ()}
+                  "skip_bad_files": True, "folds": 0, "fold": 0, "family_pattern": FAMILY_PATTERN}
 
 
 def family_of(stem: str, family_pattern: str = FAMILY_PATTERN) -> str:
@@ -2061,28 +2052,13 @@ def assign_folds(stems: list[str], folds: int, family_pattern: str = FAMILY_PATT
 
 def split_files(data: Mapping, split: str) -> list[Path]:
     """The .npz files of a split under `data` settings (root, collection, folds, ...); with `folds` > 1, train and
-    valid are drawn from train + valid pooled: valid is fold `fold` and train the others. Train also holds the
-    train files of the `train_with` collections (never folded: validation stays on the collection's own files)."""
+    valid are drawn from train + valid pooled: valid is fold `fold` and train the others."""
     data = {**SPLIT_DEFAULTS, **data}
-    others = [c for c in data["train_with"] if c != data["collection"]] if split == "train" else []
-    joined = [path for other in others for path in list_files(data["root"], other, "train")]
     if data["folds"] <= 1 or split not in ("train", "valid"):
-        return list_files(data["root"], data["collection"], split)[:data["limit_graphs"]] + joined
+        return list_files(data["root"], data["collection"], split)[:data["limit_graphs"]]
     pool = pooled_files(data)
     fold_of = assign_folds([p.stem for p in pool], data["folds"], data["family_pattern"])
-    own = [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:data["limit_graphs"]]
-    return own + joined
-
-
-def check_train_with(collection: str, others: Sequence[str]) -> None:
-    """`train_with` names collections of the same task (their configs mean the same) whose train files join the
-    collection's own: one layout model trained on xla and nlp graphs. It may name the collection itself, so that
-    one list serves every collection of a joint model."""
-    for other in others:
-        if other not in COLLECTIONS or task_of(other) is not task_of(collection):
-            raise SettingsError(f"data.train_with names {other!r} for {collection}; expected collections of "
-                                f"the {task_of(collection).name} task: "
-                                + ", ".join(c for c in COLLECTIONS if task_of(c) is task_of(collection)))
+    return [p for p, f in zip(pool, fold_of) if (f == data["fold"]) == (split == "valid")][:data["limit_graphs"]]
 
 
 def pooled_files(data: Mapping) -> list[Path]:
@@ -5723,13 +5699,11 @@ def ranked_job_split(ranker: SavedRanker, source: Path, settings: Mapping, job: 
 
 def fitted_prior(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
-    `prior_fit` says (`physics/fit.py`), or the plain count of elements where it names no files. Its own files
-    only: the `train_with` collections train the model, not the prior."""
+    `prior_fit` says (`physics/fit.py`), or the plain count of elements where it names no files."""
     fit = section(settings, "prior_fit", PriorFit, collection)
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
-    own = {**settings["data"], "train_with": []}
-    start, graphs = time.monotonic(), build_datamodule(own, job).graphs("train")
+    start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
     fitted = fit_prior(graphs, fit, settings["data"].get("family_pattern", FAMILY_PATTERN),
                        settings.get("seed_everything", 0))
     if fitted is None:
@@ -6291,7 +6265,7 @@ from ..submission.files import collection_file_stem
 FREE_DATA = frozenset({
     "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "row_budget",
     "eval_chunk", "eval_graphs_per_batch", "predict_split", "test_split", "limit_graphs",
-    "skip_bad_files", "folds", "fold", "family_pattern", "train_with",
+    "skip_bad_files", "folds", "fold", "family_pattern",
 })
 FREE_MODEL = frozenset({  # training or speed only
     "lr", "weight_decay", "warmup_steps", "compile", "inference_rows",

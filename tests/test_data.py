@@ -221,24 +221,6 @@ def test_k_fold_splits_pool_train_and_valid_into_disjoint_folds(tiny_root, tmp_p
         TpuGraphsDataModule(**kwargs, folds=3, fold=3)
 
 
-def test_train_with_joins_other_collections_train_files_to_training_only(tiny_root, tmp_path):
-    kwargs = dict(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path))
-    joint = ["layout:xla:random", "layout:nlp:random"]  # one list for both collections: itself is skipped
-    plain, dm = TpuGraphsDataModule(**kwargs), TpuGraphsDataModule(**kwargs, train_with=joint)
-    theirs = split_files({**kwargs, "collection": "layout:nlp:random"}, "train")
-    assert theirs and split_files(dm.hparams, "train") == split_files(plain.hparams, "train") + theirs
-    for split in ("valid", "test"):
-        assert split_files(dm.hparams, split) == split_files(plain.hparams, split)
-    folded = TpuGraphsDataModule(**kwargs, train_with=joint, folds=3, fold=1)
-    own = split_files(TpuGraphsDataModule(**kwargs, folds=3, fold=1).hparams, "train")
-    assert split_files(folded.hparams, "train") == own + theirs  # the others' files are never folded
-    assert len(dm.graphs("train")) == len(plain.graphs("train")) + len(theirs)
-    for wrong in ("tile:xla", "layout:xla"):
-        with pytest.raises(ValueError, match=f"data.train_with names '{wrong}' for layout:xla:random; expected "
-                                             "collections of the layout task: layout:xla:random, "):
-            TpuGraphsDataModule(**kwargs, train_with=[wrong])
-
-
 def test_tile_data_refuses_layout_only_settings(tiny_root, tmp_path):
     kwargs = dict(root=str(tiny_root), collection="tile:xla", cache_dir=str(tmp_path))
     for wrong in ({}, {"prune": "none"}, {"prune": "none", "fill_default_layout": False, "segment_nodes": 8}):

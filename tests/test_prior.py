@@ -136,17 +136,6 @@ def test_prior_fit_without_files_is_the_plain_count_and_a_wrong_key_is_named(tin
         pipeline.fitted_prior(COLLECTION, demo_settings(prior_fit={"file": 3}), job)
 
 
-def test_the_prior_fits_on_the_collections_own_train_files(tiny_root, tmp_path, capsys):
-    job = pipeline.Job(tiny_root, tmp_path)
-    short = {"steps": 20, "penalties": [0.1]}
-    joint = demo_settings(prior_fit=short, data={"train_with": [COLLECTION, "layout:nlp:random"]})
-    assert joint["data"]["collection"] == COLLECTION and joint["data"]["prune"] == demo_settings()["data"]["prune"]
-    np.testing.assert_array_equal(pipeline.fitted_prior(COLLECTION, joint, job),
-                                  pipeline.fitted_prior(COLLECTION, demo_settings(prior_fit=short), job))
-    said = [line for line in capsys.readouterr().out.splitlines() if "weights fitted on" in line]
-    assert len(said) == 2 and said[0].split(" in ")[0] == said[1].split(" in ")[0]  # the same count of files
-
-
 @pytest.fixture(scope="module")
 def one_fit(tiny_root, tmp_path_factory) -> tuple[pipeline.Job, Path]:
     job = pipeline.Job(tiny_root, tmp_path_factory.mktemp("prior"))
