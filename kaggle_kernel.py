@@ -89,6 +89,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                             'folds': 3,
                             'matmul_rows': 1048576},
               'budget': {'share': 0.1,
+                         'order': 0,
                          'start': 3.0,
                          'node': 2e-05,
                          'row': 5e-05,
@@ -146,6 +147,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                      'folds': 3,
                                      'matmul_rows': 1048576},
                        'budget': {'share': 0.2,
+                                  'order': 4,
                                   'start': 3.0,
                                   'node': 2e-05,
                                   'row': 4e-06,
@@ -210,6 +212,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                       'folds': 3,
                                       'matmul_rows': 1048576},
                         'budget': {'share': 0.2,
+                                   'order': 3,
                                    'start': 3.0,
                                    'node': 2e-05,
                                    'row': 4e-06,
@@ -273,6 +276,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                      'folds': 3,
                                      'matmul_rows': 1048576},
                        'budget': {'share': 0.25,
+                                  'order': 2,
                                   'start': 3.0,
                                   'node': 2e-05,
                                   'row': 4e-06,
@@ -337,6 +341,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                       'folds': 3,
                                       'matmul_rows': 1048576},
                         'budget': {'share': 0.25,
+                                   'order': 1,
                                    'start': 3.0,
                                    'node': 2e-05,
                                    'row': 4e-06,
@@ -5433,7 +5438,7 @@ from ..training.checkpoints import CheckpointError, read_checkpoint, saved_setti
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
 from ..training.ranker_file import SavedRanker, describe, read_ranker
-from .plan import Plan, collection_sizes, prior_fitted
+from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
 from .settings import read_settings, section, with_checkpoint
 
@@ -5786,8 +5791,10 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     if missing:
         say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
             f" skipped, and submission.csv covers only {', '.join(present)}")
-    scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c), rankers.get(c))
-              for index, c in enumerate(present)}
+    order = training_order({c: settings[c] for c in present})
+    scores = {c: rank_collection(c, order[index:], settings[c], job, plan, given.get(c), rankers.get(c))
+              for index, c in enumerate(order)}
+    scores = {c: scores[c] for c in present}
     files = [job.collection_files / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(files, job.output / "submission.csv", job.root), job.root).raise_if_bad()
     say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")
@@ -5906,6 +5913,7 @@ class BudgetSettings:
     seconds per unit of size that the plan reserves for its other steps (measured on 2 CPU cores)."""
 
     share: float = 0.2  # of the training time, against the shares of the other collections present
+    order: int = 0  # the job trains its collections by this, lowest first (ties: the submission's order)
     start: float = 3.0  # per collection: building its data modules, models and trainers; one training step
     node: float = 2e-5  # preprocessing: per node of a file
     row: float = 4e-6  # preprocessing and scoring: per config row (layout: config x configurable node; tile: config)
@@ -5919,6 +5927,13 @@ def training_shares(settings: Mapping[str, Mapping]) -> dict[str, float]:
     """Collection -> its share of the training time when every collection in `settings` is present (sums to 1)."""
     shares = {c: budget_settings(s, c).share for c, s in settings.items()}
     return {c: share / sum(shares.values()) for c, share in shares.items()}
+
+
+def training_order(settings: Mapping[str, Mapping]) -> list[str]:
+    """The collections of `settings` in the order the job trains them: by `budget.order`, ties kept in their
+    order. Time a collection leaves (one stopped by its max_epochs) passes to those after it, so the ones that use
+    all of theirs go last."""
+    return sorted(settings, key=lambda c: budget_settings(settings[c], c).order)
 
 
 def budget_settings(settings: Mapping, collection: str) -> BudgetSettings:

@@ -20,6 +20,7 @@ from solution.submission.files import check, collection_file_stem, read_answers,
 from solution.tools import bundle, kernel, pipeline
 from solution.tools.cli import main
 from solution.tools.lightning_cli import lightning_main
+from solution.tools.plan import training_order
 from solution.tools.settings import layered, read_settings
 from solution.training.checkpoints import CheckpointError
 
@@ -181,6 +182,8 @@ def test_kernel_runs_alone_and_writes_a_checked_submission(kaggle_input, tiny_ro
         assert f"[{collection}] done in " in log and "finish estimated at" in log
         assert (tmp_path / "trained" / "checkpoints" / f"{collection_file_stem(collection)}.ckpt").is_file()
     assert "final (mean of 5)" in log
+    done = [log.index(f"[{collection}] done in ") for collection in training_order(read_settings())]
+    assert done == sorted(done)  # the collections that stop at their max_epochs first, the xla ones last
 
     log, _ = run_kernel(tmp_path, {**base, "SOLUTION_OUTPUT_DIR": str(tmp_path / "loaded"),
                                    "SOLUTION_CHECKPOINTS": str(tmp_path / "trained" / "checkpoints"),

@@ -17,7 +17,15 @@ from solution.data.reader import DataError, array_shapes, list_files, read_graph
 from solution.errors import SettingsError
 from solution.tools import pipeline
 from solution.tools.cli import main
-from solution.tools.plan import OVERHEAD_SECONDS, Plan, Sizes, budget_settings, collection_sizes, training_shares
+from solution.tools.plan import (
+    OVERHEAD_SECONDS,
+    Plan,
+    Sizes,
+    budget_settings,
+    collection_sizes,
+    training_order,
+    training_shares,
+)
 from solution.tools.settings import read_settings
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "npz"
@@ -102,6 +110,17 @@ def test_training_time_is_shared_out_and_what_one_leaves_moves_on():
                                                             / sum(shares[c] for c in rest[1:]))
 
 
+def test_collections_that_stop_early_train_first_so_their_time_passes_on():
+    shipped = read_settings()
+    assert training_order(shipped) == ["tile:xla", "layout:nlp:default", "layout:nlp:random", "layout:xla:default",
+                                       "layout:xla:random"]
+    assert training_order({c: {} for c in COLLECTIONS}) == list(COLLECTIONS)  # ties keep the submission's order
+    assert training_order({"tile:xla": {"budget": {"order": 2}}, LAYOUT: {"budget": {"order": 1}}}) == \
+        [LAYOUT, "tile:xla"]
+    with pytest.raises(SettingsError, match="budget"):
+        training_order({"tile:xla": {"budget": {"order": -1}}})
+
+
 def test_estimates_grow_with_the_files_and_learn_from_the_jobs_own_steps():
     rates = {"start": 2.0, "node": 1e-3, "row": 1e-5, "prior": 1e-4}
     plan = Plan(1e6, {"tile:xla": settings(0.1, **rates), LAYOUT: settings(0.2, 8, **rates),
@@ -178,7 +197,7 @@ def test_the_kernel_names_its_variable_for_a_budget_too_small(tiny_root, tmp_pat
 
 
 def test_budget_settings_refuse_an_unknown_key_and_a_negative_rate():
-    with pytest.raises(SettingsError, match=r"tile:xla: budget=\{'shares': 1\} .*some of share, start, node"):
+    with pytest.raises(SettingsError, match=r"tile:xla: budget=\{'shares': 1\} .*some of share, order, start, node"):
         budget_settings({"budget": {"shares": 1}}, "tile:xla")
     with pytest.raises(SettingsError, match=r"budget=\{'row': -1\}; expected numbers >= 0"):
         budget_settings({"budget": {"row": -1}}, "tile:xla")

@@ -39,7 +39,7 @@ from ..training.checkpoints import CheckpointError, read_checkpoint, saved_setti
 from ..training.inference import ScoreTable, load_weights
 from ..training.module import RankingModule, build_module
 from ..training.ranker_file import SavedRanker, describe, read_ranker
-from .plan import Plan, collection_sizes, prior_fitted
+from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
 from .settings import read_settings, section, with_checkpoint
 
@@ -392,8 +392,10 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     if missing:
         say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
             f" skipped, and submission.csv covers only {', '.join(present)}")
-    scores = {c: rank_collection(c, present[index:], settings[c], job, plan, given.get(c), rankers.get(c))
-              for index, c in enumerate(present)}
+    order = training_order({c: settings[c] for c in present})
+    scores = {c: rank_collection(c, order[index:], settings[c], job, plan, given.get(c), rankers.get(c))
+              for index, c in enumerate(order)}
+    scores = {c: scores[c] for c in present}
     files = [job.collection_files / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(files, job.output / "submission.csv", job.root), job.root).raise_if_bad()
     say(f"wrote {report.path}: {len(report.rows)} rows, checked against the test files of {job.root}")

@@ -38,6 +38,7 @@ class BudgetSettings:
     seconds per unit of size that the plan reserves for its other steps (measured on 2 CPU cores)."""
 
     share: float = 0.2  # of the training time, against the shares of the other collections present
+    order: int = 0  # the job trains its collections by this, lowest first (ties: the submission's order)
     start: float = 3.0  # per collection: building its data modules, models and trainers; one training step
     node: float = 2e-5  # preprocessing: per node of a file
     row: float = 4e-6  # preprocessing and scoring: per config row (layout: config x configurable node; tile: config)
@@ -51,6 +52,13 @@ def training_shares(settings: Mapping[str, Mapping]) -> dict[str, float]:
     """Collection -> its share of the training time when every collection in `settings` is present (sums to 1)."""
     shares = {c: budget_settings(s, c).share for c, s in settings.items()}
     return {c: share / sum(shares.values()) for c, share in shares.items()}
+
+
+def training_order(settings: Mapping[str, Mapping]) -> list[str]:
+    """The collections of `settings` in the order the job trains them: by `budget.order`, ties kept in their
+    order. Time a collection leaves (one stopped by its max_epochs) passes to those after it, so the ones that use
+    all of theirs go last."""
+    return sorted(settings, key=lambda c: budget_settings(settings[c], c).order)
 
 
 def budget_settings(settings: Mapping, collection: str) -> BudgetSettings:
