@@ -65,6 +65,7 @@ from pathlib import Path
 
 import numpy as np
 from intervals import t_interval
+from reports import cpu_model
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
@@ -388,7 +389,7 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
     lines = [
         f"# Leave-family-out evaluation on {'the real-program corpus' if corpus else args.data}", "",
         f"Command: `{command}`  ", f"Written by benchmarks/corpus_eval.py on {date.today()}, commit {commit}, "
-        f"{os.cpu_count()} CPU cores; {minutes:.0f} min in all; replicates finished: "
+        f"{os.cpu_count()} CPU cores ({cpu_model()}); {minutes:.0f} min in all; replicates finished: "
         f"{len(of(fits, SHIPPED, collections[0]))} of {args.seeds}.", "",
         (f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
          if corpus else

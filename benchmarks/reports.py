@@ -1,7 +1,8 @@
-"""The benchmark scripts' last step: their markdown report to a file and to the terminal."""
+"""The benchmark scripts' last step: their markdown report to a file and to the terminal, naming the machine."""
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 from solution.atomic import atomic_write
@@ -12,3 +13,12 @@ def write_report(path: Path, text: str) -> None:
     with atomic_write(path) as handle:
         handle.write(text)
     print(f"{text}\nwrote {path}", flush=True)
+
+
+def cpu_model() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it, else what `platform` says: runs on different CPUs differ."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from reports import write_report
+from reports import cpu_model, write_report
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -347,12 +347,7 @@ def repeats(*results: dict) -> str:
 
 
 def machine(threads: int) -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (f"{cpu}, {os.cpu_count()} cores, {memory_gib:.0f} GiB RAM; {threads} torch thread(s); torch "
             f"{torch.__version__}, Python {platform.python_version()}; scatter backend {scatter.BACKEND} "

@@ -47,10 +47,12 @@ def test_smoke_reports_model_ceiling_and_percent(tmp_path, capsys):
     layer = tmp_path / "narrow.yaml"
     layer.write_text("model:\n  ranker:\n    init_args:\n      hidden: 32\n")
     out = tmp_path / "corpus_eval.md"
-    assert load_corpus_eval().main(["--smoke", "--variant", f"narrow={layer}", "--out", str(out)]) == 0
+    corpus_eval = load_corpus_eval()
+    assert corpus_eval.main(["--smoke", "--variant", f"narrow={layer}", "--out", str(out)]) == 0
     text = out.read_text()
     assert text.rstrip() in capsys.readouterr().out  # printed as well as written
     assert text.startswith("# Leave-family-out evaluation") and "commit" in text
+    assert f"CPU cores ({corpus_eval.cpu_model()})" in text  # fits on different CPUs differ in epochs a second
     assert "Command: `python benchmarks/corpus_eval.py --smoke --variant narrow=" in text
 
     shipped = table_rows(text, "| collection | held-out files | model | noise ceiling | % of ceiling |")
