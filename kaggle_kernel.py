@@ -125,7 +125,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'sentinel': True,
                        'extra_features': True,
                        'physical_tiles': True,
-                       'chain_hops': 8,
                        'fill_default_layout': False,
                        'segment_nodes': 0,
                        'graphs_per_batch': 16,
@@ -175,7 +174,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'dropout': 0.0,
                                                           'config_hidden': 64,
                                                           'physical_layout': True,
-                                                          'chains': False,
                                                           'inference_rows': 32768}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -190,7 +188,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'physical_tiles': False,
-                                'chain_hops': 8,
                                 'fill_default_layout': True,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
@@ -242,7 +239,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'dropout': 0.0,
                                                            'config_hidden': 64,
                                                            'physical_layout': False,
-                                                           'chains': False,
                                                            'inference_rows': 32768}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -257,7 +253,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'physical_tiles': False,
-                                 'chain_hops': 8,
                                  'fill_default_layout': True,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
@@ -308,7 +303,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'dropout': 0.0,
                                                           'config_hidden': 64,
                                                           'physical_layout': True,
-                                                          'chains': False,
                                                           'inference_rows': 32768}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
@@ -323,7 +317,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'physical_tiles': False,
-                                'chain_hops': 8,
                                 'fill_default_layout': True,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
@@ -375,7 +368,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'dropout': 0.0,
                                                            'config_hidden': 64,
                                                            'physical_layout': False,
-                                                           'chains': False,
                                                            'inference_rows': 32768}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
@@ -390,7 +382,6 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'physical_tiles': False,
-                                 'chain_hops': 8,
                                  'fill_default_layout': True,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
@@ -611,7 +602,6 @@ class Batch:
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
-    config_chain: Tensor | None = None  # [G, P, 2] slot pairs: Graph.config_chain, -1 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -665,7 +655,6 @@ class Collate:
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
             "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
-            "config_chain": pad([g.config_chain for g in graphs], PAD),  # [G, P, 2]
             "target": pad([np.asarray(g.target)[r].astype(np.float32) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
@@ -885,7 +874,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sentinel: bool = True,
         extra_features: bool = True,
         physical_tiles: bool = False,
-        chain_hops: int = 8,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -1259,7 +1247,7 @@ from ..format import SHAPE_DIMS
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
-from .pruning import STRATEGIES, config_chains, configurable_nodes, prune_graph
+from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
 
 
@@ -1273,16 +1261,14 @@ class Preprocessing:
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
     physical_tiles: bool = False  # tile: what each output tile means for the kernel's output (features.physical_tiles)
-    chain_hops: int = 8  # layout: configurable nodes linked through at most this many edges (pruning.config_chains)
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
             raise SettingsError(f"data.prune={self.prune!r}; expected one of {', '.join(STRATEGIES)}")
         if self.dedup not in DEDUP_MODES:
             raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
-        for key in ("hops", "chain_hops"):
-            if getattr(self, key) < 0:
-                raise SettingsError(f"data.{key}={getattr(self, key)}; expected a non-negative integer")
+        if self.hops < 0:
+            raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
 
     @classmethod
     def of(cls, data: Mapping) -> Preprocessing:
@@ -1300,7 +1286,6 @@ class Graph:
     config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
-    config_chain: np.ndarray  # [p, 2] int64 slot pairs (i, j): j reads i's output through non-configurable nodes
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
@@ -1336,7 +1321,6 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "config_node": pruned.new_id[config_ids],
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
-        "config_chain": config_chains(raw.edge_index, n, config_ids, settings.chain_hops),
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),
@@ -1473,30 +1457,6 @@ def prune(
     new_id[keep] = np.arange(int(keep.sum()))
     edge_keep = keep[edge_index[:, 0]] & keep[edge_index[:, 1]] if edge_index.size else np.zeros(0, bool)
     return Pruned(keep, new_id, edge_keep)
-
-
-def config_chains(edge_index: np.ndarray, num_nodes: int, config_nodes: np.ndarray, hops: int) -> np.ndarray:
-    """[P, 2] pairs (i, j) of configurable-node slots where node j reads what node i writes through a chain of at
-    most `hops` edges whose inner nodes are not configurable: where i's output layout meets j's operand layouts,
-    however many element-wise nodes lie between (pruning may drop them). `edge_index` rows are [consumer,
-    producer] as on disk."""
-    slot = np.full(num_nodes, -1, dtype=np.int64)
-    slot[config_nodes] = np.arange(config_nodes.size)
-    indptr, indices = csr(edge_index[:, 1], edge_index[:, 0], num_nodes) if edge_index.size else \\
-        (np.zeros(num_nodes + 1, np.int64), np.zeros(0, np.int64))
-    source, node = np.arange(config_nodes.size), config_nodes.astype(np.int64)  # the frontier as (slot, node) pairs
-    seen, pairs = source * num_nodes + node, []
-    for _ in range(hops):
-        starts, counts = indptr[node], indptr[node + 1] - indptr[node]
-        offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        source, node = np.repeat(source, counts), indices[offsets]
-        reached = slot[node] >= 0
-        pairs.append(np.stack([source[reached], slot[node[reached]]], 1))
-        keys = np.unique(source[~reached] * num_nodes + node[~reached])
-        keys = keys[~np.isin(keys, seen)]  # a chain goes on through nodes it has not reached yet
-        seen = np.concatenate([seen, keys])
-        source, node = keys // num_nodes, keys % num_nodes
-    return np.unique(np.concatenate(pairs + [np.zeros((0, 2), np.int64)]), axis=0)
 
 
 def configurable_nodes(raw: RawGraph) -> np.ndarray:
@@ -2935,8 +2895,6 @@ class ConfigLinks:
     routes: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # (configurable index [R], touched index [R]) per route
     spread: torch.Tensor  # [T, 3M] sparse: per route, the mean over the configurable nodes reaching a touched node
     collect: torch.Tensor  # [3M, T] sparse: per route, the mean over the touched nodes a configurable node reaches
-    chains: torch.Tensor  # [2M, M] sparse: the mean over the configurable nodes whose output k reads through a chain
-    # of non-configurable nodes (rows 0..M-1), then over those reading k's (rows M..2M-1); empty rows where none
 
     @classmethod
     def of(cls, batch: Batch) -> ConfigLinks:
@@ -2958,19 +2916,7 @@ class ConfigLinks:
         k = torch.cat([r * nodes.numel() + ks for r, (ks, _) in enumerate(routes)])  # [R] rows of the [3M] stack
         t = torch.cat([ts for _, ts in routes])  # [R]
         shape = (touched.numel(), cls.ROUTES * nodes.numel())
-        return cls(nodes, graph, slot, touched, routes, mean_matrix(t, k, shape), mean_matrix(k, t, shape[::-1]),
-                   chain_matrix(batch, graph, slot))
-
-
-def chain_matrix(batch: Batch, graph: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
-    """[2M, M] sparse means along the batch's config chains (ConfigLinks.chains), in the order of (graph, slot)."""
-    m = graph.numel()
-    position = torch.full(batch.config_node.shape, PAD, dtype=torch.long, device=graph.device)  # [G, K]
-    position[graph, slot] = torch.arange(m, device=graph.device)
-    pairs = batch.config_chain if batch.config_chain is not None else graph.new_zeros(batch.num_graphs, 0, 2)
-    g, p = (pairs[..., 0] != PAD).nonzero(as_tuple=True)  # [P] each
-    writer, reader = position[g, pairs[g, p, 0]], position[g, pairs[g, p, 1]]  # [P] each
-    return mean_matrix(torch.cat([reader, writer + m]), torch.cat([writer, reader]), (2 * m, m))
+        return cls(nodes, graph, slot, touched, routes, mean_matrix(t, k, shape), mean_matrix(k, t, shape[::-1]))
 
 
 def index_of(ids: torch.Tensor, size: int) -> torch.Tensor:
@@ -3000,17 +2946,14 @@ class LinkBlock(nn.Module):
     what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
     compute is one sparse product each way and one GELU. The encoder's states may be wider (`context_dim`) than the
-    config-aware ones. With `chains`, each configurable node also receives the means of the states of the
-    configurable nodes it reads from and of those reading from it through non-configurable nodes (one d x d map
-    each), wherever pruning left the nodes between."""
+    config-aware ones."""
 
-    def __init__(self, dim: int, dropout: float = 0.0, context_dim: int | None = None, chains: bool = False) -> None:
+    def __init__(self, dim: int, dropout: float = 0.0, context_dim: int | None = None) -> None:
         super().__init__()
         routes = ConfigLinks.ROUTES
         self.send = nn.Linear(dim, routes * dim, bias=False)
         self.context = nn.Linear(context_dim or dim, dim)
         self.receive = nn.Linear(routes * dim, dim, bias=False)
-        self.chain = nn.Linear(2 * dim, dim, bias=False) if chains else None
         self.linear = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
@@ -3026,11 +2969,7 @@ class LinkBlock(nn.Module):
         out = self.linear(z).view(m * c, d)
         # accumulated route by route: no [3, M*C, d] product beside `back`; unbound, so that the backward stacks the
         # routes' gradients once instead of zero-filling a [3, M*C, d] per route
-        parts = list(zip(back.unbind(0), receive.unbind(0)))
-        if self.chain is not None:
-            chained = sparse_mean(links.chains, z.view(m, c * d)).view(2, m * c, d)  # [2, M*C, d]
-            parts += zip(chained.unbind(0), self.chain.weight.view(d, 2, d).permute(1, 2, 0).unbind(0))
-        for part, weight in parts:
+        for part, weight in zip(back.unbind(0), receive.unbind(0)):
             out = torch.addmm(out, part, weight)
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
 
@@ -3303,8 +3242,7 @@ class LayoutRanker(Ranker):
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
-    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory; `chains` links
-    configurable nodes whose output and operand meet through element-wise chains (LinkBlock). The
+    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory. The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -3328,7 +3266,6 @@ class LayoutRanker(Ranker):
         inference_rows: int = 32768,
         config_hidden: int | None = 64,
         physical_layout: bool = False,
-        chains: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -3338,7 +3275,7 @@ class LayoutRanker(Ranker):
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
-        self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden, chains) for _ in range(config_layers))
+        self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
@@ -3614,14 +3551,6 @@ class Segment:
     slots: torch.Tensor  # [k] the graph's configurable-node slots whose node is in `nodes`
     config_node: torch.Tensor  # [k] those nodes, re-indexed
 
-    def chain(self, pairs: torch.Tensor, slots: int) -> torch.Tensor:
-        """[p, 2] those of the graph's chain pairs [P, 2] (-1 padded; `slots` columns) between two of the segment's
-        slots, in its slot numbering."""
-        local = torch.full((slots + 1,), PAD, dtype=torch.long, device=pairs.device)  # the last entry: -1's
-        local[self.slots] = torch.arange(self.slots.numel(), device=pairs.device)
-        pairs = local[pairs]  # [P, 2]
-        return pairs[(pairs >= 0).all(-1)]
-
     def batch(self, batch: Batch) -> Batch:
         """The segment as a one-graph batch."""
         g = self.graph
@@ -3630,8 +3559,6 @@ class Segment:
             edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
             config_node=self.config_node[None],  # [1, k]
             config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
-            config_chain=None if batch.config_chain is None
-            else self.chain(batch.config_chain[g], batch.config_node.size(1))[None],  # [1, p, 2]
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )
@@ -3712,8 +3639,7 @@ def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> tor
     """[G, C] scores of a batch of segmented graphs under a LayoutRanker `model`, one segment at a time. A `halo` of
     k hops gives each segment the nodes within k edges of it as context (not pooled): with k at least the hops the
     model's messages span (graph_layers + 2 x config_layers: a link block goes out to the touched nodes and back),
-    the scores and gradients are the whole graph's, with `chains` only where the halo also holds every chain's other
-    end."""
+    the scores and gradients are the whole graph's."""
     graphs, configs = batch.config_mask.shape
     pools: list[list[Pool]] = [[] for _ in range(graphs)]
     for segment in split(batch, halo):

@@ -359,15 +359,14 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts(grad: bool) -> None:
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
-def chain_batch(nodes: int = 7, configurable: tuple[int, ...] = (0, 2, 4),
-                settings: Preprocessing = Preprocessing(prune="none")) -> Batch:
+def chain_batch(nodes: int = 7, configurable: tuple[int, ...] = (0, 2, 4)) -> Batch:
     """A one-graph batch of the chain 0 -> 1 -> ... -> nodes-1 whose configurable nodes are `configurable`."""
     arrays = layout_arrays(n=nodes, c=4, nc=len(configurable), computations=1, seed=4)
     arrays["node_opcode"][arrays["node_config_ids"]] = 1  # the factory's own picks: no longer configurable
     arrays["node_opcode"][list(configurable)] = 26  # convolution
     arrays["node_config_ids"] = np.array(configurable)
     arrays["edge_index"] = np.stack([np.arange(1, nodes), np.arange(nodes - 1)], axis=1)  # [consumer, producer]
-    return batch_of(LAYOUT, [preprocess(arrays, settings)])
+    return batch_of(LAYOUT, [preprocess(arrays, Preprocessing(prune="none"))])
 
 
 @pytest.mark.parametrize("layers, reached", [(1, [True, True, False]), (2, [True, True, True])])
@@ -385,44 +384,6 @@ def test_a_link_block_carries_a_config_two_hops_per_layer(layers: int, reached: 
     moved = (after - before).abs().amax(-1)  # [M, C]
     assert [bool(m > 1e-6) for m in moved[:, 0]] == reached
     torch.testing.assert_close(after[:, 1:], before[:, 1:])  # the other configs do not move (no cross-attention)
-
-
-@pytest.mark.parametrize("chains", [False, True])
-def test_chains_join_configurable_nodes_that_pruning_parts(chains: bool) -> None:
-    """Configurable nodes 0 and 4 on the chain 0 -> 1 -> ... -> 4, pruned to one hop around them (node 2 goes):
-    no link block carries node 0's layouts to node 4, its chain does in one block, and back."""
-    batch = chain_batch(nodes=5, configurable=(0, 4), settings=Preprocessing(prune="k_hop", hops=1))
-    assert batch.node_opcode.numel() == 4 and batch.config_chain[0].tolist() == [[0, 1]]
-    model = make_model(LAYOUT, config_layers=1, cross_attention=False, chains=chains)
-    for slot in (0, 1):
-        changed = batch.config_feat.clone()
-        changed[0, 0, slot] = torch.where(changed[0, 0, slot] == 0, 1.0, 0.0)  # config 0, one node's layouts
-        with torch.no_grad():
-            _, before, _ = model.embed(batch)
-            _, after, _ = model.embed(batch.replace(config_feat=changed))
-        other = 1 - slot
-        assert bool((after[other, 0] - before[other, 0]).abs().max() > 1e-6) == chains
-        torch.testing.assert_close(after[:, 1:], before[:, 1:])
-
-
-def test_chain_routes_are_the_means_over_each_nodes_chained_writers_and_readers() -> None:
-    """ConfigLinks.chains against the batch's pairs, graph by graph: row k averages the nodes k reads from,
-    row M + k those reading from k."""
-    graphs = graphs_of(LAYOUT)
-    batch = batch_of(LAYOUT, graphs)
-    links = ConfigLinks.of(batch)
-    m = links.nodes.numel()
-    dense = links.chains.to_dense()
-    assert dense.shape == (2 * m, m)
-    start = np.concatenate([[0], np.cumsum([len(g.config_node) for g in graphs])])
-    expected = torch.zeros(2 * m, m)
-    for g, graph in enumerate(graphs):
-        for i, j in graph.config_chain.tolist():
-            expected[start[g] + j, start[g] + i] = 1.0
-            expected[m + start[g] + i, start[g] + j] = 1.0
-    expected = expected / expected.sum(1, keepdim=True).clamp(min=1)
-    assert expected.sum() > 0
-    torch.testing.assert_close(dense, expected)
 
 
 @MODELS

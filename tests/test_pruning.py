@@ -7,7 +7,7 @@ from collections import deque
 import numpy as np
 import pytest
 
-from solution.data.pruning import config_chains, csr, keep_nodes, output_node, prune, reachable
+from solution.data.pruning import csr, keep_nodes, output_node, prune, reachable
 
 SEEDS = range(12)
 
@@ -150,44 +150,6 @@ def test_prune_reindexes_consistently(seed, strategy, hops):
     for value, expected in [(pruned.node_retention, keep.mean()),
                             (pruned.edge_retention, both.mean() if both.size else 1.0)]:
         assert 0.0 <= value <= 1.0 and value == pytest.approx(expected)
-
-
-def brute_chains(edge_index: np.ndarray, config, hops: int) -> set[tuple[int, int]]:
-    """(i, j) slots where a path of at most `hops` edges leads from config[i]'s output to config[j], its inner
-    nodes not configurable: every path walked one by one."""
-    consumers: dict[int, list[int]] = {}
-    for consumer, producer in edge_index.tolist():
-        consumers.setdefault(producer, []).append(consumer)
-    slot = {int(node): i for i, node in enumerate(config)}
-    pairs, stack = set(), [(int(node), int(node), 0) for node in config]
-    while stack:
-        start, node, length = stack.pop()
-        for nxt in consumers.get(node, []) if length < hops else []:
-            if nxt in slot:
-                pairs.add((slot[start], slot[nxt]))
-            else:
-                stack.append((start, nxt, length + 1))
-    return pairs
-
-
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("hops", [0, 1, 2, 5])
-def test_config_chains_match_every_path(seed, hops):
-    edge_index, n, config, _ = random_dag(seed)
-    pairs = config_chains(edge_index, n, config, hops)
-    assert pairs.shape[1] == 2 and pairs.dtype == np.int64
-    assert set(map(tuple, pairs.tolist())) == brute_chains(edge_index, config, hops)
-    assert len(np.unique(pairs, axis=0)) == len(pairs)
-
-
-def test_config_chains_stop_at_configurable_nodes_and_skip_the_others():
-    """0 (configurable) -> 1 -> 2 -> 3 (configurable) -> 4 (configurable); 0 -> 5 (configurable); 2 -> 6 -> 7 -> 8
-    (configurable): 0 reaches 8 in 5 edges, 4 only through 3."""
-    edge_index = np.array([(1, 0), (2, 1), (3, 2), (4, 3), (5, 0), (6, 2), (7, 6), (8, 7)])  # [consumer, producer]
-    config = np.array([0, 3, 4, 5, 8])
-    assert config_chains(edge_index, 9, config, 3).tolist() == [[0, 1], [0, 3], [1, 2]]
-    assert config_chains(edge_index, 9, config, 5).tolist() == [[0, 1], [0, 3], [0, 4], [1, 2]]
-    assert config_chains(np.zeros((0, 2), np.int64), 9, config, 5).shape == (0, 2)
 
 
 def test_prune_without_edges():

@@ -135,28 +135,12 @@ def test_the_ranker_scores_a_segmented_batch_by_its_segments():
     torch.testing.assert_close(model.train()(batch), segmented_scores(model, batch))
 
 
-@pytest.mark.parametrize("settings", [{}, {"chains": True}])
-def test_one_segment_per_graph_is_the_whole_graph(settings):
-    model, batch = make_model(LAYOUT, **settings), batch_of(LAYOUT, layout_graphs(), segment_nodes=1000)
+def test_one_segment_per_graph_is_the_whole_graph():
+    model, batch = make_model(LAYOUT), batch_of(LAYOUT, layout_graphs(), segment_nodes=1000)
     assert batch.node_segment is None  # within the budget: whole graphs
-    assert (batch.config_chain[..., 0] >= 0).sum() > 0
     one_each = batch.replace(node_segment=batch.node_graph.clone())
     with torch.no_grad():
         torch.testing.assert_close(segmented_scores(model, one_each), model(batch), atol=1e-6, rtol=0)
-
-
-def test_a_segment_keeps_the_chains_between_its_own_configurable_nodes():
-    """Each segment's batch holds exactly the graph's chain pairs whose two nodes it holds, in its own slots."""
-    batch = segmented(layout_graphs(), budget=9)
-    kept = 0
-    for segment in split(batch, halo=1):
-        pairs = batch.config_chain[segment.graph]
-        slots = segment.slots.tolist()
-        expected = [[slots.index(i), slots.index(j)] for i, j in pairs.tolist() if i in slots and j in slots]
-        mine = segment.batch(batch).config_chain[0].tolist()
-        assert mine == expected
-        kept += len(mine)
-    assert kept > 0
 
 
 def test_segment_scores_follow_a_permutation_of_the_configs():

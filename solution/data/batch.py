@@ -27,7 +27,6 @@ class Batch:
     config_mask: Tensor  # [G, C] bool, False for padded configs
     config_node: Tensor | None = None  # [G, K] batch node id of each configurable node (layout), -1 padded
     config_dims: Tensor | None = None  # [G, K, 6] each configurable node's output dims (raw sizes), 0 padded
-    config_chain: Tensor | None = None  # [G, P, 2] slot pairs: Graph.config_chain, -1 padded
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
@@ -81,7 +80,6 @@ class Collate:
             "config_mask": pad([np.ones(len(r), bool) for r in rows], False),  # [G, C]
             "config_node": pad([g.config_node + o for g, o in zip(graphs, offsets)], PAD),  # [G, K]
             "config_dims": pad([g.config_dims for g in graphs], 0),  # [G, K, 6]
-            "config_chain": pad([g.config_chain for g in graphs], PAD),  # [G, P, 2]
             "target": pad([np.asarray(g.target)[r].astype(np.float32) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]

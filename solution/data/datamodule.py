@@ -38,7 +38,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sentinel: bool = True,
         extra_features: bool = True,
         physical_tiles: bool = False,
-        chain_hops: int = 8,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,

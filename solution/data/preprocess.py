@@ -13,7 +13,7 @@ from ..format import SHAPE_DIMS
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
-from .pruning import STRATEGIES, config_chains, configurable_nodes, prune_graph
+from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
 
 
@@ -27,16 +27,14 @@ class Preprocessing:
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
     physical_tiles: bool = False  # tile: what each output tile means for the kernel's output (features.physical_tiles)
-    chain_hops: int = 8  # layout: configurable nodes linked through at most this many edges (pruning.config_chains)
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
             raise SettingsError(f"data.prune={self.prune!r}; expected one of {', '.join(STRATEGIES)}")
         if self.dedup not in DEDUP_MODES:
             raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
-        for key in ("hops", "chain_hops"):
-            if getattr(self, key) < 0:
-                raise SettingsError(f"data.{key}={getattr(self, key)}; expected a non-negative integer")
+        if self.hops < 0:
+            raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
 
     @classmethod
     def of(cls, data: Mapping) -> Preprocessing:
@@ -54,7 +52,6 @@ class Graph:
     config_node: np.ndarray  # [nc] int64 pruned node ids of the configurable nodes (layout; empty for tile)
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
-    config_chain: np.ndarray  # [p, 2] int64 slot pairs (i, j): j reads i's output through non-configurable nodes
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
@@ -90,7 +87,6 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "config_node": pruned.new_id[config_ids],
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
-        "config_chain": config_chains(raw.edge_index, n, config_ids, settings.chain_hops),
         "configs": configs[rows],
         "target": target,
         "config_index": rows.astype(np.int64),

@@ -97,30 +97,6 @@ def prune(
     return Pruned(keep, new_id, edge_keep)
 
 
-def config_chains(edge_index: np.ndarray, num_nodes: int, config_nodes: np.ndarray, hops: int) -> np.ndarray:
-    """[P, 2] pairs (i, j) of configurable-node slots where node j reads what node i writes through a chain of at
-    most `hops` edges whose inner nodes are not configurable: where i's output layout meets j's operand layouts,
-    however many element-wise nodes lie between (pruning may drop them). `edge_index` rows are [consumer,
-    producer] as on disk."""
-    slot = np.full(num_nodes, -1, dtype=np.int64)
-    slot[config_nodes] = np.arange(config_nodes.size)
-    indptr, indices = csr(edge_index[:, 1], edge_index[:, 0], num_nodes) if edge_index.size else \
-        (np.zeros(num_nodes + 1, np.int64), np.zeros(0, np.int64))
-    source, node = np.arange(config_nodes.size), config_nodes.astype(np.int64)  # the frontier as (slot, node) pairs
-    seen, pairs = source * num_nodes + node, []
-    for _ in range(hops):
-        starts, counts = indptr[node], indptr[node + 1] - indptr[node]
-        offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        source, node = np.repeat(source, counts), indices[offsets]
-        reached = slot[node] >= 0
-        pairs.append(np.stack([source[reached], slot[node[reached]]], 1))
-        keys = np.unique(source[~reached] * num_nodes + node[~reached])
-        keys = keys[~np.isin(keys, seen)]  # a chain goes on through nodes it has not reached yet
-        seen = np.concatenate([seen, keys])
-        source, node = keys // num_nodes, keys % num_nodes
-    return np.unique(np.concatenate(pairs + [np.zeros((0, 2), np.int64)]), axis=0)
-
-
 def configurable_nodes(raw: RawGraph) -> np.ndarray:
     """[nc] a file's configurable node ids (none in a tile file)."""
     return raw.config_node_ids if raw.config_node_ids is not None else np.zeros(0, np.int64)

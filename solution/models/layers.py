@@ -121,8 +121,6 @@ class ConfigLinks:
     routes: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # (configurable index [R], touched index [R]) per route
     spread: torch.Tensor  # [T, 3M] sparse: per route, the mean over the configurable nodes reaching a touched node
     collect: torch.Tensor  # [3M, T] sparse: per route, the mean over the touched nodes a configurable node reaches
-    chains: torch.Tensor  # [2M, M] sparse: the mean over the configurable nodes whose output k reads through a chain
-    # of non-configurable nodes (rows 0..M-1), then over those reading k's (rows M..2M-1); empty rows where none
 
     @classmethod
     def of(cls, batch: Batch) -> ConfigLinks:
@@ -144,19 +142,7 @@ class ConfigLinks:
         k = torch.cat([r * nodes.numel() + ks for r, (ks, _) in enumerate(routes)])  # [R] rows of the [3M] stack
         t = torch.cat([ts for _, ts in routes])  # [R]
         shape = (touched.numel(), cls.ROUTES * nodes.numel())
-        return cls(nodes, graph, slot, touched, routes, mean_matrix(t, k, shape), mean_matrix(k, t, shape[::-1]),
-                   chain_matrix(batch, graph, slot))
-
-
-def chain_matrix(batch: Batch, graph: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
-    """[2M, M] sparse means along the batch's config chains (ConfigLinks.chains), in the order of (graph, slot)."""
-    m = graph.numel()
-    position = torch.full(batch.config_node.shape, PAD, dtype=torch.long, device=graph.device)  # [G, K]
-    position[graph, slot] = torch.arange(m, device=graph.device)
-    pairs = batch.config_chain if batch.config_chain is not None else graph.new_zeros(batch.num_graphs, 0, 2)
-    g, p = (pairs[..., 0] != PAD).nonzero(as_tuple=True)  # [P] each
-    writer, reader = position[g, pairs[g, p, 0]], position[g, pairs[g, p, 1]]  # [P] each
-    return mean_matrix(torch.cat([reader, writer + m]), torch.cat([writer, reader]), (2 * m, m))
+        return cls(nodes, graph, slot, touched, routes, mean_matrix(t, k, shape), mean_matrix(k, t, shape[::-1]))
 
 
 def index_of(ids: torch.Tensor, size: int) -> torch.Tensor:
@@ -186,17 +172,14 @@ class LinkBlock(nn.Module):
     what reaches it with its own config-independent state (where producer and consumer layouts meet, and a
     mismatch costs a copy), and sends the result back along the same routes. Two hops per block; the [T, C, d]
     compute is one sparse product each way and one GELU. The encoder's states may be wider (`context_dim`) than the
-    config-aware ones. With `chains`, each configurable node also receives the means of the states of the
-    configurable nodes it reads from and of those reading from it through non-configurable nodes (one d x d map
-    each), wherever pruning left the nodes between."""
+    config-aware ones."""
 
-    def __init__(self, dim: int, dropout: float = 0.0, context_dim: int | None = None, chains: bool = False) -> None:
+    def __init__(self, dim: int, dropout: float = 0.0, context_dim: int | None = None) -> None:
         super().__init__()
         routes = ConfigLinks.ROUTES
         self.send = nn.Linear(dim, routes * dim, bias=False)
         self.context = nn.Linear(context_dim or dim, dim)
         self.receive = nn.Linear(routes * dim, dim, bias=False)
-        self.chain = nn.Linear(2 * dim, dim, bias=False) if chains else None
         self.linear = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
@@ -212,11 +195,7 @@ class LinkBlock(nn.Module):
         out = self.linear(z).view(m * c, d)
         # accumulated route by route: no [3, M*C, d] product beside `back`; unbound, so that the backward stacks the
         # routes' gradients once instead of zero-filling a [3, M*C, d] per route
-        parts = list(zip(back.unbind(0), receive.unbind(0)))
-        if self.chain is not None:
-            chained = sparse_mean(links.chains, z.view(m, c * d)).view(2, m * c, d)  # [2, M*C, d]
-            parts += zip(chained.unbind(0), self.chain.weight.view(d, 2, d).permute(1, 2, 0).unbind(0))
-        for part, weight in parts:
+        for part, weight in zip(back.unbind(0), receive.unbind(0)):
             out = torch.addmm(out, part, weight)
         return self.norm(z + self.dropout(F.gelu(out.view(m, c, d))))
 

@@ -40,8 +40,7 @@ class LayoutRanker(Ranker):
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
-    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory; `chains` links
-    configurable nodes whose output and operand meet through element-wise chains (LinkBlock). The
+    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory. The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -65,7 +64,6 @@ class LayoutRanker(Ranker):
         inference_rows: int = 32768,
         config_hidden: int | None = 64,
         physical_layout: bool = False,
-        chains: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -75,7 +73,7 @@ class LayoutRanker(Ranker):
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
-        self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden, chains) for _ in range(config_layers))
+        self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)

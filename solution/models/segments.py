@@ -37,14 +37,6 @@ class Segment:
     slots: torch.Tensor  # [k] the graph's configurable-node slots whose node is in `nodes`
     config_node: torch.Tensor  # [k] those nodes, re-indexed
 
-    def chain(self, pairs: torch.Tensor, slots: int) -> torch.Tensor:
-        """[p, 2] those of the graph's chain pairs [P, 2] (-1 padded; `slots` columns) between two of the segment's
-        slots, in its slot numbering."""
-        local = torch.full((slots + 1,), PAD, dtype=torch.long, device=pairs.device)  # the last entry: -1's
-        local[self.slots] = torch.arange(self.slots.numel(), device=pairs.device)
-        pairs = local[pairs]  # [P, 2]
-        return pairs[(pairs >= 0).all(-1)]
-
     def batch(self, batch: Batch) -> Batch:
         """The segment as a one-graph batch."""
         g = self.graph
@@ -53,8 +45,6 @@ class Segment:
             edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
             config_node=self.config_node[None],  # [1, k]
             config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
-            config_chain=None if batch.config_chain is None
-            else self.chain(batch.config_chain[g], batch.config_node.size(1))[None],  # [1, p, 2]
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )
@@ -135,8 +125,7 @@ def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> tor
     """[G, C] scores of a batch of segmented graphs under a LayoutRanker `model`, one segment at a time. A `halo` of
     k hops gives each segment the nodes within k edges of it as context (not pooled): with k at least the hops the
     model's messages span (graph_layers + 2 x config_layers: a link block goes out to the touched nodes and back),
-    the scores and gradients are the whole graph's, with `chains` only where the halo also holds every chain's other
-    end."""
+    the scores and gradients are the whole graph's."""
     graphs, configs = batch.config_mask.shape
     pools: list[list[Pool]] = [[] for _ in range(graphs)]
     for segment in split(batch, halo):
