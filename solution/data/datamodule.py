@@ -38,7 +38,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sentinel: bool = True,
         extra_features: bool = True,
         physical_tiles: bool = False,
-        loop_runs: bool = False,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -92,7 +91,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     @property
     def node_feat_dim(self) -> int:
-        return node_feature_width(self.settings.sentinel, self.settings.extra_features, self.settings.loop_runs)
+        return node_feature_width(self.settings.sentinel, self.settings.extra_features)
 
     def graphs(self, split: str) -> GraphSet:
         """The preprocessed files of a split (built on first use, then read from the cache); with

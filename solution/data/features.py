@@ -29,13 +29,10 @@ def layout_with_sentinel(node_feat: np.ndarray) -> np.ndarray:
     return layout
 
 
-def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = True,
-                  runs: np.ndarray | None = None) -> np.ndarray:
-    """Stateless transform of the 140 raw columns: optional -1 sentinel, optional dim mod/div 128, signed log;
-    with `runs` ([n], how often each node runs per program run: loops.node_runs), + their log2.
+def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = True) -> np.ndarray:
+    """Stateless transform of the 140 raw columns: optional -1 sentinel, optional dim mod/div 128, signed log.
 
-    Output width is 140 (+ 12 with `extra`, + 1 with `runs`). Standardization fitted on train comes later
-    (`Standardizer`).
+    Output width is 140 (+ 12 with `extra`). Standardization fitted on train comes later (`Standardizer`).
     """
     out = node_feat.astype(np.float32, copy=True)
     if sentinel:
@@ -44,15 +41,12 @@ def node_features(node_feat: np.ndarray, sentinel: bool = True, extra: bool = Tr
     if extra:
         dims = node_feat[:, SHAPE_DIMS]
         columns += [signed_log(dims % LANES), signed_log(dims // LANES)]  # [n, 6] each
-    if runs is not None:
-        columns.append(np.log2(runs)[:, None])  # [n, 1]
     return np.concatenate(columns, axis=1).astype(np.float32)
 
 
-def node_feature_width(sentinel: bool = True, extra: bool = True, runs: bool = False) -> int:
+def node_feature_width(sentinel: bool = True, extra: bool = True) -> int:
     """Columns of `node_features`' output, read off the function itself (a new column needs no edit here)."""
-    return node_features(np.zeros((0, NODE_FEAT_DIM), np.float32), sentinel, extra,
-                         np.ones(0) if runs else None).shape[1]
+    return node_features(np.zeros((0, NODE_FEAT_DIM), np.float32), sentinel, extra).shape[1]
 
 
 def tile_config_features(config_feat: np.ndarray, node_feat: np.ndarray, physical: bool = False) -> np.ndarray:

@@ -12,7 +12,6 @@ from ..errors import SettingsError
 from ..format import SHAPE_DIMS
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
-from .loops import node_runs
 from .packing import DEDUP_MODES, dedup
 from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
@@ -28,7 +27,6 @@ class Preprocessing:
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
     physical_tiles: bool = False  # tile: what each output tile means for the kernel's output (features.physical_tiles)
-    loop_runs: bool = False  # + log2 of how often each node runs per program run (a loop body once per trip)
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -83,8 +81,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
     rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
     config_ids = configurable_nodes(raw)
     arrays = {
-        "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features,
-                                   node_runs(raw)[keep] if settings.loop_runs else None),
+        "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
         "edge_index": np.ascontiguousarray(edges[:, ::-1].T),  # [2, m'] producer -> consumer
         "config_node": pruned.new_id[config_ids],
@@ -105,7 +102,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
 
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
 RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.layouts", "solution.data.reader",
-               "solution.data.pruning", "solution.data.features", "solution.data.packing", "solution.data.loops"]
+               "solution.data.pruning", "solution.data.features", "solution.data.packing"]
 
 
 def record_cache(folder: str | Path | None = None) -> ArrayCache:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.loops import TUPLE_COLUMN, node_runs
 from ..data.reader import RawGraph, read_graph
 from ..format import (
     CONV,
@@ -39,6 +38,7 @@ from ..layouts import (
     transpose_map,
 )
 
+TUPLE_COLUMN = ELEMENT_TYPE + ELEMENT_TYPES.index("tuple")
 TYPE_BYTES = np.array([ELEMENT_BYTES.get(name, 4) for name in ELEMENT_TYPES])  # per one-hot column; 4 where unknown
 CONFIG_CHUNK = 1024  # configs a pass: bounded memory on files with many thousands of configs
 INPUT, KERNEL = 1, 2  # config blocks after the output's: operand 0 (input), a convolution's operand 1 (kernel)
@@ -122,7 +122,7 @@ class Propagation:
     def of_file(cls, raw: RawGraph) -> Propagation:
         """A layout file's graph: operand order, loop trip counts and each block's operand as its shapes tell."""
         tensors = file_tensors(raw)
-        return cls(tensors, node_runs(raw), file_slots(raw, tensors))
+        return cls(tensors, loop_runs(tensors, raw.computation_bounds()), file_slots(raw, tensors))
 
     def work(self, configs: np.ndarray) -> ConfigWork:
         """What configs [C, nc, 18] (values -1..5) make the whole program do: its PARTS, and each configurable dot's
@@ -164,6 +164,42 @@ class Propagation:
                 matmuls.append(matmul * [runs, runs, 1, 1])  # [C, 4]: multiply-adds and bytes per program run
         stacked = np.stack(matmuls, 1) if matmuls else np.zeros((len(configs), 0, len(MATMUL)))  # [C, D, 4]
         return ConfigWork(parts, stacked)
+
+
+def loop_runs(tensors: list[Tensor], bounds: np.ndarray) -> np.ndarray:
+    """[n] how often each node runs per program run: a while loop's body and condition (the computations of the
+    roots the while node has edges to) its trip count times the while node's own runs, a conditional's branches an
+    equal share of its runs, nested calls multiplied; 1 elsewhere."""
+    computation = np.searchsorted(bounds, np.arange(len(tensors)), side="right") - 1  # [n]
+    runs = np.ones(len(tensors))
+    for i in reversed(range(len(tensors))):  # a call's computations come before it: outer calls first
+        if tensors[i].name not in ("while", "conditional"):
+            continue
+        spans = [(bounds[c], bounds[c + 1]) for c in {computation[o] for o in tensors[i].operands} - {computation[i]}]
+        if not spans:  # no edge to a computation of its own
+            continue
+        if tensors[i].name == "while":
+            share = trip_count(tensors, [k for start, end in spans for k in range(start, end)])
+        else:
+            share = 1 / len(spans)
+        for start, end in spans:
+            runs[start:end] = runs[i] * share
+    return runs
+
+
+def trip_count(tensors: list[Tensor], body: list[int]) -> int:
+    """A loop's trip count as its body's dynamic slices imply it (the files keep no constants): a scan or a decode
+    loop reads or writes one slice of a stacked tensor per trip along one dim (the most slices any of its dims
+    holds), and walks past the end of none, so the fewest of those over the dynamic slices and
+    dynamic-update-slices among the loop's `body` nodes; 1 where there is none."""
+    counts = []
+    for tensor in (tensors[k] for k in body):
+        if tensor.name not in ("dynamic-slice", "dynamic-update-slice"):
+            continue
+        for other in (tensors[o].dims for o in tensor.operands if tensors[o].rank == tensor.rank > 0):
+            whole, piece = (other, tensor.dims) if tensor.name == "dynamic-slice" else (tensor.dims, other)
+            counts.append(max((w // p for w, p in zip(whole, piece) if p > 0), default=1))
+    return min([c for c in counts if c > 1], default=1)
 
 
 @functools.lru_cache(maxsize=256)
