@@ -94,6 +94,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                          'node': 2e-05,
                          'row': 5e-05,
                          'prior': 0.0003,
+                         'work': 1.5e-07,
                          'train_at_least': 0.5,
                          'min_prior_steps': 50,
                          'min_valid_configs': 64},
@@ -125,6 +126,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'sentinel': True,
                        'extra_features': True,
                        'physical_tiles': True,
+                       'config_work': False,
+                       'work_configs': 2048,
                        'fill_default_layout': False,
                        'segment_nodes': 0,
                        'graphs_per_batch': 16,
@@ -152,6 +155,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'node': 2e-05,
                                   'row': 4e-06,
                                   'prior': 0.0003,
+                                  'work': 1.5e-07,
                                   'train_at_least': 0.5,
                                   'min_prior_steps': 50,
                                   'min_valid_configs': 64},
@@ -174,7 +178,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'dropout': 0.0,
                                                           'config_hidden': 64,
                                                           'physical_layout': True,
-                                                          'inference_rows': 32768}},
+                                                          'inference_rows': 32768,
+                                                          'config_work': True}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
                                  'lr': 0.001,
@@ -188,6 +193,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'physical_tiles': False,
+                                'config_work': True,
+                                'work_configs': 2048,
                                 'fill_default_layout': True,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
@@ -217,6 +224,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                    'node': 2e-05,
                                    'row': 4e-06,
                                    'prior': 0.0003,
+                                   'work': 1.5e-07,
                                    'train_at_least': 0.5,
                                    'min_prior_steps': 50,
                                    'min_valid_configs': 64},
@@ -239,7 +247,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'dropout': 0.0,
                                                            'config_hidden': 64,
                                                            'physical_layout': False,
-                                                           'inference_rows': 32768}},
+                                                           'inference_rows': 32768,
+                                                           'config_work': True}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                            'init_args': {'margin': 1.0}},
                                   'lr': 0.001,
@@ -253,6 +262,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'physical_tiles': False,
+                                 'config_work': True,
+                                 'work_configs': 2048,
                                  'fill_default_layout': True,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
@@ -281,6 +292,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                   'node': 2e-05,
                                   'row': 4e-06,
                                   'prior': 0.0003,
+                                  'work': 1.5e-07,
                                   'train_at_least': 0.5,
                                   'min_prior_steps': 50,
                                   'min_valid_configs': 64},
@@ -317,6 +329,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'sentinel': True,
                                 'extra_features': True,
                                 'physical_tiles': False,
+                                'config_work': False,
+                                'work_configs': 2048,
                                 'fill_default_layout': True,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
@@ -346,6 +360,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                    'node': 2e-05,
                                    'row': 4e-06,
                                    'prior': 0.0003,
+                                   'work': 1.5e-07,
                                    'train_at_least': 0.5,
                                    'min_prior_steps': 50,
                                    'min_valid_configs': 64},
@@ -382,6 +397,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'sentinel': True,
                                  'extra_features': True,
                                  'physical_tiles': False,
+                                 'config_work': False,
+                                 'work_configs': 2048,
                                  'fill_default_layout': True,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
@@ -605,6 +622,7 @@ class Batch:
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
+    config_work: Tensor | None = None  # [G, C, K] what each config makes the program do (data.config_work), -1 padded
     graph_id: Tensor | None = None  # [G] each graph's index in its split
 
     @property
@@ -658,6 +676,7 @@ class Collate:
             "target": pad([np.asarray(g.target)[r].astype(np.float32) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
+            "config_work": pad([np.asarray(g.config_work)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C, K]
         }
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
@@ -874,6 +893,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sentinel: bool = True,
         extra_features: bool = True,
         physical_tiles: bool = False,
+        config_work: bool = False,
+        work_configs: int = 2048,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -1261,6 +1282,9 @@ class Preprocessing:
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
     physical_tiles: bool = False  # tile: what each output tile means for the kernel's output (features.physical_tiles)
+    config_work: bool = False  # layout: what each config makes the program do (ConfigWork.features), per config
+    work_configs: int = 2048  # with config_work, a train file keeps a fixed random subset of at most this many
+    # configs (the walk costs each config the whole graph); 0: all
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -1269,6 +1293,9 @@ class Preprocessing:
             raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
         if self.hops < 0:
             raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
+        if self.work_configs < 0:
+            raise SettingsError(f"data.work_configs={self.work_configs}; expected configs per train file at most, "
+                                "or 0 for all")
 
     @classmethod
     def of(cls, data: Mapping) -> Preprocessing:
@@ -1287,6 +1314,7 @@ class Graph:
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
+    config_work: np.ndarray  # [c, K] float32 with `config_work` (K = 0 without): each config's work, centred
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
     node_split: np.ndarray  # [k + 1] int64 computation bounds 0 < ... < n in pruned ids (as node_splits; tile: [0, n])
@@ -1304,15 +1332,19 @@ def pruned_bounds(bounds: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return np.unique(kept_before[bounds]).astype(np.int64)
 
 
-def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
-    """All preprocessing of one file, as arrays for the cache plus a JSON-able summary."""
+def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[dict[str, np.ndarray], dict]:
+    """All preprocessing of one file, as arrays for the cache plus a JSON-able summary; a `train` file's configs
+    are deduplicated (and with `config_work`, cut to `work_configs`)."""
     n, m = len(raw.node_feat), len(raw.edge_index)
     pruned = prune_graph(raw, settings.prune, settings.hops)
     keep = pruned.keep
     edges = pruned.new_id[raw.edge_index[pruned.edge_keep]]  # [m', 2] as [consumer, producer]
     configs = raw.task.stored_configs(raw.config_feat, raw.node_feat, settings.physical_tiles)
     target = raw.target()
-    rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
+    rows, target = dedup(configs, target, settings.dedup if train else "none")
+    if settings.config_work and train and 0 < settings.work_configs < len(rows):
+        kept = np.sort(np.random.default_rng(0).choice(len(rows), settings.work_configs, replace=False))
+        rows, target = rows[kept], target[kept]
     config_ids = configurable_nodes(raw)
     arrays = {
         "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
@@ -1322,6 +1354,8 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
+        "config_work": config_work(raw, rows) if settings.config_work and raw.task.has_config_nodes
+        else np.zeros((len(rows), 0), np.float32),
         "target": target,
         "config_index": rows.astype(np.int64),
         "node_split": pruned_bounds(raw.computation_bounds(), keep),
@@ -1334,9 +1368,19 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
     return arrays, meta
 
 
+def config_work(raw: RawGraph, rows: np.ndarray) -> np.ndarray:
+    """[c, K] what each config of `rows` makes the file's program do, by the physics prior's walk, centred over
+    them (a file's own scale says nothing of how its configs rank)."""
+    from ..physics.propagation import Propagation  # the walk reads the data layer: imported here, not above
+
+    work = Propagation.of_file(raw).work(raw.config_feat[rows]).features()  # [c, K]
+    return work - work.mean(0) if len(work) else work
+
+
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
 RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.layouts", "solution.data.reader",
-               "solution.data.pruning", "solution.data.features", "solution.data.packing"]
+               "solution.data.pruning", "solution.data.features", "solution.data.packing",
+               "solution.physics.propagation"]
 
 
 def record_cache(folder: str | Path | None = None) -> ArrayCache:
@@ -1346,15 +1390,15 @@ def record_cache(folder: str | Path | None = None) -> ArrayCache:
 
 def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCache | None) -> Graph:
     """The preprocessed record of a file, from the cache when it holds one (no cache: built in memory)."""
-    dedup_configs = split == "train"
+    train = split == "train"
 
     def build() -> tuple[dict[str, np.ndarray], dict]:
-        return build_record(read_graph(path, split), settings, dedup_configs)
+        return build_record(read_graph(path, split), settings, train)
 
     if cache is None:
         arrays, meta = build()
     else:
-        arrays, meta = cache.load(path, {**asdict(settings), "dedup_on": dedup_configs, "split": split}, build)
+        arrays, meta = cache.load(path, {**asdict(settings), "dedup_on": train, "split": split}, build)
     return Graph(**arrays, meta={**meta, "path": str(path), "split": split, "stem": path.stem})
 '''
 
@@ -3215,6 +3259,7 @@ from torch.nn import functional as F
 from ..constants import LANES, SUBLANES
 from ..data.batch import Batch
 from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS
+from ..physics.propagation import WORK_FEATURES
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -3242,7 +3287,9 @@ class LayoutRanker(Ranker):
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
-    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory. The
+    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory; `config_work`
+    adds to the readout what each config makes the whole program do (the batch's `config_work`, by the physics
+    prior's walk: bytes each kind of pass moves, the dots' work). The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -3266,9 +3313,11 @@ class LayoutRanker(Ranker):
         inference_rows: int = 32768,
         config_hidden: int | None = 64,
         physical_layout: bool = False,
+        config_work: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
+        self.work_features = WORK_FEATURES if config_work else 0
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         # the configurable nodes' encodings enter the config-aware width
@@ -3278,7 +3327,19 @@ class LayoutRanker(Ranker):
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
-        self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
+        self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
+
+    def read(self, features: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Scores [G, C] from the pooled features [G, C, 2w + 2d], with `config_work` + the batch's work features."""
+        mask = valid_configs(batch)  # [G, C]
+        if self.work_features:
+            if batch.config_work is None or batch.config_work.size(-1) != self.work_features:
+                raise ValueError(f"model.ranker config_work=true needs data.config_work=true: the batch holds "
+                                 f"{0 if batch.config_work is None else batch.config_work.size(-1)} work features "
+                                 f"a config, expected {self.work_features}")
+            work = batch.config_work.to(features.dtype) * mask[..., None]  # [G, C, K], padding zeroed
+            features = torch.cat([features, work], -1)  # [G, C, 2w + 2d + K]
+        return self.readout(features, mask)
 
     def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -3312,12 +3373,11 @@ class LayoutRanker(Ranker):
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
             return segmented_scores(self, batch)
-        mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
+        graphs, configs = batch.config_mask.shape
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
-        return self.readout(features, mask)  # [G, C]
+        return self.read(features, batch)  # [G, C]
 
 
 def zero_linear(features: int, width: int) -> nn.Linear:
@@ -3537,7 +3597,6 @@ from torch.utils.checkpoint import checkpoint
 
 from ..constants import PAD
 from ..data.batch import Batch
-from .layers import valid_configs
 
 
 @dataclass
@@ -3645,7 +3704,7 @@ def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> tor
     for segment in split(batch, halo):
         pools[segment.graph].append(Pool.of(model, batch, segment, grad=True))
     features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
-    return model.readout(features, valid_configs(batch))  # [G, C]
+    return model.read(features, batch)  # [G, C]
 '''
 
 # ---------------------------------------- solution.models.spec
@@ -4117,6 +4176,7 @@ MATMUL = ("multiply_adds", "bytes", "second_minor_feeds", "major_feeds")  # per 
 # (every configurable node but a reshape): its multiply-adds over whole output tiles and the bytes its output and
 # operands store (each x its runs), and how many of its operands (and a convolution's output) it feeds with their key
 # dim second-minor, and further out
+WORK_FEATURES = len(PARTS) + len(MATMUL)  # ConfigWork.features
 # node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
 # feature dims, feature group count
 CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14)
@@ -4167,6 +4227,11 @@ class ConfigWork:
         """The dot records one after the other, [C x D, 4], and the config each is of, [C x D]."""
         count, matmuls = self.matmuls.shape[:2]
         return self.matmuls.reshape(-1, len(MATMUL)), np.repeat(np.arange(count), matmuls)
+
+    def features(self) -> np.ndarray:
+        """[C, WORK_FEATURES] log1p of each PARTS amount and of the dots' and convolutions' MATMUL summed over them:
+        what the configs make the program do, for a model to weigh."""
+        return np.log1p(np.concatenate([self.parts, self.matmuls.sum(1)], 1)).astype(np.float32)
 
     @staticmethod
     def concatenate(works: list[ConfigWork], matmuls: int) -> ConfigWork:
@@ -5918,6 +5983,7 @@ class BudgetSettings:
     node: float = 2e-5  # preprocessing: per node of a file
     row: float = 4e-6  # preprocessing and scoring: per config row (layout: config x configurable node; tile: config)
     prior: float = 3e-4  # the physics prior's fit: per train file it reads, per Adam step of each of its fits
+    work: float = 1.5e-7  # with data.config_work, preprocessing: per node of a file x config of it walked
     train_at_least: float = 0.5  # of the time left: below it the later steps are cut
     min_prior_steps: int = 50  # cuts leave the prior's fit at least this many steps
     min_valid_configs: int = 64  # ... and validation at least this many configs of each valid file
@@ -5952,6 +6018,11 @@ class Sizes:
 
     def nodes(self, *splits: str) -> int:
         return int(sum(self.files[s][:, 0].sum() for s in splits))
+
+    def walked(self, split: str, configs: int = 0) -> int:
+        """Nodes x configs of a split's files, each file's configs cut to `configs` where above 0."""
+        counts = self.files[split][:, 1]
+        return int((np.minimum(counts, configs or counts) * self.files[split][:, 0]).sum())
 
     def rows(self, split: str, configs: int = 0) -> int:
         """Config rows of a split's files, each file's configs cut to `configs` where above 0."""
@@ -6062,18 +6133,21 @@ class Plan:
         prior's fit; 'evaluate': start, preprocessing of test files, scoring valid and test configs) as the
         collection's settings stand."""
         settings, sizes, rates = self.settings[collection], self.sizes[collection], self.rates[collection]
-        members = settings.get("members", 1)
+        members, data = settings.get("members", 1), settings.get("data", {})
         if step == "setup" and collection in self.given:
             seconds = 0.0
         elif step == "setup":
             seconds = members * (rates.start + rates.node * sizes.nodes("train", "valid")
                                  + rates.row * (sizes.rows("train") + sizes.rows("valid")))
+            if data.get("config_work"):
+                seconds += rates.work * (sizes.walked("train", data.get("work_configs", 0)) + sizes.walked("valid"))
         elif step == "prior":
             seconds = rates.prior * prior_work(settings, len(sizes.files["train"])) if prior_fitted(settings) else 0.0
         else:
-            valid = sizes.rows("valid", settings["data"].get("valid_configs", 0))
+            valid = sizes.rows("valid", data.get("valid_configs", 0))
             seconds = members * (rates.start + rates.row * (valid + sizes.rows("test"))) \\
-                + rates.node * sizes.nodes("test") + rates.row * sizes.rows("test")
+                + rates.node * sizes.nodes("test") + rates.row * sizes.rows("test") \\
+                + (rates.work * sizes.walked("test") if data.get("config_work") else 0.0)
         return seconds * (self.scale(collection, step) if scaled else 1.0)
 
     def reserved(self, collection: str, trained: bool = False) -> float:

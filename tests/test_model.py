@@ -25,13 +25,16 @@ from solution.data.batch import Batch, Collate, Item
 from solution.data.datamodule import TpuGraphsDataModule
 from solution.data.features import Standardizer
 from solution.data.preprocess import Graph, Preprocessing, load_graph
+from solution.data.reader import read_graph
 from solution.data.tasks import LAYOUT, TILE, Task
+from solution.errors import SettingsError
 from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
 from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features
 from solution.models.spec import build
+from solution.physics.propagation import WORK_FEATURES, Propagation
 
 SMALL = dict(hidden=16, opcode_dim=4, heads=2)
 TASK_IDS = {"argnames": "task", "argvalues": [LAYOUT, TILE], "ids": ["layout", "tile"]}
@@ -573,3 +576,53 @@ def test_the_batch_carries_each_configurable_nodes_output_dims():
         k = len(graph.config_node)
         torch.testing.assert_close(batch.config_dims[g, :k], torch.from_numpy(graph.config_dims))
         assert (batch.config_dims[g, k:] == 0).all()
+
+
+FIXTURE_FILES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "npz" / "layout" / "xla"
+
+
+@functools.lru_cache(maxsize=None)
+def worked_graphs() -> list[Graph]:
+    """Real-format files (programs lowered by XLA) preprocessed with each config's work (data.config_work)."""
+    paths = [FIXTURE_FILES / "random" / "valid" / f"fixture_{name}.npz" for name in ("conv_reshape_dot", "scan_rnn")]
+    return [load_graph(path, "valid", Preprocessing(config_work=True), None) for path in paths]
+
+
+def test_config_work_follows_the_configs_and_counts_only_within_a_graph() -> None:
+    graphs = worked_graphs()
+    assert all(g.config_work.shape == (g.num_configs, WORK_FEATURES) for g in graphs)
+    batch = batch_of(LAYOUT, graphs, rows=[np.arange(6), np.arange(4, 12)])
+    model = make_model(LAYOUT, config_work=True)
+    shuffled, order, rows = _shuffled(batch)
+    shuffled = shuffled.replace(config_work=batch.config_work[rows, order])
+    before, after = score(model, batch), score(model, shuffled)
+    mask = shuffled.config_mask
+    torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
+    changed = batch.config_work.clone()
+    changed[1, 0] += 1.0  # one config of graph 1 does more work
+    moved = score(model, batch.replace(config_work=changed)) != before
+    assert moved[1].any() and not moved[0].any()
+
+
+def test_a_model_that_reads_config_work_names_the_data_setting_it_needs() -> None:
+    with pytest.raises(ValueError, match="data.config_work=true"):
+        score(make_model(LAYOUT, config_work=True), batch_of(LAYOUT, graphs_of(LAYOUT)))
+
+
+def test_config_work_is_the_walks_work_of_each_kept_config() -> None:
+    path = FIXTURE_FILES / "random" / "train" / "fixture_conv_reshape_dot.npz"
+    graph = load_graph(path, "train", Preprocessing(config_work=True), None)
+    raw = read_graph(path, "train")
+    expected = Propagation.of_file(raw).work(raw.config_feat[graph.config_index]).features()  # [c, K]
+    np.testing.assert_allclose(graph.config_work, expected - expected.mean(0), atol=1e-5)
+    assert np.ptp(graph.config_work, axis=0).max() > 0  # the configs' layouts change what the program does
+    cut = load_graph(path, "train", Preprocessing(config_work=True, work_configs=5), None)
+    again = load_graph(path, "train", Preprocessing(config_work=True, work_configs=5), None)
+    assert cut.num_configs == 5 < graph.num_configs
+    np.testing.assert_array_equal(cut.config_index, again.config_index)  # a fixed subset
+    assert set(cut.config_index.tolist()) <= set(graph.config_index.tolist())
+    np.testing.assert_allclose(cut.target, graph.target[np.searchsorted(graph.config_index, cut.config_index)])
+    valid = load_graph(path, "valid", Preprocessing(config_work=True, work_configs=5), None)
+    assert valid.num_configs == read_graph(path, "valid").num_configs  # other splits keep every config
+    with pytest.raises(SettingsError, match="data.work_configs=-1"):
+        Preprocessing(config_work=True, work_configs=-1)

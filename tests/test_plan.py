@@ -142,6 +142,17 @@ def test_estimates_grow_with_the_files_and_learn_from_the_jobs_own_steps():
     assert plan.estimate("tile:xla", "evaluate") == pytest.approx(tile)  # another task learns nothing from it
 
 
+def test_walking_each_configs_work_is_reserved_for_the_configs_a_train_file_keeps():
+    rates = {"start": 0.0, "node": 0.0, "row": 0.0, "prior": 0.0, "work": 1e-6}
+    plan = Plan(1e6, {LAYOUT: {**settings(1.0, **rates), "data": {"config_work": True, "work_configs": 100}},
+                      "layout:nlp:random": settings(1.0, **rates)},
+                {c: sizes(1000, 300, 20) for c in (LAYOUT, "layout:nlp:random")}, Clock(), print)
+    # 2 files a split of 1000 nodes: train walks 100 configs a file, valid and test all 300
+    assert plan.estimate(LAYOUT, "setup") == pytest.approx(1e-6 * 1000 * (2 * 100 + 2 * 300))
+    assert plan.estimate(LAYOUT, "evaluate") == pytest.approx(1e-6 * 1000 * 2 * 300)
+    assert plan.estimate("layout:nlp:random", "setup") == plan.estimate("layout:nlp:random", "evaluate") == 0.0
+
+
 def test_short_time_cuts_the_later_steps_in_order_and_says_so():
     lines = []
     rates = {"start": 0.0, "node": 0.0, "row": 1e-3, "prior": 1e-3, "min_valid_configs": 100}

@@ -99,7 +99,7 @@ def test_preprocessed_bounds_do_not_depend_on_the_trailing_n():
         raw = RawGraph(None, LAYOUT, arrays["node_feat"], arrays["node_opcode"].astype(np.int64),
                        arrays["edge_index"], arrays["node_config_feat"], arrays["config_runtime"],
                        config_node_ids=arrays["node_config_ids"], node_splits=stored)
-        records.append(build_record(raw, Preprocessing(prune="none"), dedup_configs=False)[0]["node_split"])
+        records.append(build_record(raw, Preprocessing(prune="none"), train=False)[0]["node_split"])
     assert np.array_equal(records[0], records[1]) and records[0].tolist() == splits.tolist()
 
 

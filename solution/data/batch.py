@@ -30,6 +30,7 @@ class Batch:
     node_segment: Tensor | None = None  # [N] segment of each node, when a graph is over the segment budget
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
+    config_work: Tensor | None = None  # [G, C, K] what each config makes the program do (data.config_work), -1 padded
     graph_id: Tensor | None = None  # [G] each graph's index in its split
 
     @property
@@ -83,6 +84,7 @@ class Collate:
             "target": pad([np.asarray(g.target)[r].astype(np.float32) for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
+            "config_work": pad([np.asarray(g.config_work)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C, K]
         }
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]

@@ -38,6 +38,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         sentinel: bool = True,
         extra_features: bool = True,
         physical_tiles: bool = False,
+        config_work: bool = False,
+        work_configs: int = 2048,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,

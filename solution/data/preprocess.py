@@ -27,6 +27,9 @@ class Preprocessing:
     sentinel: bool = True  # -1 instead of 0 for the minor_to_major of absent dims
     extra_features: bool = True  # dimension mod 128 and div 128
     physical_tiles: bool = False  # tile: what each output tile means for the kernel's output (features.physical_tiles)
+    config_work: bool = False  # layout: what each config makes the program do (ConfigWork.features), per config
+    work_configs: int = 2048  # with config_work, a train file keeps a fixed random subset of at most this many
+    # configs (the walk costs each config the whole graph); 0: all
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -35,6 +38,9 @@ class Preprocessing:
             raise SettingsError(f"data.dedup={self.dedup!r}; expected one of {', '.join(DEDUP_MODES)}")
         if self.hops < 0:
             raise SettingsError(f"data.hops={self.hops}; expected a non-negative integer")
+        if self.work_configs < 0:
+            raise SettingsError(f"data.work_configs={self.work_configs}; expected configs per train file at most, "
+                                "or 0 for all")
 
     @classmethod
     def of(cls, data: Mapping) -> Preprocessing:
@@ -53,6 +59,7 @@ class Graph:
     default_layout: np.ndarray  # [nc, 6] float32 each configurable node's own minor_to_major, -1 padded
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
+    config_work: np.ndarray  # [c, K] float32 with `config_work` (K = 0 without): each config's work, centred
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
     node_split: np.ndarray  # [k + 1] int64 computation bounds 0 < ... < n in pruned ids (as node_splits; tile: [0, n])
@@ -70,15 +77,19 @@ def pruned_bounds(bounds: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return np.unique(kept_before[bounds]).astype(np.int64)
 
 
-def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) -> tuple[dict[str, np.ndarray], dict]:
-    """All preprocessing of one file, as arrays for the cache plus a JSON-able summary."""
+def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[dict[str, np.ndarray], dict]:
+    """All preprocessing of one file, as arrays for the cache plus a JSON-able summary; a `train` file's configs
+    are deduplicated (and with `config_work`, cut to `work_configs`)."""
     n, m = len(raw.node_feat), len(raw.edge_index)
     pruned = prune_graph(raw, settings.prune, settings.hops)
     keep = pruned.keep
     edges = pruned.new_id[raw.edge_index[pruned.edge_keep]]  # [m', 2] as [consumer, producer]
     configs = raw.task.stored_configs(raw.config_feat, raw.node_feat, settings.physical_tiles)
     target = raw.target()
-    rows, target = dedup(configs, target, settings.dedup if dedup_configs else "none")
+    rows, target = dedup(configs, target, settings.dedup if train else "none")
+    if settings.config_work and train and 0 < settings.work_configs < len(rows):
+        kept = np.sort(np.random.default_rng(0).choice(len(rows), settings.work_configs, replace=False))
+        rows, target = rows[kept], target[kept]
     config_ids = configurable_nodes(raw)
     arrays = {
         "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
@@ -88,6 +99,8 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
+        "config_work": config_work(raw, rows) if settings.config_work and raw.task.has_config_nodes
+        else np.zeros((len(rows), 0), np.float32),
         "target": target,
         "config_index": rows.astype(np.int64),
         "node_split": pruned_bounds(raw.computation_bounds(), keep),
@@ -100,9 +113,19 @@ def build_record(raw: RawGraph, settings: Preprocessing, dedup_configs: bool) ->
     return arrays, meta
 
 
+def config_work(raw: RawGraph, rows: np.ndarray) -> np.ndarray:
+    """[c, K] what each config of `rows` makes the file's program do, by the physics prior's walk, centred over
+    them (a file's own scale says nothing of how its configs rank)."""
+    from ..physics.propagation import Propagation  # the walk reads the data layer: imported here, not above
+
+    work = Propagation.of_file(raw).work(raw.config_feat[rows]).features()  # [c, K]
+    return work - work.mean(0) if len(work) else work
+
+
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
 RECORD_CODE = [__name__, "solution.constants", "solution.format", "solution.layouts", "solution.data.reader",
-               "solution.data.pruning", "solution.data.features", "solution.data.packing"]
+               "solution.data.pruning", "solution.data.features", "solution.data.packing",
+               "solution.physics.propagation"]
 
 
 def record_cache(folder: str | Path | None = None) -> ArrayCache:
@@ -112,13 +135,13 @@ def record_cache(folder: str | Path | None = None) -> ArrayCache:
 
 def load_graph(path: Path, split: str, settings: Preprocessing, cache: ArrayCache | None) -> Graph:
     """The preprocessed record of a file, from the cache when it holds one (no cache: built in memory)."""
-    dedup_configs = split == "train"
+    train = split == "train"
 
     def build() -> tuple[dict[str, np.ndarray], dict]:
-        return build_record(read_graph(path, split), settings, dedup_configs)
+        return build_record(read_graph(path, split), settings, train)
 
     if cache is None:
         arrays, meta = build()
     else:
-        arrays, meta = cache.load(path, {**asdict(settings), "dedup_on": dedup_configs, "split": split}, build)
+        arrays, meta = cache.load(path, {**asdict(settings), "dedup_on": train, "split": split}, build)
     return Graph(**arrays, meta={**meta, "path": str(path), "split": split, "stem": path.stem})

@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from ..constants import LANES, SUBLANES
 from ..data.batch import Batch
 from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS
+from ..physics.propagation import WORK_FEATURES
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
@@ -40,7 +41,9 @@ class LayoutRanker(Ranker):
     cross-config attention per node after each (`cross_attention`); the per-graph pool of the configurable
     nodes (per config) and of the encoding (shared) feed a readout that scores each config, its configs
     attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
-    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory. The
+    (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory; `config_work`
+    adds to the readout what each config makes the whole program do (the batch's `config_work`, by the physics
+    prior's walk: bytes each kind of pass moves, the dots' work). The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -64,9 +67,11 @@ class LayoutRanker(Ranker):
         inference_rows: int = 32768,
         config_hidden: int | None = 64,
         physical_layout: bool = False,
+        config_work: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
+        self.work_features = WORK_FEATURES if config_work else 0
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
         # the configurable nodes' encodings enter the config-aware width
@@ -76,7 +81,19 @@ class LayoutRanker(Ranker):
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
-        self.readout = Readout(2 * width + 2 * hidden, hidden, readout_attention, heads, dropout)
+        self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
+
+    def read(self, features: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Scores [G, C] from the pooled features [G, C, 2w + 2d], with `config_work` + the batch's work features."""
+        mask = valid_configs(batch)  # [G, C]
+        if self.work_features:
+            if batch.config_work is None or batch.config_work.size(-1) != self.work_features:
+                raise ValueError(f"model.ranker config_work=true needs data.config_work=true: the batch holds "
+                                 f"{0 if batch.config_work is None else batch.config_work.size(-1)} work features "
+                                 f"a config, expected {self.work_features}")
+            work = batch.config_work.to(features.dtype) * mask[..., None]  # [G, C, K], padding zeroed
+            features = torch.cat([features, work], -1)  # [G, C, 2w + 2d + K]
+        return self.readout(features, mask)
 
     def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
@@ -110,12 +127,11 @@ class LayoutRanker(Ranker):
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_segment is not None:
             return segmented_scores(self, batch)
-        mask = valid_configs(batch)  # [G, C]
-        graphs, configs = mask.shape
+        graphs, configs = batch.config_mask.shape
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
-        return self.readout(features, mask)  # [G, C]
+        return self.read(features, batch)  # [G, C]
 
 
 def zero_linear(features: int, width: int) -> nn.Linear:

@@ -23,7 +23,6 @@ from torch.utils.checkpoint import checkpoint
 
 from ..constants import PAD
 from ..data.batch import Batch
-from .layers import valid_configs
 
 
 @dataclass
@@ -131,4 +130,4 @@ def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> tor
     for segment in split(batch, halo):
         pools[segment.graph].append(Pool.of(model, batch, segment, grad=True))
     features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
-    return model.readout(features, valid_configs(batch))  # [G, C]
+    return model.read(features, batch)  # [G, C]

@@ -49,6 +49,7 @@ MATMUL = ("multiply_adds", "bytes", "second_minor_feeds", "major_feeds")  # per 
 # (every configurable node but a reshape): its multiply-adds over whole output tiles and the bytes its output and
 # operands store (each x its runs), and how many of its operands (and a convolution's output) it feeds with their key
 # dim second-minor, and further out
+WORK_FEATURES = len(PARTS) + len(MATMUL)  # ConfigWork.features
 # node_feat: a convolution's input batch and feature dims, kernel input and output feature dims, output batch and
 # feature dims, feature group count
 CONV_DIMS = (CONV, CONV + 1, CONV + 6, CONV + 7, CONV + 12, CONV + 13, CONV + 14)
@@ -99,6 +100,11 @@ class ConfigWork:
         """The dot records one after the other, [C x D, 4], and the config each is of, [C x D]."""
         count, matmuls = self.matmuls.shape[:2]
         return self.matmuls.reshape(-1, len(MATMUL)), np.repeat(np.arange(count), matmuls)
+
+    def features(self) -> np.ndarray:
+        """[C, WORK_FEATURES] log1p of each PARTS amount and of the dots' and convolutions' MATMUL summed over them:
+        what the configs make the program do, for a model to weigh."""
+        return np.log1p(np.concatenate([self.parts, self.matmuls.sum(1)], 1)).astype(np.float32)
 
     @staticmethod
     def concatenate(works: list[ConfigWork], matmuls: int) -> ConfigWork:

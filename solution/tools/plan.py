@@ -43,6 +43,7 @@ class BudgetSettings:
     node: float = 2e-5  # preprocessing: per node of a file
     row: float = 4e-6  # preprocessing and scoring: per config row (layout: config x configurable node; tile: config)
     prior: float = 3e-4  # the physics prior's fit: per train file it reads, per Adam step of each of its fits
+    work: float = 1.5e-7  # with data.config_work, preprocessing: per node of a file x config of it walked
     train_at_least: float = 0.5  # of the time left: below it the later steps are cut
     min_prior_steps: int = 50  # cuts leave the prior's fit at least this many steps
     min_valid_configs: int = 64  # ... and validation at least this many configs of each valid file
@@ -77,6 +78,11 @@ class Sizes:
 
     def nodes(self, *splits: str) -> int:
         return int(sum(self.files[s][:, 0].sum() for s in splits))
+
+    def walked(self, split: str, configs: int = 0) -> int:
+        """Nodes x configs of a split's files, each file's configs cut to `configs` where above 0."""
+        counts = self.files[split][:, 1]
+        return int((np.minimum(counts, configs or counts) * self.files[split][:, 0]).sum())
 
     def rows(self, split: str, configs: int = 0) -> int:
         """Config rows of a split's files, each file's configs cut to `configs` where above 0."""
@@ -187,18 +193,21 @@ class Plan:
         prior's fit; 'evaluate': start, preprocessing of test files, scoring valid and test configs) as the
         collection's settings stand."""
         settings, sizes, rates = self.settings[collection], self.sizes[collection], self.rates[collection]
-        members = settings.get("members", 1)
+        members, data = settings.get("members", 1), settings.get("data", {})
         if step == "setup" and collection in self.given:
             seconds = 0.0
         elif step == "setup":
             seconds = members * (rates.start + rates.node * sizes.nodes("train", "valid")
                                  + rates.row * (sizes.rows("train") + sizes.rows("valid")))
+            if data.get("config_work"):
+                seconds += rates.work * (sizes.walked("train", data.get("work_configs", 0)) + sizes.walked("valid"))
         elif step == "prior":
             seconds = rates.prior * prior_work(settings, len(sizes.files["train"])) if prior_fitted(settings) else 0.0
         else:
-            valid = sizes.rows("valid", settings["data"].get("valid_configs", 0))
+            valid = sizes.rows("valid", data.get("valid_configs", 0))
             seconds = members * (rates.start + rates.row * (valid + sizes.rows("test"))) \
-                + rates.node * sizes.nodes("test") + rates.row * sizes.rows("test")
+                + rates.node * sizes.nodes("test") + rates.row * sizes.rows("test") \
+                + (rates.work * sizes.walked("test") if data.get("config_work") else 0.0)
         return seconds * (self.scale(collection, step) if scaled else 1.0)
 
     def reserved(self, collection: str, trained: bool = False) -> float:
