@@ -605,7 +605,7 @@ def test_config_work_follows_the_configs_and_counts_only_within_a_graph() -> Non
 
 
 def test_a_model_that_reads_config_work_names_the_data_setting_it_needs() -> None:
-    with pytest.raises(ValueError, match="data.config_work=true"):
+    with pytest.raises(SettingsError, match="data.config_work=true"):
         score(make_model(LAYOUT, config_work=True), batch_of(LAYOUT, graphs_of(LAYOUT)))
 
 

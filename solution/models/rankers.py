@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from ..constants import LANES, SUBLANES
 from ..data.batch import Batch
+from ..errors import SettingsError
 from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS
 from ..physics.propagation import WORK_FEATURES
 from .layers import (
@@ -87,10 +88,10 @@ class LayoutRanker(Ranker):
         """Scores [G, C] from the pooled features [G, C, 2w + 2d], with `config_work` + the batch's work features."""
         mask = valid_configs(batch)  # [G, C]
         if self.work_features:
-            if batch.config_work is None or batch.config_work.size(-1) != self.work_features:
-                raise ValueError(f"model.ranker config_work=true needs data.config_work=true: the batch holds "
-                                 f"{0 if batch.config_work is None else batch.config_work.size(-1)} work features "
-                                 f"a config, expected {self.work_features}")
+            found = 0 if batch.config_work is None else batch.config_work.size(-1)
+            if found != self.work_features:
+                raise SettingsError(f"model.ranker.init_args.config_work=true needs data.config_work=true: the batch "
+                                    f"holds {found} work features a config, expected {self.work_features}")
             work = batch.config_work.to(features.dtype) * mask[..., None]  # [G, C, K], padding zeroed
             features = torch.cat([features, work], -1)  # [G, C, 2w + 2d + K]
         return self.readout(features, mask)
