@@ -918,6 +918,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
+        if not self.task.has_config_nodes and config_work:
+            raise SettingsError(f"data.config_work=true for {collection}: it walks layout configs, and a tile config "
+                                "sets no layouts; expected false")
         if self.task.has_config_nodes and physical_tiles:
             raise SettingsError(f"data.physical_tiles=true for {collection}: its configs are layouts, not tiles; "
                                 "expected false")
@@ -1356,8 +1359,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
-        "config_work": config_work(raw, rows) if settings.config_work and raw.task.has_config_nodes
-        else np.zeros((len(rows), 0), np.float32),
+        "config_work": config_work(raw, rows) if settings.config_work else np.zeros((len(rows), 0), np.float32),
         "target": target,
         "config_index": rows.astype(np.int64),
         "node_split": pruned_bounds(raw.computation_bounds(), keep),

@@ -61,6 +61,9 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
+        if not self.task.has_config_nodes and config_work:
+            raise SettingsError(f"data.config_work=true for {collection}: it walks layout configs, and a tile config "
+                                "sets no layouts; expected false")
         if self.task.has_config_nodes and physical_tiles:
             raise SettingsError(f"data.physical_tiles=true for {collection}: its configs are layouts, not tiles; "
                                 "expected false")

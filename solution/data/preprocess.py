@@ -99,8 +99,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
-        "config_work": config_work(raw, rows) if settings.config_work and raw.task.has_config_nodes
-        else np.zeros((len(rows), 0), np.float32),
+        "config_work": config_work(raw, rows) if settings.config_work else np.zeros((len(rows), 0), np.float32),
         "target": target,
         "config_index": rows.astype(np.int64),
         "node_split": pruned_bounds(raw.computation_bounds(), keep),
