@@ -918,16 +918,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
-        if not self.task.has_config_nodes and config_work:
-            raise SettingsError(f"data.config_work=true for {collection}: it walks layout configs, and a tile config "
-                                "sets no layouts; expected false")
-        if self.task.has_config_nodes and physical_tiles:
-            raise SettingsError(f"data.physical_tiles=true for {collection}: its configs are layouts, not tiles; "
-                                "expected false")
-        if not self.task.has_config_nodes and (prune != "none" or segment_nodes or fill_default_layout):
-            raise SettingsError(f"data.prune={prune!r}, data.segment_nodes={segment_nodes}, data.fill_default_layout="
-                             f"{fill_default_layout} for {collection}: it has no configurable nodes to prune around, "
-                             "segment or fill; expected none, 0 and false")
+        self._check_task_settings()
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")
@@ -946,6 +937,20 @@ class TpuGraphsDataModule(pl.LightningDataModule):
             if split not in SPLITS:
                 raise SettingsError(f"data.{option}={split!r}; expected one of {', '.join(SPLITS)}")
         self.splits: dict[str, GraphSet] = {}
+
+    def _check_task_settings(self) -> None:
+        """Settings that only one task's configs can take: a SettingsError naming the key where the other sets it."""
+        h, layout = self.hparams, self.task.has_config_nodes
+        if not layout and h.config_work:
+            raise SettingsError(f"data.config_work=true for {h.collection}: it walks layout configs, and a tile "
+                                "config sets no layouts; expected false")
+        if layout and h.physical_tiles:
+            raise SettingsError(f"data.physical_tiles=true for {h.collection}: its configs are layouts, not tiles; "
+                                "expected false")
+        if not layout and (h.prune != "none" or h.segment_nodes or h.fill_default_layout):
+            raise SettingsError(f"data.prune={h.prune!r}, data.segment_nodes={h.segment_nodes}, "
+                                f"data.fill_default_layout={h.fill_default_layout} for {h.collection}: it has no "
+                                "configurable nodes to prune around, segment or fill; expected none, 0 and false")
 
     @property
     def config_width(self) -> int:
