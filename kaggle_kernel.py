@@ -2400,7 +2400,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constants import LANES, SUBLANES
-from .format import LAYOUT_GROUP
+from .format import LAYOUT_GROUP, LAYOUT_SYMBOLS
 
 PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
               for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic
@@ -2485,21 +2485,38 @@ def shape_tables(dims: tuple[int, ...], element_bytes: int) -> ShapeTables:
                        second.astype(np.int64))
 
 
-def block_layout(block: np.ndarray, rank: int) -> np.ndarray:
-    """[C] index into PERMS[rank] of each config's block [C, 6] (minor-to-major, then -1s); -1 where the block is
-    all -1 (the compiler's default)."""
+def block_keys(configs: np.ndarray) -> np.ndarray:
+    """[..., k] the key of each layout block of configs [..., 6k] (values -1..5): its values + 1 read in base 7."""
+    blocks = configs.reshape(*configs.shape[:-1], -1, LAYOUT_GROUP)  # [..., k, 6]
+    return (blocks.astype(np.int64, copy=False) + 1) @ BLOCK_KEY
+
+
+def block_layout(keys: np.ndarray, rank: int) -> np.ndarray:
+    """[C] index into PERMS[rank] of each config's block (`block_keys`: minor-to-major, then -1s); -1 where the
+    block is all -1 (the compiler's default). A lookup by key: configs repeat few blocks."""
+    return _block_table(rank)[keys]
+
+
+BLOCK_KEY = LAYOUT_SYMBOLS ** np.arange(LAYOUT_GROUP - 1, -1, -1)  # a block's digits -> its key
+
+
+@functools.lru_cache(maxsize=None)
+def _block_table(rank: int) -> np.ndarray:
+    """[7^6] `block_layout` of every block, by its key: the blocks in key order, each read as an order of `rank`
+    dims where its first `rank` values are all set."""
+    blocks = np.indices((LAYOUT_SYMBOLS,) * LAYOUT_GROUP).reshape(LAYOUT_GROUP, -1).T - 1  # [7^6, 6] in key order
     if rank == 0:
-        return np.where(block[:, 0] >= 0, 0, -1)
-    orders = block[:, :rank].astype(np.int64)
+        return np.where(blocks[:, 0] >= 0, 0, -1)
+    orders = blocks[:, :rank]
     valid = (orders >= 0).all(axis=1)
     ranks = perm_rank(np.where(valid[:, None], orders, np.arange(rank)[::-1]))
     return np.where(valid, ranks, -1)
 
 
-def chosen_layout(block: np.ndarray, rank: int, default) -> np.ndarray:
-    """[C] index into PERMS[rank] of each config's block [C, 6], where the block is all -1 (left to the compiler)
-    the default (one index or [C])."""
-    layout = block_layout(block, rank)
+def chosen_layout(keys: np.ndarray, rank: int, default) -> np.ndarray:
+    """[C] index into PERMS[rank] of each config's block (`block_keys` [C]), where the block is all -1 (left to the
+    compiler) the default (one index or [C])."""
+    layout = block_layout(keys, rank)
     return np.where(layout >= 0, layout, default)
 '''
 
@@ -4167,6 +4184,7 @@ from ..layouts import (
     MOVEMENT,
     PINNED,
     ShapeTables,
+    block_keys,
     chosen_layout,
     perm_index,
     reduce_map,
@@ -4282,13 +4300,13 @@ class Propagation:
     def walk(self, configs: np.ndarray) -> Iterator[tuple[Work, np.ndarray | None]]:
         """Node by node in (topological) node order, what one run of each does under configs [C, nc, 18]: its Work,
         and a configurable dot's or convolution's MATMUL [C, 4] (else None)."""
-        tensors = self.tensors
+        tensors, keys = self.tensors, block_keys(configs)  # keys: [C, nc, 3]
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
         for i, tensor in enumerate(tensors):
             matmul = None
             if i in self.slots:
                 slot = self.slots[i]
-                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, slot.column], slot.laid_out)
+                layout, done, matmul = _configured(tensor, tensors, layouts, keys[:, slot.column], slot.laid_out)
             else:
                 layout, done = _propagated(tensor, tensors, layouts)
             if tensor.is_root:  # a result leaves in its source's layout
@@ -4443,19 +4461,18 @@ def work(**amounts) -> Work:
     return Work({PARTS.index(name): amount for name, amount in amounts.items()})
 
 
-def _configured(tensor: Tensor, tensors: list[Tensor], layouts: list, config: np.ndarray, laid_out: tuple[int, int]):
+def _configured(tensor: Tensor, tensors: list[Tensor], layouts: list, keys: np.ndarray, laid_out: tuple[int, int]):
     """A configurable node's output layout [C], work and, for a dot or convolution, its MATMUL [C, 4] (else None):
     its output and the operands its blocks lay out (`laid_out`: input, kernel) in the config's layouts (-1 blocks:
     the source's for the output, the producer's for an operand), copies into those. A reshape whose operand and
     output both keep their source's orders is a bitcast and moves nothing itself."""
-    blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
-    out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
+    out = chosen_layout(keys[:, 0], tensor.rank, tensor.text)  # keys: [C, 3], one per block
     own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
     for block, index in zip((INPUT, KERNEL), laid_out):
         if index < 0:
             continue
         operand = tensors[index]
-        wanted = chosen_layout(blocks[:, block], operand.rank, _seen(index, tensors, layouts))
+        wanted = chosen_layout(keys[:, block], operand.rank, _seen(index, tensors, layouts))
         copies = copies + _copy(operand, layouts[index], wanted)
         own = own + _stored(operand, wanted)
         chosen[index] = wanted
@@ -4463,7 +4480,7 @@ def _configured(tensor: Tensor, tensors: list[Tensor], layouts: list, config: np
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
     if tensor.name == "reshape":
         return out, copies + work(relayouts=np.where(bitcast, 0.0, own), launches=np.where(bitcast, 0.0, 1.0)), None
-    return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(config))  # launches anyway
+    return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(keys))  # launches anyway
 
 
 def _matmul(tensor: Tensor, tensors: list[Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
@@ -4486,8 +4503,9 @@ def _matmul(tensor: Tensor, tensors: list[Tensor], layouts: list, chosen: dict, 
             second_minor = ~minor & _among(owner.tables.second[layout], dims)
             second = second + second_minor
             major = major + ~(minor | second_minor)
-    return np.stack([np.broadcast_to(np.asarray(v, np.float64), (count,)) for v in (multiply_adds, own, second, major)],
-                    -1)
+    record = np.empty((count, len(MATMUL)))  # [C, 4]
+    record[:, 0], record[:, 1], record[:, 2], record[:, 3] = multiply_adds, own, second, major
+    return record
 
 
 def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:

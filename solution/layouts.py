@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constants import LANES, SUBLANES
-from .format import LAYOUT_GROUP
+from .format import LAYOUT_GROUP, LAYOUT_SYMBOLS
 
 PERMS = tuple(np.array(list(itertools.permutations(range(r))), np.int64).reshape(math.factorial(r), r)
               for r in range(LAYOUT_GROUP + 1))  # PERMS[r]: [r!, r], lexicographic
@@ -96,19 +96,36 @@ def shape_tables(dims: tuple[int, ...], element_bytes: int) -> ShapeTables:
                        second.astype(np.int64))
 
 
-def block_layout(block: np.ndarray, rank: int) -> np.ndarray:
-    """[C] index into PERMS[rank] of each config's block [C, 6] (minor-to-major, then -1s); -1 where the block is
-    all -1 (the compiler's default)."""
+def block_keys(configs: np.ndarray) -> np.ndarray:
+    """[..., k] the key of each layout block of configs [..., 6k] (values -1..5): its values + 1 read in base 7."""
+    blocks = configs.reshape(*configs.shape[:-1], -1, LAYOUT_GROUP)  # [..., k, 6]
+    return (blocks.astype(np.int64, copy=False) + 1) @ BLOCK_KEY
+
+
+def block_layout(keys: np.ndarray, rank: int) -> np.ndarray:
+    """[C] index into PERMS[rank] of each config's block (`block_keys`: minor-to-major, then -1s); -1 where the
+    block is all -1 (the compiler's default). A lookup by key: configs repeat few blocks."""
+    return _block_table(rank)[keys]
+
+
+BLOCK_KEY = LAYOUT_SYMBOLS ** np.arange(LAYOUT_GROUP - 1, -1, -1)  # a block's digits -> its key
+
+
+@functools.lru_cache(maxsize=None)
+def _block_table(rank: int) -> np.ndarray:
+    """[7^6] `block_layout` of every block, by its key: the blocks in key order, each read as an order of `rank`
+    dims where its first `rank` values are all set."""
+    blocks = np.indices((LAYOUT_SYMBOLS,) * LAYOUT_GROUP).reshape(LAYOUT_GROUP, -1).T - 1  # [7^6, 6] in key order
     if rank == 0:
-        return np.where(block[:, 0] >= 0, 0, -1)
-    orders = block[:, :rank].astype(np.int64)
+        return np.where(blocks[:, 0] >= 0, 0, -1)
+    orders = blocks[:, :rank]
     valid = (orders >= 0).all(axis=1)
     ranks = perm_rank(np.where(valid[:, None], orders, np.arange(rank)[::-1]))
     return np.where(valid, ranks, -1)
 
 
-def chosen_layout(block: np.ndarray, rank: int, default) -> np.ndarray:
-    """[C] index into PERMS[rank] of each config's block [C, 6], where the block is all -1 (left to the compiler)
-    the default (one index or [C])."""
-    layout = block_layout(block, rank)
+def chosen_layout(keys: np.ndarray, rank: int, default) -> np.ndarray:
+    """[C] index into PERMS[rank] of each config's block (`block_keys` [C]), where the block is all -1 (left to the
+    compiler) the default (one index or [C])."""
+    layout = block_layout(keys, rank)
     return np.where(layout >= 0, layout, default)

@@ -3,6 +3,7 @@ real-format files."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from test_prior import FIXTURES
 
 from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import TASKS
-from solution.format import ELEMENT_TYPE, ELEMENT_TYPES, NODE_FEAT_DIM, OPCODE_IDS
+from solution.format import ELEMENT_TYPE, ELEMENT_TYPES, LAYOUT_GROUP, NODE_FEAT_DIM, OPCODE_IDS
+from solution.layouts import block_keys, block_layout
 from solution.physics.prior import layout_traffic
 from solution.physics.propagation import (
     BYTE_PARTS,
@@ -66,6 +68,22 @@ def blocks(output: list[int] | None = None, given: list[int] | None = None) -> l
 
 # [16, 256] f32 stored in 8 x 128 tiles: the 256 minor (row-major) 16 x 256 x 4 bytes; the 16 minor 128 x 256 x 4
 ROW, COLUMN = 4 * 4096, 4 * 32768
+
+
+@pytest.mark.parametrize("rank", range(LAYOUT_GROUP + 1))
+def test_a_config_blocks_layout_is_its_orders_place_among_the_permutations_or_the_default_where_unset(rank):
+    rng = np.random.default_rng(rank)
+    perms = list(itertools.permutations(range(rank)))
+    orders = [perms[i] for i in rng.integers(len(perms), size=50)]
+    configs = np.full((100, LAYOUT_GROUP), -1, np.int8)
+    for row, order in enumerate(orders):
+        configs[row, :rank] = order
+    configs[50:, :rank] = np.where(rng.random((50, rank)) < 0.5, -1, configs[:50, :rank])  # some dims left unset
+    expected = [perms.index(order) for order in orders] + [
+        perms.index(orders[row]) if (configs[50 + row, :rank] >= 0).all() else -1 for row in range(50)]
+    if rank == 0:
+        expected = [0 if b >= 0 else -1 for b in configs[:, 0]]
+    assert block_layout(block_keys(configs)[:, 0], rank).tolist() == expected
 
 
 def test_layouts_carry_through_element_wise_ops_and_reshapes_out_of_the_files_order_move_their_tensors():

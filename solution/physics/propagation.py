@@ -30,6 +30,7 @@ from ..layouts import (
     MOVEMENT,
     PINNED,
     ShapeTables,
+    block_keys,
     chosen_layout,
     perm_index,
     reduce_map,
@@ -145,13 +146,13 @@ class Propagation:
     def walk(self, configs: np.ndarray) -> Iterator[tuple[Work, np.ndarray | None]]:
         """Node by node in (topological) node order, what one run of each does under configs [C, nc, 18]: its Work,
         and a configurable dot's or convolution's MATMUL [C, 4] (else None)."""
-        tensors = self.tensors
+        tensors, keys = self.tensors, block_keys(configs)  # keys: [C, nc, 3]
         layouts: list[np.ndarray | int | None] = []  # per node: [C] or one order for all; None: adapts to users
         for i, tensor in enumerate(tensors):
             matmul = None
             if i in self.slots:
                 slot = self.slots[i]
-                layout, done, matmul = _configured(tensor, tensors, layouts, configs[:, slot.column], slot.laid_out)
+                layout, done, matmul = _configured(tensor, tensors, layouts, keys[:, slot.column], slot.laid_out)
             else:
                 layout, done = _propagated(tensor, tensors, layouts)
             if tensor.is_root:  # a result leaves in its source's layout
@@ -306,19 +307,18 @@ def work(**amounts) -> Work:
     return Work({PARTS.index(name): amount for name, amount in amounts.items()})
 
 
-def _configured(tensor: Tensor, tensors: list[Tensor], layouts: list, config: np.ndarray, laid_out: tuple[int, int]):
+def _configured(tensor: Tensor, tensors: list[Tensor], layouts: list, keys: np.ndarray, laid_out: tuple[int, int]):
     """A configurable node's output layout [C], work and, for a dot or convolution, its MATMUL [C, 4] (else None):
     its output and the operands its blocks lay out (`laid_out`: input, kernel) in the config's layouts (-1 blocks:
     the source's for the output, the producer's for an operand), copies into those. A reshape whose operand and
     output both keep their source's orders is a bitcast and moves nothing itself."""
-    blocks = config.reshape(len(config), 3, LAYOUT_GROUP)  # [C, 3, 6]
-    out = chosen_layout(blocks[:, 0], tensor.rank, tensor.text)
+    out = chosen_layout(keys[:, 0], tensor.rank, tensor.text)  # keys: [C, 3], one per block
     own, copies, bitcast, chosen = _stored(tensor, out), Work(), False, {}
     for block, index in zip((INPUT, KERNEL), laid_out):
         if index < 0:
             continue
         operand = tensors[index]
-        wanted = chosen_layout(blocks[:, block], operand.rank, _seen(index, tensors, layouts))
+        wanted = chosen_layout(keys[:, block], operand.rank, _seen(index, tensors, layouts))
         copies = copies + _copy(operand, layouts[index], wanted)
         own = own + _stored(operand, wanted)
         chosen[index] = wanted
@@ -326,7 +326,7 @@ def _configured(tensor: Tensor, tensors: list[Tensor], layouts: list, config: np
             bitcast = _keeps_text(operand, wanted) & _keeps_text(tensor, out)
     if tensor.name == "reshape":
         return out, copies + work(relayouts=np.where(bitcast, 0.0, own), launches=np.where(bitcast, 0.0, 1.0)), None
-    return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(config))  # launches anyway
+    return out, copies, _matmul(tensor, tensors, layouts, chosen, out, own, len(keys))  # launches anyway
 
 
 def _matmul(tensor: Tensor, tensors: list[Tensor], layouts: list, chosen: dict, out, own, count: int) -> np.ndarray:
@@ -349,8 +349,9 @@ def _matmul(tensor: Tensor, tensors: list[Tensor], layouts: list, chosen: dict, 
             second_minor = ~minor & _among(owner.tables.second[layout], dims)
             second = second + second_minor
             major = major + ~(minor | second_minor)
-    return np.stack([np.broadcast_to(np.asarray(v, np.float64), (count,)) for v in (multiply_adds, own, second, major)],
-                    -1)
+    record = np.empty((count, len(MATMUL)))  # [C, 4]
+    record[:, 0], record[:, 1], record[:, 2], record[:, 3] = multiply_adds, own, second, major
+    return record
 
 
 def _among(values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
