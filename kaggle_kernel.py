@@ -2485,6 +2485,9 @@ def shape_tables(dims: tuple[int, ...], element_bytes: int) -> ShapeTables:
                        second.astype(np.int64))
 
 
+BLOCK_KEY = LAYOUT_SYMBOLS ** np.arange(LAYOUT_GROUP - 1, -1, -1)  # a block's digits -> its key
+
+
 def block_keys(configs: np.ndarray) -> np.ndarray:
     """[..., k] the key of each layout block of configs [..., 6k] (values -1..5): its values + 1 read in base 7."""
     blocks = configs.reshape(*configs.shape[:-1], -1, LAYOUT_GROUP)  # [..., k, 6]
@@ -2495,9 +2498,6 @@ def block_layout(keys: np.ndarray, rank: int) -> np.ndarray:
     """[C] index into PERMS[rank] of each config's block (`block_keys`: minor-to-major, then -1s); -1 where the
     block is all -1 (the compiler's default). A lookup by key: configs repeat few blocks."""
     return _block_table(rank)[keys]
-
-
-BLOCK_KEY = LAYOUT_SYMBOLS ** np.arange(LAYOUT_GROUP - 1, -1, -1)  # a block's digits -> its key
 
 
 @functools.lru_cache(maxsize=None)
