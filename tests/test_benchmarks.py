@@ -178,3 +178,14 @@ def test_real_size_runs_two_commits_and_reports_their_ratios(capsys, tmp_path):
     assert out.read_text() in capsys.readouterr().out
     assert "tree-HEAD" not in subprocess.run(["git", "worktree", "list"], cwd=BENCHMARKS.parent, capture_output=True,
                                              text=True).stdout
+
+
+def test_optimizer_times_both_adamw_kernels_on_the_shipped_rankers_and_finds_the_same_updates(capsys, tmp_path):
+    assert load("optimizer").main(["--steps", "3", "--rounds", "1", "--out", str(tmp_path / "optimizer.md")]) == 0
+    rows = [line.split("|")[1:-1] for line in (tmp_path / "optimizer.md").read_text().splitlines()
+            if line.startswith("| layout") or line.startswith("| tile")]
+    assert [row[0].strip() for row in rows] == ["layout:xla:random", "tile:xla"]
+    for row in rows:
+        loop, fused, ratio, apart = (float(cell.strip().rstrip("x")) for cell in row[3:7])
+        assert loop > 0 and fused > 0 and ratio == pytest.approx(fused / loop, abs=0.01)
+        assert apart < 1e-5  # after the same steps, the fused kernel's parameters are the loop's

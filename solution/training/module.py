@@ -124,7 +124,10 @@ class RankingModule(pl.LightningModule):
         return table
 
     def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        # fused: one kernel for every parameter, the same updates (within 3e-8) in a fifth of the CPU time of the
+        # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py)
+        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay,
+                                      fused=True)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total - 1)
 
