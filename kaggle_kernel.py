@@ -6984,8 +6984,8 @@ class RankingModule(pl.LightningModule):
 
     def configure_optimizers(self):
         # fused: one kernel for every parameter, the same updates (within 3e-8) in a fifth of the CPU time of the
-        # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py); under mixed precision Lightning clips
-        # the gradients only of an optimizer that leaves their unscaling to it: the loop
+        # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py); under mixed precision the loop, as
+        # Lightning will not clip the gradients of an optimizer that unscales them itself
         fused = "mixed" not in str(self.trainer.precision)
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay,
                                       fused=fused)
