@@ -180,7 +180,7 @@ def test_real_size_runs_two_commits_and_reports_their_ratios(capsys, tmp_path):
                                              text=True).stdout
 
 
-def test_optimizer_times_both_adamw_kernels_on_the_shipped_rankers_and_finds_the_same_updates(capsys, tmp_path):
+def test_optimizer_times_both_adamw_kernels_on_the_shipped_rankers_and_finds_the_same_updates(tmp_path):
     assert load("optimizer").main(["--steps", "3", "--rounds", "1", "--out", str(tmp_path / "optimizer.md")]) == 0
     rows = [line.split("|")[1:-1] for line in (tmp_path / "optimizer.md").read_text().splitlines()
             if line.startswith("| layout") or line.startswith("| tile")]
