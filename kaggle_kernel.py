@@ -415,7 +415,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'collection': 'layout:nlp:default'},
                         'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]}}
 
-LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.utilities')
+LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.plugins.precision', 'lightning.pytorch.utilities')
 
 PACKAGES = ('solution', 'solution.data', 'solution.models', 'solution.physics', 'solution.submission', 'solution.tools', 'solution.training')
 
@@ -6869,6 +6869,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.utilities import rank_zero_info
 
 from ..data.batch import Batch
@@ -6985,8 +6986,8 @@ class RankingModule(pl.LightningModule):
     def configure_optimizers(self):
         # fused: one kernel for every parameter, the same updates (within 3e-8) in a fifth of the CPU time of the
         # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py); under mixed precision the loop, as
-        # Lightning will not clip the gradients of an optimizer that unscales them itself
-        fused = "mixed" not in str(self.trainer.precision)
+        # Lightning's MixedPrecision will not clip the gradients of an optimizer that unscales them itself
+        fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay,
                                       fused=fused)
         total = max(int(self.trainer.estimated_stepping_batches), 1)

@@ -24,8 +24,7 @@ import torch
 from processes import REPO
 from reports import cpu_model, write_report
 
-from solution.data.features import PHYSICAL_TILE_FEATURES, node_feature_width
-from solution.data.tasks import task_of
+from solution.data.datamodule import TpuGraphsDataModule
 from solution.tools.settings import read_settings
 from solution.training.inference import Scorer, with_widths
 
@@ -33,14 +32,12 @@ COLLECTIONS = ("layout:xla:random", "tile:xla")
 
 
 def parameters(collection: str) -> list[torch.Tensor]:
-    """The shipped ranker's parameters for `collection` (input widths as its data settings give them), each with a
-    fixed random gradient."""
+    """The shipped ranker's parameters for `collection` (input widths as its data module gives them; it reads no file
+    for them), each with a fixed random gradient."""
     settings = read_settings()[collection]
-    data, task = settings["data"], task_of(collection)
-    widths = (node_feature_width(data["sentinel"], data["extra_features"]),
-              task.config_width + (PHYSICAL_TILE_FEATURES if data.get("physical_tiles") else 0))
+    data = TpuGraphsDataModule(**settings["data"])
     torch.manual_seed(0)
-    scorer = Scorer(with_widths(settings["model"]["ranker"], *widths), task.name)
+    scorer = Scorer(with_widths(settings["model"]["ranker"], data.node_feat_dim, data.config_width), data.task.name)
     params = [p.detach().clone() for p in scorer.parameters()]
     for p in params:
         p.grad = torch.randn_like(p)

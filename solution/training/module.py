@@ -10,6 +10,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.utilities import rank_zero_info
 
 from ..data.batch import Batch
@@ -126,8 +127,8 @@ class RankingModule(pl.LightningModule):
     def configure_optimizers(self):
         # fused: one kernel for every parameter, the same updates (within 3e-8) in a fifth of the CPU time of the
         # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py); under mixed precision the loop, as
-        # Lightning will not clip the gradients of an optimizer that unscales them itself
-        fused = "mixed" not in str(self.trainer.precision)
+        # Lightning's MixedPrecision will not clip the gradients of an optimizer that unscales them itself
+        fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay,
                                       fused=fused)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
