@@ -276,7 +276,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:xla:default'},
-                        'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]},
+                        'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0],
+                        'blend_floor': 0.25},
  'layout:nlp:random': {'seed_everything': 0,
                        'members': 1,
                        'member_folds': False,
@@ -413,7 +414,8 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'skip_bad_files': True,
                                  'num_workers': 4,
                                  'collection': 'layout:nlp:default'},
-                        'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0]}}
+                        'blend_weights': [0.25, 0.5, 0.75, 0.9, 1.0],
+                        'blend_floor': 0.25}}
 
 LIGHTNING_MODULES = ('lightning.pytorch', 'lightning.pytorch.callbacks', 'lightning.pytorch.plugins.io', 'lightning.pytorch.plugins.precision', 'lightning.pytorch.utilities')
 
@@ -3870,6 +3872,18 @@ def blend_weights(settings: Mapping, collection: str) -> list[float]:
     return sorted({0.0, *map(float, weights)})
 
 
+def blend_floor(settings: Mapping, collection: str) -> float:
+    """The least blend weight the valid files may pick (`blend_floor`, default 0): the weights below it are still
+    scored, the model alone among them, but not chosen. A number in [0, 1] no greater than the largest blend weight;
+    without blend weights above 0 (no prior), 0."""
+    floor, weights = settings.get("blend_floor", 0.0), blend_weights(settings, collection)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor <= 1 \\
+            or max(weights) > 0 and floor > max(weights):
+        raise SettingsError(f"{collection}: blend_floor={floor!r}; expected a number from 0 to the largest of "
+                            f"blend_weights={weights}")
+    return float(floor) if max(weights) > 0 else 0.0
+
+
 def blend_shares(members: int, weight: float) -> list[float]:
     """The rank ensemble's weights: 1 - `weight` shared by the `members` (none where the prior ranks alone), then
     `weight` for the prior where above 0."""
@@ -3881,9 +3895,11 @@ def scored_priors(graphs: GraphSet, table: RowTable, weights: np.ndarray) -> dic
     return {graph: prior_by_row(graphs, graph, weights)[table.graph(graph)[0]] for graph in table}
 
 
-def chosen_weight(metrics: Mapping[float, Mapping[str, float]]) -> float:
-    """The blend weight whose validation metrics score best (ties: the first, the smaller); 0 where none were taken."""
-    return max(metrics, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0
+def chosen_weight(metrics: Mapping[float, Mapping[str, float]], floor: float = 0.0) -> float:
+    """The blend weight from `floor` up whose validation metrics score best (ties: the first, the smaller); 0 where
+    none were taken."""
+    allowed = [w for w in metrics if w >= floor]
+    return max(allowed, key=lambda w: metrics[w].get("score", -np.inf)) if allowed else 0.0
 
 
 def blend_metrics(collection: str, groups: Sequence[tuple[list[RowTable], Mapping[int, np.ndarray]]],
@@ -5495,8 +5511,8 @@ every test file, merge the collections' files into one submission.csv and check 
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `blend_weights` name weights above 0
 blends the physics prior of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
-model's ranks with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel
-all run this; it needs neither the Lightning CLI nor W&B."""
+model's ranks with the weight that scores best on the valid files (from `blend_floor` up). `solution run`, the demo
+and the Kaggle kernel all run this; it needs neither the Lightning CLI nor W&B."""
 
 from __future__ import annotations
 
@@ -5521,7 +5537,7 @@ from ..data.sets import GraphSet
 from ..data.splits import FAMILY_PATTERN, pooled_models
 from ..errors import SettingsError
 from ..metrics import final_score
-from ..physics.blend import blend_metrics, blend_weights, chosen_weight, scored_priors
+from ..physics.blend import blend_floor, blend_metrics, blend_weights, chosen_weight, scored_priors
 from ..physics.fit import PriorFit, fit_prior
 from ..physics.prior import UNIT, WEIGHTS
 from ..submission.ensemble import write_scores
@@ -5725,7 +5741,8 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     when it does not validate. An ensemble ranks by the mean of its members' normalised ranks per graph (as
     `solution ensemble`). With `member_folds`, member j validates on its own fold of models (`member_data`), and the
     validation metrics are those of each file ranked by the one member that never trained on it. With
-    `blend_weights` the valid files are always ranked: the weight w that scores best there blends the physics
+    `blend_weights` the valid files are always ranked: the weight w that scores best there (from `blend_floor`
+    up: the valid files' families are the ones the model trained on, a test file's may not be) blends the physics
     prior's ranks in as w against 1 - w for the members together, in the validation metrics and the ranker (at
     w = 1 no network ranks a test file); a data root without valid files ranks by the model alone when not asked
     to validate. The prior's weights are `prior` where given, else fitted here (`fitted_prior`)."""
@@ -5743,9 +5760,11 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         if ranks_valid else Members()
     groups = list(members.groups.values())
     metrics = {w: blend_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
-    weight = chosen_weight(metrics)
+    floor = blend_floor(settings, collection)
+    weight = chosen_weight(metrics, floor)
     if len(weights) > 1:
-        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
+        least = f"; at least {floor:g}" if floor > 0 else ""
+        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}{least}): "
             f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
     ranker = SavedRanker.of_checkpoints([read_checkpoint(c) for c in checkpoints],
                                         prior if len(weights) > 1 else None, weight,

@@ -13,7 +13,7 @@ from test_members import COLLECTION, STEM, demo_settings
 from solution.data.preprocess import Preprocessing, load_graph
 from solution.data.reader import read_graph
 from solution.errors import SettingsError
-from solution.physics.blend import blend_weights
+from solution.physics.blend import blend_floor, blend_weights, chosen_weight
 from solution.physics.fit import START, PriorFit, fit_weights, within_rows
 from solution.physics.prior import UNIT, WEIGHTS, graph_prior, layout_traffic, prior_by_row, prior_work
 from solution.physics.propagation import BYTE_PARTS, MATMUL, PARTS, ConfigWork
@@ -40,6 +40,23 @@ def test_blend_weights_always_include_the_model_alone(weights, expected):
 def test_blend_weights_must_lie_from_zero_to_one(weights):
     with pytest.raises(SettingsError, match=r"blend_weights=.*expected a list of blend weights in \[0, 1\]"):
         blend_weights({"blend_weights": weights}, COLLECTION)
+
+
+def test_the_floor_bounds_the_weight_the_valid_files_pick():
+    metrics = {0.0: {"score": 0.8}, 0.25: {"score": 0.7}, 0.5: {"score": 0.75}, 1.0: {"score": 0.5}}
+    assert chosen_weight(metrics) == 0.0
+    assert chosen_weight(metrics, 0.25) == 0.5  # the best from the floor up
+    assert chosen_weight(metrics, 0.6) == 1.0
+    assert chosen_weight({}, 0.25) == 0.0  # nothing scored: the model alone
+
+
+@pytest.mark.parametrize("floor", [-0.1, 0.75, 1.5, "half", True])
+def test_blend_floor_lies_from_zero_to_the_largest_weight(floor):
+    assert blend_floor({"blend_weights": [0.25, 0.5]}, COLLECTION) == 0.0
+    assert blend_floor({"blend_weights": [0.25, 0.5], "blend_floor": 0.5}, COLLECTION) == 0.5
+    assert blend_floor({"blend_weights": [], "blend_floor": 0.5}, COLLECTION) == 0.0  # no prior: nothing to bound
+    with pytest.raises(SettingsError, match=rf"{COLLECTION}: blend_floor=.*expected a number from 0 to the largest"):
+        blend_floor({"blend_weights": [0.25, 0.5], "blend_floor": floor}, COLLECTION)
 
 
 def test_the_prior_ranks_layouts_only():
@@ -191,6 +208,20 @@ def test_a_prior_no_better_than_the_model_leaves_it_alone(one_fit, tmp_path, mon
     assert read_ranker(job.saved_rankers / f"{STEM}.ranker").weight == 0.0
     for stem, values in read_run(job.collection_files / f"{STEM}.scores.npz").scores.items():
         np.testing.assert_allclose(values, model[stem])
+
+
+def test_a_floor_blends_the_prior_in_where_the_model_alone_would_score_as_well(one_fit, tmp_path, monkeypatch,
+                                                                               capsys):
+    job, checkpoint = one_fit
+    job = pipeline.Job(job.root, tmp_path)
+    alone = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(), job)
+    own = lambda graphs, table, weights: {g: table.graph(g)[1] for g in table}  # noqa: E731 the model's own scores: a tie
+    monkeypatch.setattr(pipeline, "scored_priors", own)
+    blended = pipeline.evaluate(COLLECTION, checkpoint, demo_settings(blend_weights=[0.25, 0.5], blend_floor=0.25), job)
+    assert blended == {**alone, "prior_weight": 0.25}  # the tie goes to the floor, not to the model alone
+    assert "physics prior weight 0.25 (of 0, 0.25, 0.5; at least 0.25)" in capsys.readouterr().out
+    ranker = read_ranker(job.saved_rankers / f"{STEM}.ranker")
+    assert ranker.weight == 0.25 and [w for w, _ in ranker.tried] == [0.0, 0.25, 0.5]  # the model alone still scored
 
 
 def test_without_valid_files_the_test_files_are_ranked_by_the_model_alone(one_fit, tmp_path, capsys):

@@ -222,7 +222,7 @@ def blended_run(layout_root, tmp_path_factory) -> tuple[Path, Path]:
     quick.write_text(yaml.safe_dump({**QUICK, "blend_weights": [0.5], "prior_fit": {"files": 2, "steps": 5,
                                                                                      "penalties": [1.0]}}))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pipeline, "chosen_weight", lambda metrics: 0.5)
+        patch.setattr(pipeline, "chosen_weight", lambda metrics, floor: 0.5)
         assert main(["run", "--data.root", str(root), "--config", str(quick), "--out", str(work / "out")]) == errors.OK
     return root, work / "out"
 

@@ -37,6 +37,18 @@ def blend_weights(settings: Mapping, collection: str) -> list[float]:
     return sorted({0.0, *map(float, weights)})
 
 
+def blend_floor(settings: Mapping, collection: str) -> float:
+    """The least blend weight the valid files may pick (`blend_floor`, default 0): the weights below it are still
+    scored, the model alone among them, but not chosen. A number in [0, 1] no greater than the largest blend weight;
+    without blend weights above 0 (no prior), 0."""
+    floor, weights = settings.get("blend_floor", 0.0), blend_weights(settings, collection)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor <= 1 \
+            or max(weights) > 0 and floor > max(weights):
+        raise SettingsError(f"{collection}: blend_floor={floor!r}; expected a number from 0 to the largest of "
+                            f"blend_weights={weights}")
+    return float(floor) if max(weights) > 0 else 0.0
+
+
 def blend_shares(members: int, weight: float) -> list[float]:
     """The rank ensemble's weights: 1 - `weight` shared by the `members` (none where the prior ranks alone), then
     `weight` for the prior where above 0."""
@@ -48,9 +60,11 @@ def scored_priors(graphs: GraphSet, table: RowTable, weights: np.ndarray) -> dic
     return {graph: prior_by_row(graphs, graph, weights)[table.graph(graph)[0]] for graph in table}
 
 
-def chosen_weight(metrics: Mapping[float, Mapping[str, float]]) -> float:
-    """The blend weight whose validation metrics score best (ties: the first, the smaller); 0 where none were taken."""
-    return max(metrics, key=lambda w: metrics[w].get("score", -np.inf)) if metrics else 0.0
+def chosen_weight(metrics: Mapping[float, Mapping[str, float]], floor: float = 0.0) -> float:
+    """The blend weight from `floor` up whose validation metrics score best (ties: the first, the smaller); 0 where
+    none were taken."""
+    allowed = [w for w in metrics if w >= floor]
+    return max(allowed, key=lambda w: metrics[w].get("score", -np.inf)) if allowed else 0.0
 
 
 def blend_metrics(collection: str, groups: Sequence[tuple[list[RowTable], Mapping[int, np.ndarray]]],

@@ -51,6 +51,10 @@ class CLI(LightningCLI):
         parser.add_argument("--blend_weights", type=list[float], default=[],
                             help="blend weights of the physics prior `solution run` tries on the valid "
                                  "files (the best is used; 0, the model alone, always competes); layout only")
+        parser.add_argument("--blend_floor", type=float, default=0.0,
+                            help="the least blend weight `solution run` may pick on the valid files (the weights "
+                                 "below it are scored, not chosen): the valid files' families are the ones the "
+                                 "model trained on; layout only")
         parser.add_argument("--prior_fit", type=PriorFit, default=PriorFit(),
                             help="how `solution run` weighs the physics prior's parts: fitted to the runtimes of up "
                                  "to `files` train files (0: the plain count of elements); fit and the other "

@@ -3,8 +3,8 @@ every test file, merge the collections' files into one submission.csv and check 
 `members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
 `member_folds`, each member validates on models it never trains on); one whose `blend_weights` name weights above 0
 blends the physics prior of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
-model's ranks with the weight that scores best on the valid files. `solution run`, the demo and the Kaggle kernel
-all run this; it needs neither the Lightning CLI nor W&B."""
+model's ranks with the weight that scores best on the valid files (from `blend_floor` up). `solution run`, the demo
+and the Kaggle kernel all run this; it needs neither the Lightning CLI nor W&B."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from ..data.sets import GraphSet
 from ..data.splits import FAMILY_PATTERN, pooled_models
 from ..errors import SettingsError
 from ..metrics import final_score
-from ..physics.blend import blend_metrics, blend_weights, chosen_weight, scored_priors
+from ..physics.blend import blend_floor, blend_metrics, blend_weights, chosen_weight, scored_priors
 from ..physics.fit import PriorFit, fit_prior
 from ..physics.prior import UNIT, WEIGHTS
 from ..submission.ensemble import write_scores
@@ -233,7 +233,8 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     when it does not validate. An ensemble ranks by the mean of its members' normalised ranks per graph (as
     `solution ensemble`). With `member_folds`, member j validates on its own fold of models (`member_data`), and the
     validation metrics are those of each file ranked by the one member that never trained on it. With
-    `blend_weights` the valid files are always ranked: the weight w that scores best there blends the physics
+    `blend_weights` the valid files are always ranked: the weight w that scores best there (from `blend_floor`
+    up: the valid files' families are the ones the model trained on, a test file's may not be) blends the physics
     prior's ranks in as w against 1 - w for the members together, in the validation metrics and the ranker (at
     w = 1 no network ranks a test file); a data root without valid files ranks by the model alone when not asked
     to validate. The prior's weights are `prior` where given, else fitted here (`fitted_prior`)."""
@@ -251,9 +252,11 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         if ranks_valid else Members()
     groups = list(members.groups.values())
     metrics = {w: blend_metrics(collection, groups, w) for w in weights} if ranks_valid else {}
-    weight = chosen_weight(metrics)
+    floor = blend_floor(settings, collection)
+    weight = chosen_weight(metrics, floor)
     if len(weights) > 1:
-        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}): "
+        least = f"; at least {floor:g}" if floor > 0 else ""
+        say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}{least}): "
             f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
     ranker = SavedRanker.of_checkpoints([read_checkpoint(c) for c in checkpoints],
                                         prior if len(weights) > 1 else None, weight,
