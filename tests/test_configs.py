@@ -135,6 +135,16 @@ def test_dedup_invalid_mode(mode):
         dedup(pack(configs), runtime, mode)
 
 
+def test_run_refuses_a_blend_floor_out_of_range_before_training(tiny_root, tmp_path, capsys):
+    layer = tmp_path / "floor.yaml"
+    layer.write_text("blend_floor: 1.5\n")
+    assert main(["run", "--config", str(layer), "--data.root", str(tiny_root), "--out", str(tmp_path / "out")]) \
+        == errors.USAGE
+    printed = capsys.readouterr()
+    assert "blend_floor=1.5; expected a number from 0 to the largest of blend_weights=" in printed.err
+    assert not (tmp_path / "out" / "checkpoints").exists()  # refused before any collection trained
+
+
 @pytest.mark.parametrize("text,key", [("prior_weights: [0.5]", "prior_weights"),  # now blend_weights
                                       ("data:\n  fold_variant_parts: _.*$", "fold_variant_parts")])  # family_pattern
 def test_run_refuses_a_settings_file_with_a_renamed_key_in_one_line(text, key, tiny_root, tmp_path, capsys):

@@ -50,7 +50,8 @@ class CLI(LightningCLI):
                                  "whole models and validates it on fold j; fit and the other commands ignore it")
         parser.add_argument("--blend_weights", type=list[float], default=[],
                             help="blend weights of the physics prior `solution run` tries on the valid "
-                                 "files (the best is used; 0, the model alone, always competes); layout only")
+                                 "files (the best from blend_floor up is used; 0, the model alone, is always "
+                                 "scored); layout only")
         parser.add_argument("--blend_floor", type=float, default=0.0,
                             help="the least blend weight `solution run` may pick on the valid files (the weights "
                                  "below it are scored, not chosen): the valid files' families are the ones the "

@@ -385,6 +385,8 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     missing = [c for c in COLLECTIONS if c not in present]
     if not present:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
+    for collection in present:  # the blend's settings checked before any training (blend_floor checks both)
+        blend_floor(settings[collection], collection)
     rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
     given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
     plan = None
