@@ -3877,11 +3877,11 @@ def blend_floor(settings: Mapping, collection: str) -> float:
     scored, the model alone among them, but not chosen. A number in [0, 1] no greater than the largest blend weight;
     without blend weights above 0 (no prior), 0."""
     floor, weights = settings.get("blend_floor", 0.0), blend_weights(settings, collection)
-    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor <= 1 \\
-            or max(weights) > 0 and floor > max(weights):
+    top = max(weights)  # 0: no prior, and any floor up to 1 bounds nothing
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor <= (top or 1):
         raise SettingsError(f"{collection}: blend_floor={floor!r}; expected a number from 0 to the largest of "
                             f"blend_weights={weights}")
-    return float(floor) if max(weights) > 0 else 0.0
+    return float(floor) if top > 0 else 0.0
 
 
 def blend_shares(members: int, weight: float) -> list[float]:
