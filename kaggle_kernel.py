@@ -3007,10 +3007,10 @@ def mean_matrix(rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) 
 
 
 def sparse_mean(matrix: torch.Tensor, x: torch.Tensor, onto: torch.Tensor | None = None) -> torch.Tensor:
-    """matrix @ x with the sparse matrix in x's dtype (bfloat16 under autocast); with `onto` (no gradients), added
-    onto it in place instead of into a new zeroed tensor."""
+    """matrix @ x with the sparse matrix in x's dtype (bfloat16 under autocast); with `onto`, added onto it in place
+    instead of into a new zeroed tensor."""
     matrix = matrix.to(x.dtype)
-    return torch.sparse.mm(matrix, x) if onto is None else torch.addmm(onto, matrix, x, out=onto)
+    return torch.sparse.mm(matrix, x) if onto is None else onto.addmm_(matrix, x)
 
 
 class LinkBlock(nn.Module):
@@ -3053,16 +3053,11 @@ class LinkBlock(nn.Module):
         # the sends are a temporary, freed before the [T, C, d] tensors exist (the sparse product's backward does
         # not keep them)
         sent = self.sent(z).view(routes * m, c * d)  # [3M, C*d]
-        if torch.is_grad_enabled():
-            # added out of place: in place on the product's view, the backward would copy [T, C, d] twice
-            return F.gelu(sparse_mean(links.spread, sent).view(t, c, d) + per_config(own))
-        # without gradients, one [T, C, d] buffer: the own term, the product accumulated onto it, GELU in place
-        # (2 passes over it fewer than a zeroed product, a sum and a GELU: 1.3-1.6x faster in isolation)
-        # [T, C, d], always a copy (own is written to; contiguous() would alias it for one config), 3x faster than
-        # repeat
-        met = own.unsqueeze(1).expand(t, c, d).clone(memory_format=torch.contiguous_format)
-        sparse_mean(links.spread, sent, onto=met.view(t, c * d))
-        return torch.ops.aten.gelu_(met)
+        # one [T, C*d] buffer: the own term, the product accumulated onto it in place, then GELU: no zeroed product
+        # and no sum. A fresh tensor, never a view of `own` (which the next slice of configs reuses) nor one whose
+        # in-place update the backward would copy
+        met = sparse_mean(links.spread, sent, onto=own.repeat(1, c)).view(t, c, d)  # [T, C, d]
+        return F.gelu(met) if torch.is_grad_enabled() else torch.ops.aten.gelu_(met)
 
     def sent(self, z: torch.Tensor) -> torch.Tensor:
         """[3, M*C, d]: what each configurable node sends along each route; route-major, so that the [3M, C*d]

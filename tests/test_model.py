@@ -17,6 +17,7 @@ import pytest
 import torch
 from npz_factory import layout_arrays, tile_arrays, write_npz
 from scipy.stats import kendalltau
+from torch.nn import functional as F
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -254,8 +255,8 @@ def test_link_block_dense_products_per_node_and_config(monkeypatch, w: int) -> N
 
 
 def test_a_link_block_gives_the_same_states_with_and_without_gradients() -> None:
-    """Without gradients the touched nodes' states are built in place in one buffer; with them, out of place: the
-    same block output."""
+    """The touched nodes' states are built in one buffer either way, and without gradients their GELU runs in place
+    on it: the same block output."""
     links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
     block = LinkBlock(8, context_dim=16)
     z, h = torch.randn(links.nodes.numel(), 5, 8), torch.randn(links.touched.numel(), 16)
@@ -264,6 +265,27 @@ def test_a_link_block_gives_the_same_states_with_and_without_gradients() -> None
         ranked = block(z, block.context(h), links)
     assert trained.requires_grad and not ranked.requires_grad
     torch.testing.assert_close(ranked, trained.detach(), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("configs", [1, 5])
+def test_the_meet_of_a_link_block_is_its_dense_formula_with_its_gradients(configs: int) -> None:
+    """meet = GELU(spread @ sends + own term) with the spread matrix dense: the same states and the same gradients
+    for the configurable states and the own term, which the in-place sum leaves as it was (one config too, where a
+    reshape of it would alias it)."""
+    links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
+    block, (m, t), w = LinkBlock(8), (links.nodes.numel(), links.touched.numel()), 8
+    z, own = torch.randn(m, configs, w, requires_grad=True), torch.randn(t, w, requires_grad=True)
+    kept = own.detach().clone()
+    met = block.meet(z, own, links)
+    sent = block.sent(z).view(3 * m, configs * w)  # [3M, C*w]
+    formula = F.gelu((links.spread.to_dense() @ sent).view(t, configs, w) + own[:, None])  # [T, C, w]
+    torch.testing.assert_close(met, formula, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(own.detach(), kept, atol=0, rtol=0)
+    upstream = torch.randn_like(met)
+    got = torch.autograd.grad(met, (z, own), upstream)
+    expected = torch.autograd.grad(formula, (z, own), upstream)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
 def outside_modes(fn):
