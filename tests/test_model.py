@@ -273,7 +273,8 @@ def test_the_meet_of_a_link_block_is_its_dense_formula_with_its_gradients(config
     for the configurable states and the own term, which the in-place sum leaves as it was (one config too, where a
     reshape of it would alias it)."""
     links = ConfigLinks.of(batch_of(LAYOUT, graphs_of(LAYOUT)))
-    block, (m, t), w = LinkBlock(8), (links.nodes.numel(), links.touched.numel()), 8
+    (m, t), w = (links.nodes.numel(), links.touched.numel()), 8
+    block = LinkBlock(w)
     z, own = torch.randn(m, configs, w, requires_grad=True), torch.randn(t, w, requires_grad=True)
     kept = own.detach().clone()
     met = block.meet(z, own, links)
