@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -79,12 +81,27 @@ def test_eval_chunks_cover_every_config_once(datamodule):
         assert sorted(seen[index]) == list(range(raw.num_configs))  # valid split keeps duplicates
 
 
-@pytest.mark.parametrize("cpus, asked, used", [(1, 4, 0), (2, 4, 1), (8, 4, 4), (8, 0, 0)])
-def test_loader_workers_follow_the_cpus(monkeypatch, tiny_root, cpus: int, asked: int, used: int):
-    """data.num_workers is a ceiling: a loader never starts more workers than the CPUs it may use, less one."""
+@pytest.mark.parametrize("cpus, threads, asked, used", [(1, 1, 4, 0), (2, 2, 4, 0), (2, 1, 4, 1), (8, 2, 4, 4),
+                                                        (8, 6, 4, 2), (8, 8, 4, 0), (8, 2, 0, 0)])
+def test_loader_workers_leave_the_model_its_cpus(monkeypatch, tiny_root, cpus: int, threads: int, asked: int,
+                                                  used: int):
+    """data.num_workers is a ceiling: without a GPU, a loader never starts more workers than the CPUs it may use
+    less torch's threads, which compute the model."""
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
-    assert usable_workers(asked) == used
+    monkeypatch.setattr("torch.get_num_threads", lambda: threads)
+    assert usable_workers(asked, threads) == used
     dm = TpuGraphsDataModule(root=str(tiny_root), collection="layout:xla:random", num_workers=asked)
+    assert dm.predict_dataloader().num_workers == used
+
+
+@pytest.mark.parametrize("cpus, used", [(1, 0), (2, 1), (8, 4)])
+def test_loader_workers_beside_a_gpu_leave_one_cpu(monkeypatch, tiny_root, cpus: int, used: int):
+    """Beside a GPU torch's CPU threads are idle: one CPU feeds the GPU, the others may load."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
+    monkeypatch.setattr("torch.get_num_threads", lambda: cpus)
+    dm = TpuGraphsDataModule(root=str(tiny_root), collection="layout:xla:random", num_workers=4)
+    dm.trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cuda", 0)), global_rank=0,
+                                 world_size=1)
     assert dm.predict_dataloader().num_workers == used
 
 
