@@ -189,3 +189,30 @@ def test_optimizer_times_both_adamw_kernels_on_the_shipped_rankers_and_finds_the
         loop, fused, ratio, apart = (float(cell.strip().rstrip("x")) for cell in row[3:7])
         assert loop > 0 and fused > 0 and ratio == pytest.approx(fused / loop, abs=0.01)
         assert apart < 1e-5  # after the same steps, the fused kernel's parameters are the loop's
+
+
+def test_blend_floor_finds_every_saved_fit_and_picks_as_solution_run_does(tmp_path):
+    """benchmarks/blend_floor.py: the rankers of a corpus_eval runs folder with their fold's data root, the weight the
+    valid files pick from each floor up (ties: the smaller), and each floor against the shipped one, ranker by
+    ranker."""
+    bench = load("blend_floor")
+    runs = tmp_path / "runs"
+    fit = runs / "wide" / "layout_xla_default" / "seed4-fold1" / "ranked" / "wide" / "rankers"
+    whole = runs / "shipped" / "whole" / "seed5" / "rankers"
+    for folder in (fit, whole):
+        folder.mkdir(parents=True)
+        (folder / "layout_xla_default.ranker").touch()
+    found = bench.saved_rankers(runs, "layout_xla_default", folds=3)
+    data = runs / "folds"
+    assert [(path.parent, root, fold) for path, root, fold in found] == [
+        (fit, data / "fold1" / "npz_all" / "npz", 1), (whole, data / "fold2" / "npz_all" / "npz", 2)]
+
+    valid = {0.0: 0.5, 0.25: 0.6, 0.5: 0.6, 1.0: 0.4}
+    first = bench.Ranked(Path("a"), 0, {0.0: 0.1, 0.25: 0.2, 0.5: 0.3, 1.0: 0.4}, valid)
+    second = bench.Ranked(Path("b"), 1, {0.0: 0.5, 0.25: 0.5, 0.5: 0.7, 1.0: 0.9}, valid)
+    assert [first.picked(floor) for floor in (0.0, 0.25, 0.5, 0.75)] == [0.2, 0.2, 0.3, 0.4]
+    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip("|").split("|")[1:]]
+            for line in bench.collection_section("layout:xla:default", [first, second], 3) if line.startswith("| ")}
+    assert rows["fixed 0.5"][:2] == ["0.500", "0.300 / 0.700"]  # means over folds, then each fold's
+    assert rows["picked from 0.5 up"][2:] == ["+0.150 [-0.485, +0.785]", "2 / 0"]  # +0.1, +0.2 against 0.25
+    assert rows["picked from 0.25 up"][2:] == ["+0.000 [+0.000, +0.000]", "0 / 0"]  # the shipped floor itself

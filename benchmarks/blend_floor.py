@@ -1,0 +1,161 @@
+"""The physics prior's floor (`blend_floor`) decided on saved rankers: every ranker that `corpus_eval.py` left in its
+--runs folders ranks its held-out (test) and valid files again, by the model alone and blended with its fitted prior
+at every weight of `blend_weights`, so the floors compare on the same models, paired.
+
+    python benchmarks/blend_floor.py --runs /tmp/runs-a /tmp/runs-b --out benchmarks/results/blend_floor.md
+
+A runs folder holds `<variant>/<collection>/seed<s>-fold<k>/ranked/*/rankers/<collection>.ranker` (fits at --seconds or
+--budget shares) and `<variant>/whole/seed<s>/rankers/<collection>.ranker` (--whole_job, fold s mod --folds), with the
+fold's data root at `folds/fold<k>/npz_all/npz`. Rankers the current code cannot read (older architectures, removed
+options) are counted and left out. For each collection the report gives the held-out mean at each fixed weight and
+with the weight the valid files pick from each floor up (means over folds of the means within a fold, so a fold with
+more rankers does not weigh more), and each floor against the shipped one, ranker by ranker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import shlex
+import sys
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+from intervals import t_interval
+from reports import cpu_model, write_report
+
+from solution.constants import COLLECTIONS
+from solution.data.tasks import task_of
+from solution.physics.blend import blend_floor, blend_shares, blend_weights, chosen_weight
+from solution.physics.prior import prior_by_row
+from solution.submission.ensemble import combine
+from solution.tools.ranking import ranked_split, runtimes_by_row
+from solution.tools.settings import layered, read_settings
+from solution.training.checkpoints import CheckpointError
+from solution.training.ranker_file import read_ranker
+
+LAYOUTS = [c for c in COLLECTIONS if c.startswith("layout")]
+
+
+@dataclasses.dataclass
+class Ranked:
+    """One saved ranker's mean held-out and valid scores at every blend weight."""
+
+    path: Path
+    fold: int
+    test: dict[float, float]
+    valid: dict[float, float]
+
+    def picked(self, floor: float) -> float:
+        """The held-out score at the weight the valid files pick from `floor` up, as `solution run` picks it."""
+        return self.test[chosen_weight({w: {"score": s} for w, s in self.valid.items()}, floor)]
+
+
+def saved_rankers(runs: Path, stem: str, folds: int) -> list[tuple[Path, Path, int]]:
+    """(ranker, fold data root, fold) of every fit of one collection in a corpus_eval runs folder."""
+    found = []
+    for path in sorted(runs.glob(f"*/{stem}/seed*-fold*/ranked/*/rankers/{stem}.ranker")):
+        fold = int(re.search(r"seed\d+-fold(\d+)", str(path)).group(1))
+        found.append((path, runs / "folds" / f"fold{fold}" / "npz_all" / "npz", fold))
+    for path in sorted(runs.glob(f"*/whole/seed*/rankers/{stem}.ranker")):
+        fold = int(re.search(r"whole/seed(\d+)", str(path)).group(1)) % folds
+        found.append((path, runs / "folds" / f"fold{fold}" / "npz_all" / "npz", fold))
+    return found
+
+
+def split_means(ranker, settings: dict, collection: str, split: str, weights: list[float]) -> dict[float, float]:
+    """Mean score over the split's files (those whose runtimes differ) at each blend weight, 0 the model alone."""
+    task = task_of(collection)
+    alone = dataclasses.replace(ranker, weight=0.0)
+    graphs, model = ranked_split(alone, settings, split, "blend_floor")
+    scores = defaultdict(list)
+    for index in range(len(graphs)):
+        runtimes = runtimes_by_row(graphs.load(index))
+        if np.ptp(runtimes) <= 0:
+            continue
+        prior = prior_by_row(graphs, index, ranker.fitted_prior)
+        for weight in weights:
+            blended = model[index] if weight == 0 else prior if weight == 1 else \
+                combine([model[index], prior], np.array(blend_shares(1, weight)), "rank")
+            scores[weight].append(task.graph_metrics(blended, runtimes)["score"])
+    return {weight: float(np.mean(values)) for weight, values in scores.items()}
+
+
+def rank_again(runs: list[Path], collection: str, folds: int) -> tuple[list[Ranked], int]:
+    """Every readable ranker of `collection` in `runs`, ranked again; and how many could not be read."""
+    settings = read_settings()[collection]
+    weights = [0.0, *blend_weights(settings, collection)]
+    stem = collection.replace(":", "_")
+    ranked, unreadable = [], 0
+    for folder in runs:
+        for path, root, fold in saved_rankers(folder, stem, folds):
+            rooted = layered(settings, {"data": {"root": str(root)}})
+            try:
+                ranker = read_ranker(path)
+                means = {split: split_means(ranker, rooted, collection, split, weights) for split in ("test", "valid")}
+            except CheckpointError:  # written by an older version of the package
+                unreadable += 1
+                continue
+            ranked.append(Ranked(path, fold, means["test"], means["valid"]))
+            print(f"{collection} fold {fold}: {path}", flush=True)
+    return ranked, unreadable
+
+
+def fold_mean(ranked: list[Ranked], value) -> str:
+    """The mean over folds of the mean within each fold of value(ranker), and each fold's mean."""
+    by_fold = defaultdict(list)
+    for r in ranked:
+        by_fold[r.fold].append(value(r))
+    means = {fold: float(np.mean(v)) for fold, v in sorted(by_fold.items())}
+    return f"{np.mean(list(means.values())):.3f} | " + " / ".join(f"{m:.3f}" for m in means.values())
+
+
+def collection_section(collection: str, ranked: list[Ranked], unreadable: int) -> list[str]:
+    """The report's part for one collection: fixed weights, floors, floors against the shipped one."""
+    settings = read_settings()[collection]
+    shipped = blend_floor(settings, collection)
+    weights = sorted(ranked[0].test)
+    folds = sorted({r.fold for r in ranked})
+    counts = ", ".join(f"fold {k}: {sum(r.fold == k for r in ranked)}" for k in folds)
+    lines = [f"## {collection}", "", f"{len(ranked)} rankers ({counts}); {unreadable} unreadable by this code. "
+             f"Shipped floor: {shipped:g}.", "",
+             f"| blend | held-out mean over folds | folds {' / '.join(map(str, folds))} | against the shipped floor, "
+             "ranker by ranker | up / down |", "|---|---|---|---|---|"]
+    for weight in weights:
+        lines.append(f"| fixed {weight:g} | {fold_mean(ranked, lambda r: r.test[weight])} | | |")
+    for floor in weights[:-1]:
+        diffs = [r.picked(floor) - r.picked(shipped) for r in ranked]
+        up, down = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
+        lines.append(f"| picked from {floor:g} up | {fold_mean(ranked, lambda r: r.picked(floor))} | "
+                     f"{t_interval(diffs, sign='+')} | {up} / {down} |")
+    return [*lines, ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="corpus_eval.py --runs folders")
+    parser.add_argument("--collections", nargs="+", default=LAYOUTS, choices=LAYOUTS)
+    parser.add_argument("--folds", type=int, default=3, help="corpus_eval.py's --folds: a whole job's seed s holds "
+                                                            "out fold s mod folds")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "blend_floor.md")
+    args = parser.parse_args(argv)
+    sections = []
+    for collection in args.collections:
+        ranked, unreadable = rank_again(args.runs, collection, args.folds)
+        if ranked:
+            sections += collection_section(collection, ranked, unreadable)
+    command = shlex.join(["python", "benchmarks/blend_floor.py", *(sys.argv[1:] if argv is None else argv)])
+    head = ["# The prior's floor on saved rankers", "", f"Command: `{command}`  ",
+            f"Written by benchmarks/blend_floor.py on {date.today()}, {cpu_model()}.", "",
+            "Each ranker ranks its fold's held-out (test) and valid files again: the model alone, blended with its "
+            "fitted prior by rank at each weight. A floor's row takes, for each ranker, the weight its valid files "
+            "pick from the floor up. Means over folds of the means within a fold; intervals 95 % t over rankers.", ""]
+    write_report(args.out, "\n".join(head + sections))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
