@@ -49,6 +49,13 @@ class Ranked:
     test: dict[float, float]
     valid: dict[float, float]
 
+    @property
+    def source(self) -> str:
+        """The runs folder and the settings' name (a variant, or `whole` for a whole job) the ranker comes from."""
+        parts = self.path.parts
+        at = parts.index("whole") if "whole" in parts else parts.index("ranked") - 3
+        return f"{parts[at - 2]}/{parts[at - 1]}/whole" if "whole" in parts else f"{parts[at - 1]}/{parts[at]}"
+
     def picked(self, floor: float) -> float:
         """The held-out score at the weight the valid files pick from `floor` up, as `solution run` picks it."""
         return self.test[chosen_weight({w: {"score": s} for w, s in self.valid.items()}, floor)]
@@ -124,13 +131,18 @@ def collection_section(collection: str, ranked: list[Ranked], unreadable: int) -
              f"Shipped floor: {shipped:g}.", "",
              f"| blend | held-out mean over folds | folds {' / '.join(map(str, folds))} | against the shipped floor, "
              "ranker by ranker | up / down |", "|---|---|---|---|---|"]
-    for weight in weights:
-        lines.append(f"| fixed {weight:g} | {fold_mean(ranked, lambda r: r.test[weight])} | | |")
-    for floor in weights[:-1]:
-        diffs = [r.picked(floor) - r.picked(shipped) for r in ranked]
+    rows = [(f"fixed {w:g}", lambda r, w=w: r.test[w]) for w in weights]
+    rows += [(f"picked from {floor:g} up", lambda r, floor=floor: r.picked(floor)) for floor in weights[:-1]]
+    for name, value in rows:
+        diffs = [value(r) - r.picked(shipped) for r in ranked]
         up, down = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
-        lines.append(f"| picked from {floor:g} up | {fold_mean(ranked, lambda r: r.picked(floor))} | "
-                     f"{t_interval(diffs, sign='+')} | {up} / {down} |")
+        lines.append(f"| {name} | {fold_mean(ranked, value)} | {t_interval(diffs, sign='+')} | {up} / {down} |")
+    lines += ["", "| runs folder, settings | rankers | model alone | its folds | picked from the shipped floor up | "
+              "its folds |", "|---|---|---|---|---|---|"]
+    for source in sorted({r.source for r in ranked}):
+        own = [r for r in ranked if r.source == source]
+        lines.append(f"| {source} | {len(own)} | {fold_mean(own, lambda r: r.test[0.0])} | "
+                     f"{fold_mean(own, lambda r: r.picked(shipped))} |")
     return [*lines, ""]
 
 

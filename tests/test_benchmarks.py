@@ -208,11 +208,14 @@ def test_blend_floor_finds_every_saved_fit_and_picks_as_solution_run_does(tmp_pa
         (fit, data / "fold1" / "npz_all" / "npz", 1), (whole, data / "fold2" / "npz_all" / "npz", 2)]
 
     valid = {0.0: 0.5, 0.25: 0.6, 0.5: 0.6, 1.0: 0.4}
-    first = bench.Ranked(Path("a"), 0, {0.0: 0.1, 0.25: 0.2, 0.5: 0.3, 1.0: 0.4}, valid)
-    second = bench.Ranked(Path("b"), 1, {0.0: 0.5, 0.25: 0.5, 0.5: 0.7, 1.0: 0.9}, valid)
+    first = bench.Ranked(fit / "layout_xla_default.ranker", 0, {0.0: 0.1, 0.25: 0.2, 0.5: 0.3, 1.0: 0.4}, valid)
+    second = bench.Ranked(whole / "layout_xla_default.ranker", 1, {0.0: 0.5, 0.25: 0.5, 0.5: 0.7, 1.0: 0.9}, valid)
     assert [first.picked(floor) for floor in (0.0, 0.25, 0.5, 0.75)] == [0.2, 0.2, 0.3, 0.4]
     rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip("|").split("|")[1:]]
             for line in bench.collection_section("layout:xla:default", [first, second], 3) if line.startswith("| ")}
-    assert rows["fixed 0.5"][:2] == ["0.500", "0.300 / 0.700"]  # means over folds, then each fold's
+    assert rows["fixed 0.5"] == ["0.500", "0.300 / 0.700", "+0.150 [-0.485, +0.785]", "2 / 0"]  # means over folds,
+    # each fold's, then ranker by ranker against the weight picked from the shipped floor (0.25 on both)
     assert rows["picked from 0.5 up"][2:] == ["+0.150 [-0.485, +0.785]", "2 / 0"]  # +0.1, +0.2 against 0.25
     assert rows["picked from 0.25 up"][2:] == ["+0.000 [+0.000, +0.000]", "0 / 0"]  # the shipped floor itself
+    assert rows["runs/wide"] == ["1", "0.100", "0.100", "0.200", "0.200"]  # each runs folder's fits apart
+    assert rows["runs/shipped/whole"] == ["1", "0.500", "0.500", "0.500", "0.500"]

@@ -186,6 +186,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 def usable_workers(asked: int, busy: int = 1) -> int:
     """`asked` loader workers, but no more than the CPUs this process may run on less the `busy` ones its model
     computes on (on the CPU, torch's threads; on a GPU, the one that feeds it): a worker on a core the model's
-    threads use only slows both (2 cores: 0.86-0.95x a fit's wall time without it)."""
+    threads use only slows both (2 cores: 0.90-0.95x a fit's wall time without it)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(asked, max(cpus - busy, 0))
