@@ -28,11 +28,10 @@ from intervals import t_interval
 from reports import cpu_model, write_report
 
 from solution.constants import COLLECTIONS
-from solution.data.tasks import task_of
 from solution.physics.blend import blend_floor, blend_shares, blend_weights, chosen_weight
 from solution.physics.prior import prior_by_row
 from solution.submission.ensemble import combine
-from solution.tools.ranking import ranked_split, runtimes_by_row
+from solution.tools.ranking import ranked_split, split_metrics
 from solution.tools.settings import layered, read_settings
 from solution.training.checkpoints import CheckpointError
 from solution.training.ranker_file import read_ranker
@@ -44,51 +43,39 @@ LAYOUTS = [c for c in COLLECTIONS if c.startswith("layout")]
 class Ranked:
     """One saved ranker's mean held-out and valid scores at every blend weight."""
 
-    path: Path
+    source: str  # the runs folder and the settings' name, `/whole` added for a whole job's
     fold: int
     test: dict[float, float]
     valid: dict[float, float]
-
-    @property
-    def source(self) -> str:
-        """The runs folder and the settings' name (a variant, or `whole` for a whole job) the ranker comes from."""
-        parts = self.path.parts
-        at = parts.index("whole") if "whole" in parts else parts.index("ranked") - 3
-        return f"{parts[at - 2]}/{parts[at - 1]}/whole" if "whole" in parts else f"{parts[at - 1]}/{parts[at]}"
 
     def picked(self, floor: float) -> float:
         """The held-out score at the weight the valid files pick from `floor` up, as `solution run` picks it."""
         return self.test[chosen_weight({w: {"score": s} for w, s in self.valid.items()}, floor)]
 
 
-def saved_rankers(runs: Path, stem: str, folds: int) -> list[tuple[Path, Path, int]]:
-    """(ranker, fold data root, fold) of every fit of one collection in a corpus_eval runs folder."""
+def saved_rankers(runs: Path, stem: str, folds: int) -> list[tuple[Path, str, Path, int]]:
+    """(ranker, source, fold data root, fold) of every fit of one collection in a corpus_eval runs folder."""
     found = []
     for path in sorted(runs.glob(f"*/{stem}/seed*-fold*/ranked/*/rankers/{stem}.ranker")):
         fold = int(re.search(r"seed\d+-fold(\d+)", str(path)).group(1))
-        found.append((path, runs / "folds" / f"fold{fold}" / "npz_all" / "npz", fold))
+        found.append((path, f"{runs.name}/{path.relative_to(runs).parts[0]}", fold))
     for path in sorted(runs.glob(f"*/whole/seed*/rankers/{stem}.ranker")):
         fold = int(re.search(r"whole/seed(\d+)", str(path)).group(1)) % folds
-        found.append((path, runs / "folds" / f"fold{fold}" / "npz_all" / "npz", fold))
-    return found
+        found.append((path, f"{runs.name}/{path.relative_to(runs).parts[0]}/whole", fold))
+    return [(path, source, runs / "folds" / f"fold{fold}" / "npz_all" / "npz", fold) for path, source, fold in found]
 
 
 def split_means(ranker, settings: dict, collection: str, split: str, weights: list[float]) -> dict[float, float]:
-    """Mean score over the split's files (those whose runtimes differ) at each blend weight, 0 the model alone."""
-    task = task_of(collection)
-    alone = dataclasses.replace(ranker, weight=0.0)
-    graphs, model = ranked_split(alone, settings, split, "blend_floor")
-    scores = defaultdict(list)
-    for index in range(len(graphs)):
-        runtimes = runtimes_by_row(graphs.load(index))
-        if np.ptp(runtimes) <= 0:
-            continue
-        prior = prior_by_row(graphs, index, ranker.fitted_prior)
-        for weight in weights:
-            blended = model[index] if weight == 0 else prior if weight == 1 else \
-                combine([model[index], prior], np.array(blend_shares(1, weight)), "rank")
-            scores[weight].append(task.graph_metrics(blended, runtimes)["score"])
-    return {weight: float(np.mean(values)) for weight, values in scores.items()}
+    """The split's score at each blend weight, 0 the model alone, as validation takes it (`split_metrics`)."""
+    graphs, model = ranked_split(dataclasses.replace(ranker, weight=0.0), settings, split, "blend_floor")
+    priors = {index: prior_by_row(graphs, index, ranker.fitted_prior) for index in model}
+    means = {}
+    for weight in weights:
+        shares = np.array(blend_shares(1, weight))
+        blended = {index: model[index] if weight == 0 else combine([model[index], priors[index]], shares, "rank")
+                   for index in model}  # at weight 1 the prior's ranks alone
+        means[weight] = split_metrics(graphs, blended, collection)["score"]
+    return means
 
 
 def rank_again(runs: list[Path], collection: str, folds: int) -> tuple[list[Ranked], int]:
@@ -98,7 +85,7 @@ def rank_again(runs: list[Path], collection: str, folds: int) -> tuple[list[Rank
     stem = collection.replace(":", "_")
     ranked, unreadable = [], 0
     for folder in runs:
-        for path, root, fold in saved_rankers(folder, stem, folds):
+        for path, source, root, fold in saved_rankers(folder, stem, folds):
             rooted = layered(settings, {"data": {"root": str(root)}})
             try:
                 ranker = read_ranker(path)
@@ -106,7 +93,7 @@ def rank_again(runs: list[Path], collection: str, folds: int) -> tuple[list[Rank
             except CheckpointError:  # written by an older version of the package
                 unreadable += 1
                 continue
-            ranked.append(Ranked(path, fold, means["test"], means["valid"]))
+            ranked.append(Ranked(source, fold, means["test"], means["valid"]))
             print(f"{collection} fold {fold}: {path}", flush=True)
     return ranked, unreadable
 

@@ -204,12 +204,13 @@ def test_blend_floor_finds_every_saved_fit_and_picks_as_solution_run_does(tmp_pa
         (folder / "layout_xla_default.ranker").touch()
     found = bench.saved_rankers(runs, "layout_xla_default", folds=3)
     data = runs / "folds"
-    assert [(path.parent, root, fold) for path, root, fold in found] == [
-        (fit, data / "fold1" / "npz_all" / "npz", 1), (whole, data / "fold2" / "npz_all" / "npz", 2)]
+    assert [(path.parent, source, root, fold) for path, source, root, fold in found] == [
+        (fit, "runs/wide", data / "fold1" / "npz_all" / "npz", 1),
+        (whole, "runs/shipped/whole", data / "fold2" / "npz_all" / "npz", 2)]
 
     valid = {0.0: 0.5, 0.25: 0.6, 0.5: 0.6, 1.0: 0.4}
-    first = bench.Ranked(fit / "layout_xla_default.ranker", 0, {0.0: 0.1, 0.25: 0.2, 0.5: 0.3, 1.0: 0.4}, valid)
-    second = bench.Ranked(whole / "layout_xla_default.ranker", 1, {0.0: 0.5, 0.25: 0.5, 0.5: 0.7, 1.0: 0.9}, valid)
+    first = bench.Ranked("runs/wide", 0, {0.0: 0.1, 0.25: 0.2, 0.5: 0.3, 1.0: 0.4}, valid)
+    second = bench.Ranked("runs/shipped/whole", 1, {0.0: 0.5, 0.25: 0.5, 0.5: 0.7, 1.0: 0.9}, valid)
     assert [first.picked(floor) for floor in (0.0, 0.25, 0.5, 0.75)] == [0.2, 0.2, 0.3, 0.4]
     rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip("|").split("|")[1:]]
             for line in bench.collection_section("layout:xla:default", [first, second], 3) if line.startswith("| ")}
