@@ -81,7 +81,7 @@ def split_means(ranker, settings: dict, collection: str, split: str, weights: li
 def rank_again(runs: list[Path], collection: str, folds: int) -> tuple[list[Ranked], int]:
     """Every readable ranker of `collection` in `runs`, ranked again; and how many could not be read."""
     settings = read_settings()[collection]
-    weights = [0.0, *blend_weights(settings, collection)]
+    weights = blend_weights(settings, collection)  # ascending, 0 (the model alone) first
     stem = collection.replace(":", "_")
     ranked, unreadable = [], 0
     for folder in runs:
