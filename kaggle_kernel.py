@@ -128,6 +128,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                        'physical_tiles': True,
                        'config_work': False,
                        'work_configs': 2048,
+                       'operand_layouts': False,
                        'fill_default_layout': False,
                        'segment_nodes': 0,
                        'graphs_per_batch': 16,
@@ -178,6 +179,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'dropout': 0.0,
                                                           'config_hidden': 64,
                                                           'physical_layout': True,
+                                                          'operand_layouts': True,
                                                           'inference_rows': 32768,
                                                           'config_work': True}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
@@ -195,6 +197,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'physical_tiles': False,
                                 'config_work': True,
                                 'work_configs': 2048,
+                                'operand_layouts': True,
                                 'fill_default_layout': True,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
@@ -247,6 +250,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'dropout': 0.0,
                                                            'config_hidden': 64,
                                                            'physical_layout': False,
+                                                           'operand_layouts': False,
                                                            'inference_rows': 32768,
                                                            'config_work': True}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
@@ -264,6 +268,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'physical_tiles': False,
                                  'config_work': True,
                                  'work_configs': 2048,
+                                 'operand_layouts': False,
                                  'fill_default_layout': True,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
@@ -316,6 +321,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'dropout': 0.0,
                                                           'config_hidden': 32,
                                                           'physical_layout': True,
+                                                          'operand_layouts': False,
                                                           'inference_rows': 32768,
                                                           'config_work': True}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
@@ -333,6 +339,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                 'physical_tiles': False,
                                 'config_work': True,
                                 'work_configs': 2048,
+                                'operand_layouts': False,
                                 'fill_default_layout': True,
                                 'segment_nodes': 4096,
                                 'graphs_per_batch': 1,
@@ -386,6 +393,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                            'dropout': 0.0,
                                                            'config_hidden': 64,
                                                            'physical_layout': False,
+                                                           'operand_layouts': False,
                                                            'inference_rows': 32768,
                                                            'config_work': True}},
                                   'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
@@ -403,6 +411,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                  'physical_tiles': False,
                                  'config_work': True,
                                  'work_configs': 2048,
+                                 'operand_layouts': False,
                                  'fill_default_layout': True,
                                  'segment_nodes': 4096,
                                  'graphs_per_batch': 1,
@@ -628,6 +637,7 @@ class Batch:
     target: Tensor | None = None  # [G, C] runtimes (tile: over the normalizer; 0 for test files), -1 padded
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
     config_work: Tensor | None = None  # [G, C, K] what each config makes the program do (data.config_work), -1 padded
+    config_operands: Tensor | None = None  # [G, K, 30] operands' dims and key dims (data.operand_layouts), 0 padded
     graph_id: Tensor | None = None  # [G] each graph's index in its split
 
     @property
@@ -682,6 +692,7 @@ class Collate:
             "config_index": pad([np.asarray(g.config_index)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C]
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
             "config_work": pad([np.asarray(g.config_work)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C, K]
+            "config_operands": pad([np.asarray(g.config_operands) for g in graphs], 0),  # [G, K, 30 or 0]
         }
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]
@@ -900,6 +911,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         physical_tiles: bool = False,
         config_work: bool = False,
         work_configs: int = 2048,
+        operand_layouts: bool = False,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -944,9 +956,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     def _check_task_settings(self) -> None:
         """Settings that only one task's configs can take: a SettingsError naming the key where the other sets it."""
         h, layout = self.hparams, self.task.has_config_nodes
-        if not layout and h.config_work:
-            raise SettingsError(f"data.config_work=true for {h.collection}: it walks layout configs, and a tile "
-                                "config sets no layouts; expected false")
+        for option in ("config_work", "operand_layouts"):
+            if not layout and h[option]:
+                raise SettingsError(f"data.{option}=true for {h.collection}: it reads layout configs, and a tile "
+                                    "config sets no layouts; expected false")
         if layout and h.physical_tiles:
             raise SettingsError(f"data.physical_tiles=true for {h.collection}: its configs are layouts, not tiles; "
                                 "expected false")
@@ -1276,16 +1289,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import SettingsError
-from ..format import SHAPE_DIMS
+from ..format import LAYOUT_GROUP, SHAPE_DIMS
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
 from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
+
+if TYPE_CHECKING:
+    from ..physics.propagation import Propagation
 
 
 @dataclass(frozen=True)
@@ -1301,6 +1318,7 @@ class Preprocessing:
     config_work: bool = False  # layout: what each config makes the program do (ConfigWork.features), per config
     work_configs: int = 2048  # with config_work, a train file keeps a fixed random subset of at most this many
     # configs (the walk costs each config the whole graph); 0: all
+    operand_layouts: bool = False  # layout: the operands each configurable node lays out, and its key dims
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -1331,6 +1349,7 @@ class Graph:
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     config_work: np.ndarray  # [c, K] float32 with `config_work` (K = 0 without): each config's work, centred
+    config_operands: np.ndarray  # [nc, 30] float32 with `operand_layouts` ([nc, 0] without): `config_operands`
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
     node_split: np.ndarray  # [k + 1] int64 computation bounds 0 < ... < n in pruned ids (as node_splits; tile: [0, n])
@@ -1362,6 +1381,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
         kept = np.sort(np.random.default_rng(0).choice(len(rows), settings.work_configs, replace=False))
         rows, target = rows[kept], target[kept]
     config_ids = configurable_nodes(raw)
+    walk = propagation(raw) if settings.config_work or settings.operand_layouts else None
     arrays = {
         "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
@@ -1370,7 +1390,10 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
-        "config_work": config_work(raw, rows) if settings.config_work else np.zeros((len(rows), 0), np.float32),
+        "config_work": config_work(walk, raw.config_feat[rows]) if settings.config_work else np.zeros(
+            (len(rows), 0), np.float32),
+        "config_operands": config_operands(walk, len(config_ids)) if settings.operand_layouts else np.zeros(
+            (len(config_ids), 0), np.float32),
         "target": target,
         "config_index": rows.astype(np.int64),
         "node_split": pruned_bounds(raw.computation_bounds(), keep),
@@ -1383,13 +1406,41 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
     return arrays, meta
 
 
-def config_work(raw: RawGraph, rows: np.ndarray) -> np.ndarray:
-    """[c, K] what each config of `rows` makes the file's program do, by the physics prior's walk, centred over
-    them (a file's own scale says nothing of how its configs rank)."""
+def propagation(raw: RawGraph) -> Propagation:
+    """The physics prior's view of a file (its walk), which config_work and config_operands read."""
     from ..physics.propagation import Propagation  # the walk reads the data layer: imported here, not above
 
-    work = Propagation.of_file(raw).work(raw.config_feat[rows]).features()  # [c, K]
+    return Propagation.of_file(raw)
+
+
+def config_work(walk: Propagation, configs: np.ndarray) -> np.ndarray:
+    """[c, K] what each of `configs` [c, nc, 18] makes the file's program do, by the physics prior's walk, centred
+    over them (a file's own scale says nothing of how its configs rank)."""
+    work = walk.work(configs).features()  # [c, K]
     return work - work.mean(0) if len(work) else work
+
+
+OPERAND_COLUMNS = 5 * LAYOUT_GROUP  # config_operands: input and kernel dims, key dims of output, input, kernel
+
+
+def config_operands(walk: Propagation, configurable: int) -> np.ndarray:
+    """[nc, 30] what each of a file's `configurable` nodes' three layout blocks lay out: the sizes of the operands
+    its input and kernel blocks set (6 each, 0 beyond their rank or where the block sets none), then per block
+    (output, input, kernel) which of its dims are key dims, 1 or 0 (6 each): a dot's contracted dims, a
+    convolution's feature dims, as the walk reads them from the shapes (the files keep no dimension numbers)."""
+    out = np.zeros((configurable, OPERAND_COLUMNS), np.float32)
+    for node, slot in walk.slots.items():
+        blocks = {-1: 0}  # operand (-1: the output) -> its block
+        for block, operand in enumerate(slot.laid_out, start=1):
+            if operand >= 0:
+                dims = walk.tensors[operand].dims
+                out[slot.column, (block - 1) * LAYOUT_GROUP:(block - 1) * LAYOUT_GROUP + len(dims)] = dims
+                blocks.setdefault(operand, block)
+        keyed = walk.tensors[node].keyed
+        for operand, keys in keyed[1] if keyed else []:
+            if operand in blocks:
+                out[slot.column, (2 + blocks[operand]) * LAYOUT_GROUP + np.array(keys, np.int64)] = 1.0
+    return out
 
 
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries
@@ -3285,6 +3336,7 @@ from torch.nn import functional as F
 
 from ..constants import LANES, SUBLANES
 from ..data.batch import Batch
+from ..data.preprocess import OPERAND_COLUMNS
 from ..errors import SettingsError
 from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS
 from ..physics.propagation import WORK_FEATURES
@@ -3317,7 +3369,9 @@ class LayoutRanker(Ranker):
     attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
     (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory; `config_work`
     adds to the readout what each config makes the whole program do (the batch's `config_work`, by the physics
-    prior's walk: bytes each kind of pass moves, the dots' work). The
+    prior's walk: bytes each kind of pass moves, the dots' work); `operand_layouts` adds what each config's input and
+    kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
+    dot's contracted dims, a convolution's feature dims: the batch's `config_operands`). The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -3342,6 +3396,7 @@ class LayoutRanker(Ranker):
         config_hidden: int | None = 64,
         physical_layout: bool = False,
         config_work: bool = False,
+        operand_layouts: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -3352,6 +3407,7 @@ class LayoutRanker(Ranker):
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
+        self.operands = zero_linear(OPERAND_FEATURES, width) if operand_layouts else None
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \\
             if cross_attention else None
@@ -3369,16 +3425,29 @@ class LayoutRanker(Ranker):
             features = torch.cat([features, work], -1)  # [G, C, 2w + 2d + K]
         return self.readout(features, mask)
 
-    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, operands: torch.Tensor | None,
+                  values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
         config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
-        in memory for its output dims [M, 6]."""
+        in memory for its output dims [M, 6], with `operand_layouts` the `operand_layout_features` of its
+        config_operands [M, 30]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
+        if self.operands is not None:
+            z = z + self.operands(operand_layout_features(values - 1, operands))
         return z
+
+    @staticmethod
+    def config_operands(batch: Batch) -> torch.Tensor:
+        """The batch's config_operands [G, K, 30]; a SettingsError where the data did not make them."""
+        found = 0 if batch.config_operands is None else batch.config_operands.size(-1)
+        if found != OPERAND_COLUMNS:
+            raise SettingsError(f"model.ranker.init_args.operand_layouts=true needs data.operand_layouts=true: the "
+                                f"batch holds {found} operand columns a configurable node, expected {OPERAND_COLUMNS}")
+        return batch.config_operands
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
         """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, w], and their links."""
@@ -3389,7 +3458,8 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
-        z = in_chunks(lambda part: self.configure(h_nodes, dims, part), configs_per_pass, 1, values)  # [M, C, w]
+        operands = self.config_operands(batch)[links.graph, links.slot] if self.operands is not None else None
+        z = in_chunks(lambda part: self.configure(h_nodes, dims, operands, part), configs_per_pass, 1, values)
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -3447,6 +3517,32 @@ def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.T
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
                             (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
     return features * is_set[..., None]  # [M, C, 6]
+
+
+OPERAND_FEATURES = 2 * PHYSICAL_FEATURES + 4 * 3
+
+
+def operand_layout_features(order: torch.Tensor, operands: torch.Tensor) -> torch.Tensor:
+    """[M, C, 24] from a config's three blocks, order [M, C, 18] (minor-to-major dims, -1 beyond the rank or where
+    a block is left to the compiler), and each node's config_operands [M, 30]: the `physical_layout_features` of
+    the input and kernel blocks for the operands they lay out (zeros where the walk found none); then whether a
+    block's layout puts a key dim most-minor, second-minor (the minor one not key) or neither, for a convolution's
+    output, input and kernel blocks and a dot's input block apart (an op's operands meet its compute units in their
+    own ways); zeros where the block sets no layout or has no key dims."""
+    blocks = order.unflatten(-1, (3, LAYOUT_GROUP))  # [M, C, 3, 6]
+    sizes = operands[:, :2 * LAYOUT_GROUP].unflatten(-1, (2, LAYOUT_GROUP))  # [M, 2, 6]
+    keys = operands[:, 2 * LAYOUT_GROUP:].unflatten(-1, (3, LAYOUT_GROUP))  # [M, 3, 6]
+    known = (sizes.sum(-1) > 0).to(operands.dtype)  # [M, 2]: the block's operand found
+    physical = [physical_layout_features(blocks[..., b, :], sizes[:, b - 1]) * known[:, None, b - 1, None]
+                for b in (1, 2)]  # [M, C, 6] each
+    is_key = torch.gather(keys[:, None].expand(-1, order.size(1), -1, -1), 3, blocks.clamp(min=0))  # [M, C, 3, 6]
+    is_key = is_key * (blocks >= 0)
+    minor, second = is_key[..., 0], is_key[..., 1] * (1 - is_key[..., 0])  # [M, C, 3] each
+    keyed = (blocks[..., 0] >= 0) & (keys.sum(-1) > 0)[:, None]  # [M, C, 3]: a set block with key dims
+    where = torch.stack([minor, second, keyed * (1 - minor) * (1 - second)], -1)  # [M, C, 3 blocks, 3]
+    convolution = (keys[:, 2].sum(-1) > 0).to(operands.dtype)[:, None, None]  # [M, 1, 1]: it has kernel key dims
+    dot_input = where[:, :, 1] * (1 - convolution)  # [M, C, 3]
+    return torch.cat([*physical, (where * convolution[..., None]).flatten(-2), dot_input], -1)  # [M, C, 24]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
@@ -3646,6 +3742,7 @@ class Segment:
             edge_index=self.edge_index, node_graph=torch.zeros_like(self.nodes),
             config_node=self.config_node[None],  # [1, k]
             config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
+            config_operands=None if batch.config_operands is None else batch.config_operands[g:g + 1][:, self.slots],
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )

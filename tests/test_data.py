@@ -244,7 +244,7 @@ def test_tile_data_refuses_layout_only_settings(tiny_root, tmp_path):
         with pytest.raises(ValueError, match="no configurable nodes"):
             TpuGraphsDataModule(**kwargs, **wrong)
     TpuGraphsDataModule(**kwargs, prune="none", fill_default_layout=False)
-    with pytest.raises(ValueError, match="data.config_work=true for tile:xla: it walks layout configs"):
+    with pytest.raises(ValueError, match="data.config_work=true for tile:xla: it reads layout configs"):
         TpuGraphsDataModule(**kwargs, prune="none", fill_default_layout=False, config_work=True)
     layout = dict(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="data.physical_tiles=true for layout:xla:random: its configs are layouts"):

@@ -33,7 +33,7 @@ from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import LayoutRanker, TileRanker, physical_layout_features
+from solution.models.rankers import LayoutRanker, TileRanker, operand_layout_features, physical_layout_features
 from solution.models.spec import build
 from solution.physics.propagation import WORK_FEATURES, Propagation
 
@@ -120,8 +120,9 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
     model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    if live and getattr(model, "physics", None) is not None:
-        torch.nn.init.normal_(model.physics.weight)
+    for extra in ("physics", "operands"):
+        if live and getattr(model, extra, None) is not None:
+            torch.nn.init.normal_(getattr(model, extra).weight)
     return model
 
 
@@ -650,3 +651,55 @@ def test_config_work_is_the_walks_work_of_each_kept_config() -> None:
     assert valid.num_configs == read_graph(path, "valid").num_configs  # other splits keep every config
     with pytest.raises(SettingsError, match="data.work_configs=-1"):
         Preprocessing(config_work=True, work_configs=-1)
+
+
+def test_operand_layout_features_say_where_each_block_puts_its_key_dims():
+    """A dot of x [128, 784] (contracted dim 1) into [128, 100]: its input block (1, 0) puts the key dim 784 minor,
+    (0, 1) second-minor; an unset block gives zeros. A convolution's kernel [3, 3, 64, 32] with both feature dims (2,
+    3) second-minor and major under (0, 2, 1, 3) and minor under (2, 3, 0, 1); its output block sets nothing."""
+    unset = [-1] * 6
+    dot = [unset + [1, 0, -1, -1, -1, -1] + unset, unset + [0, 1, -1, -1, -1, -1] + unset, unset * 3]
+    conv = [unset + unset + [0, 2, 1, 3, -1, -1], unset + unset + [2, 3, 0, 1, -1, -1], unset * 3]
+    order = torch.tensor([dot, conv])  # [M=2, C=3, 18]
+    operands = torch.zeros(2, 30)
+    operands[0, :2], operands[0, 18 + 1] = torch.tensor([128.0, 784.0]), 1  # input dims, its key dim
+    operands[1, 6:10], operands[1, 24 + 2:24 + 4] = torch.tensor([3.0, 3, 64, 32]), 1  # kernel dims, key dims
+    features = operand_layout_features(order, operands)  # [2, 3, 24]
+    physical, keys = features[..., :12], features[..., 12:].unflatten(-1, (4, 3))  # [2, 3, block, where]
+    torch.testing.assert_close(physical[0, :2, :6], physical_layout_features(order[:1, :2, 6:12], operands[:1, :6])[0])
+    torch.testing.assert_close(physical[1, :2, 6:], physical_layout_features(order[1:, :2, 12:], operands[1:, 6:12])[0])
+    assert physical[0, :, 6:].eq(0).all() and physical[1, :, :6].eq(0).all()  # blocks without an operand
+    # [node, config, block (a convolution's output, input, kernel; a dot's input), minor / second-minor / neither]
+    expected = torch.zeros(2, 3, 4, 3)
+    expected[0, 0, 3, 0], expected[0, 1, 3, 1] = 1, 1  # the dot's input: key minor, then second-minor
+    expected[1, 0, 2, 1], expected[1, 1, 2, 0] = 1, 1  # the kernel: a feature dim second-minor, then minor
+    torch.testing.assert_close(keys, expected)
+    assert features[:, 2].eq(0).all()  # configs that set no block
+
+
+@functools.lru_cache(maxsize=None)
+def operand_graphs() -> list[Graph]:
+    """Real-format files (programs lowered by XLA) preprocessed with their operands and key dims."""
+    paths = [FIXTURE_FILES / "random" / "valid" / f"fixture_{name}.npz" for name in ("conv_reshape_dot", "scan_rnn")]
+    return [load_graph(path, "valid", Preprocessing(operand_layouts=True), None) for path in paths]
+
+
+def test_a_model_with_operand_layouts_ranks_configs_whatever_their_order_and_reads_them_per_graph() -> None:
+    graphs = operand_graphs()
+    assert [g.config_operands.shape for g in graphs] == [(len(g.config_node), 30) for g in graphs]
+    batch = batch_of(LAYOUT, graphs, rows=[np.arange(6), np.arange(4, 12)])
+    model = make_model(LAYOUT, live=True, operand_layouts=True)
+    shuffled, order, rows = _shuffled(batch)
+    before, after = score(model, batch), score(model, shuffled)
+    torch.testing.assert_close(after[shuffled.config_mask], before[rows, order][shuffled.config_mask],
+                               atol=1e-5, rtol=1e-5)
+    changed = batch.config_operands.clone()
+    changed[1] = 0  # graph 1's operands unknown
+    moved = score(model, batch.replace(config_operands=changed)) != before
+    assert moved[1].any() and not moved[0].any()
+    fresh = make_model(LAYOUT, operand_layouts=True)  # zero-initialised: scores as the model without them
+    missing = fresh.load_state_dict(make_model(LAYOUT).state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["operands.bias", "operands.weight"]
+    torch.testing.assert_close(score(fresh, batch), score(make_model(LAYOUT), batch))
+    with pytest.raises(SettingsError, match="data.operand_layouts=true"):
+        score(model, batch_of(LAYOUT, graphs_of(LAYOUT)))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from test_prior import FIXTURES
 
+from solution.data.preprocess import config_operands, propagation
 from solution.data.reader import RawGraph, read_graph
 from solution.data.tasks import TASKS
 from solution.format import ELEMENT_TYPE, ELEMENT_TYPES, LAYOUT_GROUP, NODE_FEAT_DIM, OPCODE_IDS
@@ -326,3 +327,32 @@ def test_the_corpus_law_prices_the_walks_work_its_copies_among_it():
     assert (costs[copies[:, node] > 0, node] > costs[0, node]).all()
     np.testing.assert_allclose(law.runtime(configs), costs.sum(1))
     assert law.runtime(configs)[copies.sum(1) > 0].min() > 0 and np.unique(law.runtime(configs)).size > 10
+
+
+@pytest.mark.parametrize("name", ["fixture_conv_reshape_dot", "fixture_scan_rnn"])
+def test_each_configurable_nodes_operands_and_key_dims_are_the_hlo_texts(name):
+    """config_operands of a real-format file against the HLO text it was encoded from: the operand shapes its input
+    and kernel blocks lay out, a dot's contracting dims, a convolution's feature dims (dim_labels)."""
+    raw = read_graph(FIXTURES / "layout" / "xla" / "random" / "valid" / f"{name}.npz")
+    graph = flatten(hlo.read_module(FIXTURES.parent / "hlo" / f"{name}.hlo"))
+    operands = config_operands(propagation(raw), len(raw.config_node_ids)).reshape(-1, 5, LAYOUT_GROUP)  # [nc, 5, 6]
+    checked = set()
+    for k, node in enumerate(raw.config_node_ids.tolist()):
+        instruction, shapes = graph.nodes[node], [graph.nodes[o].shape.dims for o in graph.operands[node]]
+        dims, keys = operands[k, :2], operands[k, 2:]  # [2, 6] input and kernel sizes, [3, 6] key dims per block
+        if instruction.opcode == "dot":
+            truth = [(0, set()), (1, set(hlo.ints(instruction.attributes["lhs_contracting_dims"])))]
+            expected = [shapes[0], []]
+        elif instruction.opcode == "convolution":
+            labels = hlo.conv_dims(instruction.attributes["dim_labels"])
+            truth = [(0, {labels.output_feature}), (1, {labels.input_feature}),
+                     (2, {labels.kernel_input_feature, labels.kernel_output_feature})]
+            expected = shapes
+        else:  # a reshape lays out its operand and has no key dims
+            truth, expected = [(b, set()) for b in range(3)], [shapes[0], []]
+        for block, sizes in enumerate(expected):
+            np.testing.assert_array_equal(dims[block], list(sizes) + [0] * (LAYOUT_GROUP - len(sizes)))
+        for block, key in truth:
+            assert set(np.flatnonzero(keys[block]).tolist()) == key, (name, node, instruction.opcode, block)
+        checked.add(instruction.opcode)
+    assert "dot" in checked and (name != "fixture_conv_reshape_dot" or checked == {"dot", "convolution", "reshape"})

@@ -114,9 +114,13 @@ def test_batches_are_cut_along_the_records_computations():
 
 
 @pytest.mark.parametrize("settings", [{}, {"config_layers": 1}, {"edge_direction": "both"},
-                                      {"cross_attention": False}, {"config_hidden": 8}, {"physical_layout": True}])
+                                      {"cross_attention": False}, {"config_hidden": 8}, {"physical_layout": True},
+                                      {"operand_layouts": True}])
 def test_a_halo_of_every_layer_reproduces_the_whole_graph_scores(settings):
     model, batch = make_model(LAYOUT, live=True, **settings), segmented(layout_graphs(), budget=9)
+    if settings.get("operand_layouts"):  # each configurable node's own operand columns, for its segment to carry
+        shape = (*batch.config_node.shape, 30)
+        batch = batch.replace(config_operands=torch.rand(shape, generator=torch.Generator().manual_seed(0)) * 8)
     assert len(split(batch)) > 4
     with torch.no_grad():
         scores = model(whole(batch))

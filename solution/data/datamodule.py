@@ -40,6 +40,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         physical_tiles: bool = False,
         config_work: bool = False,
         work_configs: int = 2048,
+        operand_layouts: bool = False,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -84,9 +85,10 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     def _check_task_settings(self) -> None:
         """Settings that only one task's configs can take: a SettingsError naming the key where the other sets it."""
         h, layout = self.hparams, self.task.has_config_nodes
-        if not layout and h.config_work:
-            raise SettingsError(f"data.config_work=true for {h.collection}: it walks layout configs, and a tile "
-                                "config sets no layouts; expected false")
+        for option in ("config_work", "operand_layouts"):
+            if not layout and h[option]:
+                raise SettingsError(f"data.{option}=true for {h.collection}: it reads layout configs, and a tile "
+                                    "config sets no layouts; expected false")
         if layout and h.physical_tiles:
             raise SettingsError(f"data.physical_tiles=true for {h.collection}: its configs are layouts, not tiles; "
                                 "expected false")

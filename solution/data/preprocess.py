@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import SettingsError
-from ..format import SHAPE_DIMS
+from ..format import LAYOUT_GROUP, SHAPE_DIMS
 from .cache import ArrayCache, code_digest
 from .features import layout_with_sentinel, node_features
 from .packing import DEDUP_MODES, dedup
 from .pruning import STRATEGIES, configurable_nodes, prune_graph
 from .reader import RawGraph, read_graph
+
+if TYPE_CHECKING:
+    from ..physics.propagation import Propagation
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class Preprocessing:
     config_work: bool = False  # layout: what each config makes the program do (ConfigWork.features), per config
     work_configs: int = 2048  # with config_work, a train file keeps a fixed random subset of at most this many
     # configs (the walk costs each config the whole graph); 0: all
+    operand_layouts: bool = False  # layout: the operands each configurable node lays out, and its key dims
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -60,6 +65,7 @@ class Graph:
     config_dims: np.ndarray  # [nc, 6] float32 each configurable node's output dims, 0 beyond its rank (raw sizes)
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     config_work: np.ndarray  # [c, K] float32 with `config_work` (K = 0 without): each config's work, centred
+    config_operands: np.ndarray  # [nc, 30] float32 with `operand_layouts` ([nc, 0] without): `config_operands`
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
     node_split: np.ndarray  # [k + 1] int64 computation bounds 0 < ... < n in pruned ids (as node_splits; tile: [0, n])
@@ -91,6 +97,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
         kept = np.sort(np.random.default_rng(0).choice(len(rows), settings.work_configs, replace=False))
         rows, target = rows[kept], target[kept]
     config_ids = configurable_nodes(raw)
+    walk = propagation(raw) if settings.config_work or settings.operand_layouts else None
     arrays = {
         "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
@@ -99,7 +106,10 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
         "default_layout": layout_with_sentinel(raw.node_feat[config_ids]),
         "config_dims": raw.node_feat[config_ids][:, SHAPE_DIMS].astype(np.float32),
         "configs": configs[rows],
-        "config_work": config_work(raw, rows) if settings.config_work else np.zeros((len(rows), 0), np.float32),
+        "config_work": config_work(walk, raw.config_feat[rows]) if settings.config_work else np.zeros(
+            (len(rows), 0), np.float32),
+        "config_operands": config_operands(walk, len(config_ids)) if settings.operand_layouts else np.zeros(
+            (len(config_ids), 0), np.float32),
         "target": target,
         "config_index": rows.astype(np.int64),
         "node_split": pruned_bounds(raw.computation_bounds(), keep),
@@ -112,13 +122,41 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
     return arrays, meta
 
 
-def config_work(raw: RawGraph, rows: np.ndarray) -> np.ndarray:
-    """[c, K] what each config of `rows` makes the file's program do, by the physics prior's walk, centred over
-    them (a file's own scale says nothing of how its configs rank)."""
+def propagation(raw: RawGraph) -> Propagation:
+    """The physics prior's view of a file (its walk), which config_work and config_operands read."""
     from ..physics.propagation import Propagation  # the walk reads the data layer: imported here, not above
 
-    work = Propagation.of_file(raw).work(raw.config_feat[rows]).features()  # [c, K]
+    return Propagation.of_file(raw)
+
+
+def config_work(walk: Propagation, configs: np.ndarray) -> np.ndarray:
+    """[c, K] what each of `configs` [c, nc, 18] makes the file's program do, by the physics prior's walk, centred
+    over them (a file's own scale says nothing of how its configs rank)."""
+    work = walk.work(configs).features()  # [c, K]
     return work - work.mean(0) if len(work) else work
+
+
+OPERAND_COLUMNS = 5 * LAYOUT_GROUP  # config_operands: input and kernel dims, key dims of output, input, kernel
+
+
+def config_operands(walk: Propagation, configurable: int) -> np.ndarray:
+    """[nc, 30] what each of a file's `configurable` nodes' three layout blocks lay out: the sizes of the operands
+    its input and kernel blocks set (6 each, 0 beyond their rank or where the block sets none), then per block
+    (output, input, kernel) which of its dims are key dims, 1 or 0 (6 each): a dot's contracted dims, a
+    convolution's feature dims, as the walk reads them from the shapes (the files keep no dimension numbers)."""
+    out = np.zeros((configurable, OPERAND_COLUMNS), np.float32)
+    for node, slot in walk.slots.items():
+        blocks = {-1: 0}  # operand (-1: the output) -> its block
+        for block, operand in enumerate(slot.laid_out, start=1):
+            if operand >= 0:
+                dims = walk.tensors[operand].dims
+                out[slot.column, (block - 1) * LAYOUT_GROUP:(block - 1) * LAYOUT_GROUP + len(dims)] = dims
+                blocks.setdefault(operand, block)
+        keyed = walk.tensors[node].keyed
+        for operand, keys in keyed[1] if keyed else []:
+            if operand in blocks:
+                out[slot.column, (2 + blocks[operand]) * LAYOUT_GROUP + np.array(keys, np.int64)] = 1.0
+    return out
 
 
 # the modules whose code shapes a cached record: a change to any of them makes new cache entries

@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from ..constants import LANES, SUBLANES
 from ..data.batch import Batch
+from ..data.preprocess import OPERAND_COLUMNS
 from ..errors import SettingsError
 from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS
 from ..physics.propagation import WORK_FEATURES
@@ -44,7 +45,9 @@ class LayoutRanker(Ranker):
     attending to each other (`readout_attention`); `config_hidden` sets the width w of the config-aware states
     (default `hidden`); `physical_layout` adds what each config's output layouts mean in memory; `config_work`
     adds to the readout what each config makes the whole program do (the batch's `config_work`, by the physics
-    prior's walk: bytes each kind of pass moves, the dots' work). The
+    prior's walk: bytes each kind of pass moves, the dots' work); `operand_layouts` adds what each config's input and
+    kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
+    dot's contracted dims, a convolution's feature dims: the batch's `config_operands`). The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -69,6 +72,7 @@ class LayoutRanker(Ranker):
         config_hidden: int | None = 64,
         physical_layout: bool = False,
         config_work: bool = False,
+        operand_layouts: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -79,6 +83,7 @@ class LayoutRanker(Ranker):
         self.narrow = nn.Identity() if width == hidden else nn.Linear(hidden, width, bias=False)
         self.config_embed = mlp(config_width, width, dropout)
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
+        self.operands = zero_linear(OPERAND_FEATURES, width) if operand_layouts else None
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
@@ -96,16 +101,29 @@ class LayoutRanker(Ranker):
             features = torch.cat([features, work], -1)  # [G, C, 2w + 2d + K]
         return self.readout(features, mask)
 
-    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, values: torch.Tensor) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, operands: torch.Tensor | None,
+                  values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
         config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
-        in memory for its output dims [M, 6]."""
+        in memory for its output dims [M, 6], with `operand_layouts` the `operand_layout_features` of its
+        config_operands [M, 30]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
         if self.physics is not None:
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
+        if self.operands is not None:
+            z = z + self.operands(operand_layout_features(values - 1, operands))
         return z
+
+    @staticmethod
+    def config_operands(batch: Batch) -> torch.Tensor:
+        """The batch's config_operands [G, K, 30]; a SettingsError where the data did not make them."""
+        found = 0 if batch.config_operands is None else batch.config_operands.size(-1)
+        if found != OPERAND_COLUMNS:
+            raise SettingsError(f"model.ranker.init_args.operand_layouts=true needs data.operand_layouts=true: the "
+                                f"batch holds {found} operand columns a configurable node, expected {OPERAND_COLUMNS}")
+        return batch.config_operands
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
         """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, w], and their links."""
@@ -116,7 +134,8 @@ class LayoutRanker(Ranker):
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
         dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
-        z = in_chunks(lambda part: self.configure(h_nodes, dims, part), configs_per_pass, 1, values)  # [M, C, w]
+        operands = self.config_operands(batch)[links.graph, links.slot] if self.operands is not None else None
+        z = in_chunks(lambda part: self.configure(h_nodes, dims, operands, part), configs_per_pass, 1, values)
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -174,6 +193,32 @@ def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.T
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
                             (second % SUBLANES == 0).to(sizes.dtype), (padded / (minor * second)).log(), is_set], -1)
     return features * is_set[..., None]  # [M, C, 6]
+
+
+OPERAND_FEATURES = 2 * PHYSICAL_FEATURES + 4 * 3
+
+
+def operand_layout_features(order: torch.Tensor, operands: torch.Tensor) -> torch.Tensor:
+    """[M, C, 24] from a config's three blocks, order [M, C, 18] (minor-to-major dims, -1 beyond the rank or where
+    a block is left to the compiler), and each node's config_operands [M, 30]: the `physical_layout_features` of
+    the input and kernel blocks for the operands they lay out (zeros where the walk found none); then whether a
+    block's layout puts a key dim most-minor, second-minor (the minor one not key) or neither, for a convolution's
+    output, input and kernel blocks and a dot's input block apart (an op's operands meet its compute units in their
+    own ways); zeros where the block sets no layout or has no key dims."""
+    blocks = order.unflatten(-1, (3, LAYOUT_GROUP))  # [M, C, 3, 6]
+    sizes = operands[:, :2 * LAYOUT_GROUP].unflatten(-1, (2, LAYOUT_GROUP))  # [M, 2, 6]
+    keys = operands[:, 2 * LAYOUT_GROUP:].unflatten(-1, (3, LAYOUT_GROUP))  # [M, 3, 6]
+    known = (sizes.sum(-1) > 0).to(operands.dtype)  # [M, 2]: the block's operand found
+    physical = [physical_layout_features(blocks[..., b, :], sizes[:, b - 1]) * known[:, None, b - 1, None]
+                for b in (1, 2)]  # [M, C, 6] each
+    is_key = torch.gather(keys[:, None].expand(-1, order.size(1), -1, -1), 3, blocks.clamp(min=0))  # [M, C, 3, 6]
+    is_key = is_key * (blocks >= 0)
+    minor, second = is_key[..., 0], is_key[..., 1] * (1 - is_key[..., 0])  # [M, C, 3] each
+    keyed = (blocks[..., 0] >= 0) & (keys.sum(-1) > 0)[:, None]  # [M, C, 3]: a set block with key dims
+    where = torch.stack([minor, second, keyed * (1 - minor) * (1 - second)], -1)  # [M, C, 3 blocks, 3]
+    convolution = (keys[:, 2].sum(-1) > 0).to(operands.dtype)[:, None, None]  # [M, 1, 1]: it has kernel key dims
+    dot_input = where[:, :, 1] * (1 - convolution)  # [M, C, 3]
+    return torch.cat([*physical, (where * convolution[..., None]).flatten(-2), dot_input], -1)  # [M, C, 24]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
