@@ -382,7 +382,7 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts(grad: bool) -> None:
     onehot = torch.nn.functional.one_hot(values, 7).flatten(2).float()  # [M, C, 126]
     expected = h[links.nodes][:, None] + model.config_embed(onehot)
     with torch.set_grad_enabled(grad):
-        got = model.configure(h[links.nodes], None, values)
+        got = model.configure(h[links.nodes], None, None, values)
     assert got.requires_grad == grad
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
