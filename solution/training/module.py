@@ -4,19 +4,17 @@ in the YAML): standardize features, score configs, train with the loss, score va
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import WeightAveraging
 from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.utilities import rank_zero_info
 
 from ..data.batch import Batch
 from ..data.tasks import TASKS
-from ..errors import SettingsError
 from ..metrics import mean_over_graphs
 from ..models import scatter
 from ..models.losses import RankingLoss
@@ -28,9 +26,7 @@ from .inference import Scorer, ScoreTable, standardized_scores, with_widths
 
 class RankingModule(pl.LightningModule):
     """Ranks the configs of a graph with `ranker` (lower score = faster), trained with `loss`; the task (from
-    the data module) names the metric and whether config features are standardized. With `weight_average` (a
-    decay, 0: off), validation, checkpoints and what the fit leaves use an exponential moving average of the
-    weights over the training steps instead of the last step's."""
+    the data module) names the metric and whether config features are standardized."""
 
     def __init__(
         self,
@@ -41,11 +37,8 @@ class RankingModule(pl.LightningModule):
         weight_decay: float = 1e-4,
         warmup_steps: int = 100,
         compile: bool = False,
-        weight_average: float = 0.0,
     ) -> None:
         super().__init__()
-        if not 0 <= weight_average < 1:
-            raise SettingsError(f"model.weight_average={weight_average!r}; expected a decay in [0, 1) (0: off)")
         self.save_hyperparameters(ignore=["ranker", "loss"])
         scorer = Scorer(ranker, task)  # its parts, under the same keys: a checkpoint also loads into a Scorer
         self.ranker, self.node_scaler, self.config_scaler = scorer.ranker, scorer.node_scaler, scorer.config_scaler
@@ -131,10 +124,6 @@ class RankingModule(pl.LightningModule):
         table.gather()
         return table
 
-    def configure_callbacks(self) -> list[pl.Callback]:
-        decay = self.hparams.weight_average
-        return [WeightAveraging(multi_avg_fn=moving_average(decay))] if decay > 0 else []
-
     def configure_optimizers(self):
         # fused: one kernel for every parameter, the same updates (within 3e-8) in a fifth of the CPU time of the
         # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py); under mixed precision the loop, as
@@ -152,20 +141,6 @@ class RankingModule(pl.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-
-def moving_average(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
-    """AveragedModel's update of averaged tensors towards the current ones, of one dtype a call: an exponential
-    moving average of floating tensors (parameters; fitted scalers stay as fitted), a copy of the others (flags)."""
-
-    def update(averaged: list[torch.Tensor], current: list[torch.Tensor], count: torch.Tensor) -> None:
-        for mean, now in zip(averaged, current):
-            if mean.is_floating_point():
-                mean.lerp_(now, 1 - decay)
-            else:
-                mean.copy_(now)
-
-    return update
 
 
 def build_module(model: Mapping, datamodule) -> RankingModule:
