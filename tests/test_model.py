@@ -629,17 +629,6 @@ def test_config_work_follows_the_configs_and_counts_only_within_a_graph() -> Non
     assert moved[1].any() and not moved[0].any()
 
 
-def test_work_zero_init_starts_blind_to_the_work_and_learns_it() -> None:
-    batch = batch_of(LAYOUT, worked_graphs(), rows=[np.arange(6), np.arange(4, 12)])
-    model = make_model(LAYOUT, config_work=True, work_zero_init=True)
-    changed = batch.config_work.clone()
-    changed[1, 0] += 1.0
-    torch.testing.assert_close(score(model, batch.replace(config_work=changed)), score(model, batch))
-    first = model.readout.mlp[0]
-    model(batch).sum().backward()
-    assert first.weight.grad[:, -WORK_FEATURES:].abs().sum() > 0  # the work columns learn from the first step
-
-
 def test_a_model_that_reads_config_work_names_the_data_setting_it_needs() -> None:
     with pytest.raises(SettingsError, match="data.config_work=true"):
         score(make_model(LAYOUT, config_work=True), batch_of(LAYOUT, graphs_of(LAYOUT)))

@@ -47,8 +47,7 @@ class LayoutRanker(Ranker):
     adds to the readout what each config makes the whole program do (the batch's `config_work`, by the physics
     prior's walk: bytes each kind of pass moves, the dots' work); `operand_layouts` adds what each config's input and
     kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
-    dot's contracted dims, a convolution's feature dims: the batch's `config_operands`); `work_zero_init` starts the
-    readout's weights on the work features at zero, so that no random draw of them leads early training. The
+    dot's contracted dims, a convolution's feature dims: the batch's `config_operands`). The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -74,7 +73,6 @@ class LayoutRanker(Ranker):
         physical_layout: bool = False,
         config_work: bool = False,
         operand_layouts: bool = False,
-        work_zero_init: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -90,9 +88,6 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
-        if work_zero_init and self.work_features:
-            with torch.no_grad():
-                self.readout.mlp[0].weight[:, -self.work_features:] = 0  # [hidden, in]: the work columns
 
     def read(self, features: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Scores [G, C] from the pooled features [G, C, 2w + 2d], with `config_work` + the batch's work features."""
