@@ -19,6 +19,8 @@ Settings (environment variables; on Kaggle all are optional):
                            those collections rank with them, as saved, and are not trained
   SOLUTION_CHECKPOINTS     a folder of <collection>.ckpt (e.g. an earlier run's checkpoints/, attached as a
                            dataset, or `solution fit` checkpoints renamed): those collections are not trained
+  SOLUTION_INIT_FROM       a folder of <collection>.ckpt (e.g. a run's checkpoints/ on the program corpus, attached as
+                           a dataset): each collection's training starts from its weights
   SOLUTION_CACHE           preprocessed graphs; default <temp dir>/solution-cache (never the read-only input)
   SOLUTION_KERNEL_PROFILE  kaggle (default: the SETTINGS below, from configs/*.yaml) or smoke (a tiny model and
                            small batches on the CPU: a seconds-long check on synthetic data)
@@ -5574,13 +5576,14 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
     if profile not in PROFILES:
         raise SettingsError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
-    data, checkpoints, rankers = (environ.get(f"SOLUTION_{name}") for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS"))
+    data, checkpoints, rankers, init_from = (environ.get(f"SOLUTION_{name}")
+                                             for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS", "INIT_FROM"))
     job = Job(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
               output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
               cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
               budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
               checkpoints=Path(checkpoints) if checkpoints else None, budget_source="SOLUTION_TIME_BUDGET",
-              rankers=Path(rankers) if rankers else None)
+              rankers=Path(rankers) if rankers else None, init_from=Path(init_from) if init_from else None)
     return job, profile
 
 
@@ -5641,7 +5644,7 @@ from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
-from ..training.module import RankingModule, build_module
+from ..training.module import RankingModule, build_module, start_checkpoint
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
@@ -5678,6 +5681,7 @@ class Job:
     trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
     clock: Callable[[], float] = time.monotonic  # the job's seconds (tests give their own)
     budget_source: str = "--budget"  # what the user set the budget with, for the plan's errors
+    init_from: Path | None = None  # a folder of <collection>.ckpt whose weights start each collection's fit
 
     @property
     def collection_files(self) -> Path:
@@ -5777,7 +5781,8 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     say(f"[{collection}] preprocessing and training for {limit}{member_note}")
     pl.seed_everything(seed, verbose=False)
     datamodule = build_datamodule(member_data(settings, member, members(settings), job.root), job)
-    model = build_module(settings["model"], datamodule)
+    model = build_module({**settings["model"], "init_from": job.init_from or settings["model"].get("init_from")},
+                         datamodule)
     best = LaterOnTies(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
@@ -5991,6 +5996,8 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
     for collection in present:  # the blend's settings checked before any training (blend_floor checks both)
         blend_floor(settings[collection], collection)
+        if job.init_from is not None:
+            start_checkpoint(job.init_from, collection)  # a missing starting checkpoint too
     rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
     given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
     plan = None
@@ -6067,6 +6074,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a folder of <collection>.ckpt to use instead of training those collections")
     parser.add_argument("--cache", type=Path, default=None, help="preprocessed graphs; default: the data module's")
     parser.add_argument("--seed", type=int, default=None, help="seed_everything for every collection")
+    parser.add_argument("--init_from", type=Path, default=None,
+                        help="a folder of <collection>.ckpt (an earlier run's <out>/checkpoints/, e.g. on the program "
+                             "corpus) whose weights start each collection's training")
     args = parser.parse_args(argv)
     if args.budget is not None and args.budget < 0:
         parser.error(f"--budget {args.budget}: expected seconds >= 0")
@@ -6077,7 +6087,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
     run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, args.rankers,
-            defaults=defaults), settings)
+            defaults=defaults, init_from=args.init_from), settings)
     return 0
 '''
 
@@ -6996,7 +7006,8 @@ from ..models import scatter
 from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
-from .checkpoints import read_checkpoint
+from ..submission.files import collection_file_stem
+from .checkpoints import CheckpointError, read_checkpoint
 from .inference import Scorer, ScoreTable, standardized_scores, with_widths
 
 
@@ -7013,9 +7024,10 @@ class RankingModule(pl.LightningModule):
         weight_decay: float = 1e-4,
         warmup_steps: int = 100,
         compile: bool = False,
+        init_from: str | None = None,  # a checkpoint (or folder of them) whose weights and standardizers start the fit
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["ranker", "loss"])
+        self.save_hyperparameters(ignore=["ranker", "loss", "init_from"])
         scorer = Scorer(ranker, task)  # its parts, under the same keys: a checkpoint also loads into a Scorer
         self.ranker, self.node_scaler, self.config_scaler = scorer.ranker, scorer.node_scaler, scorer.config_scaler
         self.loss_fn = build(loss)
@@ -7025,6 +7037,18 @@ class RankingModule(pl.LightningModule):
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
         self.predictions = ScoreTable()
+        self.init_from = init_from
+
+    def start_from(self, path: str | Path) -> None:
+        """Start training from a checkpoint of the same settings (e.g. a fit on the program corpus): its ranker's
+        weights and its input standardizers, which then stay as they are."""
+        state = read_checkpoint(path)["state_dict"]
+        mine = self.state_dict()
+        wrong = sorted(key for key in mine if key not in state or state[key].shape != mine[key].shape)
+        if wrong:
+            raise CheckpointError(f"{path}: model.init_from needs a checkpoint of the same ranker settings; its "
+                                  f"weights lack or differ in shape at {', '.join(wrong[:5])}")
+        self.load_state_dict({key: state[key] for key in mine})
 
     def configure_model(self) -> None:
         if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
@@ -7035,6 +7059,8 @@ class RankingModule(pl.LightningModule):
             rank_zero_info("torch_scatter is not installed: scatter reductions on the GPU run in plain torch (the "
                            "same numbers, slower; `make scatter` builds it)")
         datamodule = getattr(self.trainer, "datamodule", None)
+        if stage == "fit" and self.init_from and not bool(self.scalers_fitted) and datamodule is not None:
+            self.start_from(start_checkpoint(self.init_from, datamodule.hparams.collection))
         if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
             sums = datamodule.feature_sums()
             self.node_scaler.fit(*sums["node_feat"])
@@ -7117,6 +7143,17 @@ class RankingModule(pl.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def start_checkpoint(init_from: str | Path, collection: str) -> Path:
+    """`model.init_from`: a checkpoint file, or a folder of <collection>.ckpt (`solution run`'s checkpoints/)
+    holding this collection's."""
+    path = Path(init_from)
+    if path.is_dir():
+        path = path / f"{collection_file_stem(collection)}.ckpt"
+    if not path.is_file():
+        raise FileNotFoundError(f"model.init_from={init_from}: no checkpoint {path} to start {collection} from")
+    return path
 
 
 def build_module(model: Mapping, datamodule) -> RankingModule:

@@ -8,6 +8,7 @@ from typing import Callable
 
 import numpy as np
 import pytest
+import torch
 
 from solution import errors
 from solution.constants import COLLECTIONS
@@ -77,6 +78,31 @@ def test_validate_reproduces_the_checkpoint_score(predicted, tiny_root, tmp_path
                           checkpoints[collection]])
     assert "val/score" in cli.trainer.callback_metrics
     assert "val/top5_error" in cli.trainer.callback_metrics
+
+
+def test_a_fit_starts_from_a_checkpoint(predicted, tiny_root, tmp_path, capsys):
+    """`model.init_from`: a folder of <collection>.ckpt starts the fit at its collection's weights and standardizers
+    (at lr 0 they stay there); a checkpoint of other widths and a missing one are refused."""
+    collection, folder = "layout:xla:random", tmp_path / "pretrained"
+    folder.mkdir()
+    shutil.copy(predicted[1][collection], folder / f"{collection_file_stem(collection)}.ckpt")
+    saved = torch.load(predicted[1][collection], weights_only=True)["state_dict"]
+    still = ["--model.lr", "0", "--trainer.max_epochs", "1"]
+    started = lightning_main(["fit", *run_args(collection, tiny_root, tmp_path), *still, "--model.init_from",
+                              str(folder)])
+    fresh = lightning_main(["fit", *run_args(collection, tiny_root, tmp_path), *still])
+    for module, same in ((started.model, True), (fresh.model, False)):
+        weights = module.state_dict()
+        assert set(weights) == set(saved)
+        assert all(torch.equal(weights[key], saved[key]) for key in weights if "scaler" in key)  # the same data
+        assert all(torch.equal(weights[key], saved[key]) for key in weights if key.startswith("ranker.")) == same
+    other_widths = ["--model.init_from", predicted[1][collection]]  # the shipped widths, not QUICK's
+    assert main(["fit", *settings(collection, tiny_root, tmp_path), *other_widths]) == errors.BAD_DATA
+    assert "model.init_from needs a checkpoint of the same ranker settings" in error_output(capsys)
+    out = tmp_path / "out"  # `solution run --init_from`: every collection's checkpoint is looked for first
+    assert main(["run", "--data.root", str(tiny_root), "--out", str(out), "--init_from", str(folder)]) == errors.USAGE
+    assert f"no checkpoint {folder / 'tile_xla.ckpt'} to start tile:xla from" in error_output(capsys)
+    assert not out.exists()
 
 
 def test_demo_writes_submission_and_table(tiny_root, tmp_path):

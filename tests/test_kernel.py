@@ -111,6 +111,8 @@ def test_job_settings_from_environment(tmp_path):
     assert (job.root, job.output, job.budget, job.checkpoints, profile) == (tmp_path, Path("out"), 90.0,
                                                                             None, "kaggle")
     assert job.checkpoint_path("layout:nlp:random") == Path("out/checkpoints/layout_nlp_random.ckpt")
+    started, _ = kernel.job_from_environment({"SOLUTION_DATA_ROOT": str(tmp_path), "SOLUTION_INIT_FROM": "pre"})
+    assert (started.init_from, job.init_from) == (Path("pre"), None)
     for key, value, message in [("SOLUTION_TIME_BUDGET", "an hour", "SOLUTION_TIME_BUDGET='an hour'"),
                                 ("SOLUTION_TIME_BUDGET", "-5", "seconds >= 0"),
                                 ("SOLUTION_KERNEL_PROFILE", "fast", "kaggle, smoke")]:

@@ -94,6 +94,8 @@ Settings (environment variables; on Kaggle all are optional):
                            those collections rank with them, as saved, and are not trained
   SOLUTION_CHECKPOINTS     a folder of <collection>.ckpt (e.g. an earlier run's checkpoints/, attached as a
                            dataset, or `solution fit` checkpoints renamed): those collections are not trained
+  SOLUTION_INIT_FROM       a folder of <collection>.ckpt (e.g. a run's checkpoints/ on the program corpus, attached as
+                           a dataset): each collection's training starts from its weights
   SOLUTION_CACHE           preprocessed graphs; default <temp dir>/solution-cache (never the read-only input)
   SOLUTION_KERNEL_PROFILE  kaggle (default: the SETTINGS below, from configs/*.yaml) or smoke (a tiny model and
                            small batches on the CPU: a seconds-long check on synthetic data)

@@ -56,13 +56,14 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
     if profile not in PROFILES:
         raise SettingsError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
-    data, checkpoints, rankers = (environ.get(f"SOLUTION_{name}") for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS"))
+    data, checkpoints, rankers, init_from = (environ.get(f"SOLUTION_{name}")
+                                             for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS", "INIT_FROM"))
     job = Job(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
               output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
               cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
               budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
               checkpoints=Path(checkpoints) if checkpoints else None, budget_source="SOLUTION_TIME_BUDGET",
-              rankers=Path(rankers) if rankers else None)
+              rankers=Path(rankers) if rankers else None, init_from=Path(init_from) if init_from else None)
     return job, profile
 
 

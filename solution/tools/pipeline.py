@@ -37,7 +37,7 @@ from ..submission.files import check, collection_file_stem, format_scores, merge
 from ..training.callbacks import AtomicCheckpointIO, LaterOnTies
 from ..training.checkpoints import CheckpointError, read_checkpoint, saved_settings
 from ..training.inference import ScoreTable, load_weights
-from ..training.module import RankingModule, build_module
+from ..training.module import RankingModule, build_module, start_checkpoint
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
@@ -74,6 +74,7 @@ class Job:
     trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
     clock: Callable[[], float] = time.monotonic  # the job's seconds (tests give their own)
     budget_source: str = "--budget"  # what the user set the budget with, for the plan's errors
+    init_from: Path | None = None  # a folder of <collection>.ckpt whose weights start each collection's fit
 
     @property
     def collection_files(self) -> Path:
@@ -173,7 +174,8 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     say(f"[{collection}] preprocessing and training for {limit}{member_note}")
     pl.seed_everything(seed, verbose=False)
     datamodule = build_datamodule(member_data(settings, member, members(settings), job.root), job)
-    model = build_module(settings["model"], datamodule)
+    model = build_module({**settings["model"], "init_from": job.init_from or settings["model"].get("init_from")},
+                         datamodule)
     best = LaterOnTies(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
@@ -387,6 +389,8 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
     for collection in present:  # the blend's settings checked before any training (blend_floor checks both)
         blend_floor(settings[collection], collection)
+        if job.init_from is not None:
+            start_checkpoint(job.init_from, collection)  # a missing starting checkpoint too
     rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
     given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
     plan = None
@@ -463,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a folder of <collection>.ckpt to use instead of training those collections")
     parser.add_argument("--cache", type=Path, default=None, help="preprocessed graphs; default: the data module's")
     parser.add_argument("--seed", type=int, default=None, help="seed_everything for every collection")
+    parser.add_argument("--init_from", type=Path, default=None,
+                        help="a folder of <collection>.ckpt (an earlier run's <out>/checkpoints/, e.g. on the program "
+                             "corpus) whose weights start each collection's training")
     args = parser.parse_args(argv)
     if args.budget is not None and args.budget < 0:
         parser.error(f"--budget {args.budget}: expected seconds >= 0")
@@ -473,5 +480,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
     run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, args.rankers,
-            defaults=defaults), settings)
+            defaults=defaults, init_from=args.init_from), settings)
     return 0

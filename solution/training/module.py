@@ -20,7 +20,8 @@ from ..models import scatter
 from ..models.losses import RankingLoss
 from ..models.rankers import Ranker
 from ..models.spec import build
-from .checkpoints import read_checkpoint
+from ..submission.files import collection_file_stem
+from .checkpoints import CheckpointError, read_checkpoint
 from .inference import Scorer, ScoreTable, standardized_scores, with_widths
 
 
@@ -37,9 +38,10 @@ class RankingModule(pl.LightningModule):
         weight_decay: float = 1e-4,
         warmup_steps: int = 100,
         compile: bool = False,
+        init_from: str | None = None,  # a checkpoint (or folder of them) whose weights and standardizers start the fit
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["ranker", "loss"])
+        self.save_hyperparameters(ignore=["ranker", "loss", "init_from"])
         scorer = Scorer(ranker, task)  # its parts, under the same keys: a checkpoint also loads into a Scorer
         self.ranker, self.node_scaler, self.config_scaler = scorer.ranker, scorer.node_scaler, scorer.config_scaler
         self.loss_fn = build(loss)
@@ -49,6 +51,18 @@ class RankingModule(pl.LightningModule):
         self.val_table = self.last_table = ScoreTable()
         self.graph_results: dict[int, dict[str, float]] = {}
         self.predictions = ScoreTable()
+        self.init_from = init_from
+
+    def start_from(self, path: str | Path) -> None:
+        """Start training from a checkpoint of the same settings (e.g. a fit on the program corpus): its ranker's
+        weights and its input standardizers, which then stay as they are."""
+        state = read_checkpoint(path)["state_dict"]
+        mine = self.state_dict()
+        wrong = sorted(key for key in mine if key not in state or state[key].shape != mine[key].shape)
+        if wrong:
+            raise CheckpointError(f"{path}: model.init_from needs a checkpoint of the same ranker settings; its "
+                                  f"weights lack or differ in shape at {', '.join(wrong[:5])}")
+        self.load_state_dict({key: state[key] for key in mine})
 
     def configure_model(self) -> None:
         if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
@@ -59,6 +73,8 @@ class RankingModule(pl.LightningModule):
             rank_zero_info("torch_scatter is not installed: scatter reductions on the GPU run in plain torch (the "
                            "same numbers, slower; `make scatter` builds it)")
         datamodule = getattr(self.trainer, "datamodule", None)
+        if stage == "fit" and self.init_from and not bool(self.scalers_fitted) and datamodule is not None:
+            self.start_from(start_checkpoint(self.init_from, datamodule.hparams.collection))
         if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
             sums = datamodule.feature_sums()
             self.node_scaler.fit(*sums["node_feat"])
@@ -141,6 +157,17 @@ class RankingModule(pl.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def start_checkpoint(init_from: str | Path, collection: str) -> Path:
+    """`model.init_from`: a checkpoint file, or a folder of <collection>.ckpt (`solution run`'s checkpoints/)
+    holding this collection's."""
+    path = Path(init_from)
+    if path.is_dir():
+        path = path / f"{collection_file_stem(collection)}.ckpt"
+    if not path.is_file():
+        raise FileNotFoundError(f"model.init_from={init_from}: no checkpoint {path} to start {collection} from")
+    return path
 
 
 def build_module(model: Mapping, datamodule) -> RankingModule:
