@@ -5576,14 +5576,13 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
     if profile not in PROFILES:
         raise SettingsError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
-    data, checkpoints, rankers, init_from = (environ.get(f"SOLUTION_{name}")
-                                             for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS", "INIT_FROM"))
+    data, checkpoints, rankers = (environ.get(f"SOLUTION_{name}") for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS"))
     job = Job(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
               output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
               cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
               budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
               checkpoints=Path(checkpoints) if checkpoints else None, budget_source="SOLUTION_TIME_BUDGET",
-              rankers=Path(rankers) if rankers else None, init_from=Path(init_from) if init_from else None)
+              rankers=Path(rankers) if rankers else None)
     return job, profile
 
 
@@ -5599,7 +5598,8 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
     job, profile = job_from_environment(environ)
     say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {profile}, "
         f"budget {job.budget:.0f} s for the whole job, {torch.cuda.device_count()} GPU(s)")
-    pipeline.run(job, {c: layered(s, PROFILES[profile]) for c, s in settings.items()})
+    starts = {"model": {"init_from": environ["SOLUTION_INIT_FROM"]}} if environ.get("SOLUTION_INIT_FROM") else {}
+    pipeline.run(job, {c: layered(layered(s, PROFILES[profile]), starts) for c, s in settings.items()})
     return 0
 '''
 
@@ -5648,7 +5648,7 @@ from ..training.module import RankingModule, build_module, start_checkpoint
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
-from .settings import read_settings, section, with_checkpoint
+from .settings import layered, read_settings, section, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
 MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
@@ -5681,7 +5681,6 @@ class Job:
     trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
     clock: Callable[[], float] = time.monotonic  # the job's seconds (tests give their own)
     budget_source: str = "--budget"  # what the user set the budget with, for the plan's errors
-    init_from: Path | None = None  # a folder of <collection>.ckpt whose weights start each collection's fit
 
     @property
     def collection_files(self) -> Path:
@@ -5781,8 +5780,7 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     say(f"[{collection}] preprocessing and training for {limit}{member_note}")
     pl.seed_everything(seed, verbose=False)
     datamodule = build_datamodule(member_data(settings, member, members(settings), job.root), job)
-    model = build_module({**settings["model"], "init_from": job.init_from or settings["model"].get("init_from")},
-                         datamodule)
+    model = build_module(settings["model"], datamodule)
     best = LaterOnTies(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
@@ -5996,8 +5994,8 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
     for collection in present:  # the blend's settings checked before any training (blend_floor checks both)
         blend_floor(settings[collection], collection)
-        if job.init_from is not None:
-            start_checkpoint(job.init_from, collection)  # a missing starting checkpoint too
+        if settings[collection]["model"].get("init_from"):  # and where a fit starts from
+            start_checkpoint(settings[collection]["model"]["init_from"], collection)
     rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
     given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
     plan = None
@@ -6086,8 +6084,10 @@ def main(argv: list[str] | None = None) -> int:
     settings, defaults = read_settings(layers=args.config), read_settings()
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
+    if args.init_from is not None:
+        settings = {c: layered(s, {"model": {"init_from": str(args.init_from)}}) for c, s in settings.items()}
     run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, args.rankers,
-            defaults=defaults, init_from=args.init_from), settings)
+            defaults=defaults), settings)
     return 0
 '''
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from solution import errors
 from solution.constants import COLLECTIONS
 from solution.submission.files import check, collection_file_stem, read_answers, score
 from solution.tools import bundle, kernel, pipeline
@@ -111,8 +112,6 @@ def test_job_settings_from_environment(tmp_path):
     assert (job.root, job.output, job.budget, job.checkpoints, profile) == (tmp_path, Path("out"), 90.0,
                                                                             None, "kaggle")
     assert job.checkpoint_path("layout:nlp:random") == Path("out/checkpoints/layout_nlp_random.ckpt")
-    started, _ = kernel.job_from_environment({"SOLUTION_DATA_ROOT": str(tmp_path), "SOLUTION_INIT_FROM": "pre"})
-    assert (started.init_from, job.init_from) == (Path("pre"), None)
     for key, value, message in [("SOLUTION_TIME_BUDGET", "an hour", "SOLUTION_TIME_BUDGET='an hour'"),
                                 ("SOLUTION_TIME_BUDGET", "-5", "seconds >= 0"),
                                 ("SOLUTION_KERNEL_PROFILE", "fast", "kaggle, smoke")]:
@@ -120,6 +119,18 @@ def test_job_settings_from_environment(tmp_path):
             kernel.job_from_environment({"SOLUTION_DATA_ROOT": str(tmp_path), key: value})
     with pytest.raises(FileNotFoundError, match="tile_xla.ckpt"):
         pipeline.given_checkpoints(tmp_path)
+
+
+def test_kernel_looks_for_every_starting_checkpoint_first(tiny_root, tmp_path, capsys):
+    """SOLUTION_INIT_FROM: each collection's fit starts from <collection>.ckpt there; one missing is told before
+    anything trains or is written."""
+    starts, out = tmp_path / "starts", tmp_path / "out"
+    starts.mkdir()
+    environ = {"SOLUTION_DATA_ROOT": str(tiny_root), "SOLUTION_OUTPUT_DIR": str(out), "SOLUTION_INIT_FROM": str(starts),
+               "SOLUTION_KERNEL_PROFILE": "smoke", "SOLUTION_CACHE": str(tmp_path / "cache")}
+    assert kernel.main(read_settings(), environ) == errors.USAGE
+    assert f"no checkpoint {starts / 'tile_xla.ckpt'} to start tile:xla from" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_load_reads_a_command_line_checkpoint(tiny_root, tmp_path):

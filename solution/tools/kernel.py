@@ -56,14 +56,13 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     profile = environ.get("SOLUTION_KERNEL_PROFILE") or "kaggle"
     if profile not in PROFILES:
         raise SettingsError(f"SOLUTION_KERNEL_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
-    data, checkpoints, rankers, init_from = (environ.get(f"SOLUTION_{name}")
-                                             for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS", "INIT_FROM"))
+    data, checkpoints, rankers = (environ.get(f"SOLUTION_{name}") for name in ("DATA_ROOT", "CHECKPOINTS", "RANKERS"))
     job = Job(root=Path(data) if data else find_data_root(KAGGLE_INPUT),
               output=Path(environ.get("SOLUTION_OUTPUT_DIR") or KAGGLE_WORKING),
               cache=Path(environ.get("SOLUTION_CACHE") or Path(tempfile.gettempdir()) / "solution-cache"),
               budget=budget_seconds(environ.get("SOLUTION_TIME_BUDGET"), DEFAULT_BUDGET),
               checkpoints=Path(checkpoints) if checkpoints else None, budget_source="SOLUTION_TIME_BUDGET",
-              rankers=Path(rankers) if rankers else None, init_from=Path(init_from) if init_from else None)
+              rankers=Path(rankers) if rankers else None)
     return job, profile
 
 
@@ -79,5 +78,6 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
     job, profile = job_from_environment(environ)
     say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {profile}, "
         f"budget {job.budget:.0f} s for the whole job, {torch.cuda.device_count()} GPU(s)")
-    pipeline.run(job, {c: layered(s, PROFILES[profile]) for c, s in settings.items()})
+    starts = {"model": {"init_from": environ["SOLUTION_INIT_FROM"]}} if environ.get("SOLUTION_INIT_FROM") else {}
+    pipeline.run(job, {c: layered(layered(s, PROFILES[profile]), starts) for c, s in settings.items()})
     return 0

@@ -41,7 +41,7 @@ from ..training.module import RankingModule, build_module, start_checkpoint
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
-from .settings import read_settings, section, with_checkpoint
+from .settings import layered, read_settings, section, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
 MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
@@ -74,7 +74,6 @@ class Job:
     trainer_extras: Callable[[str, Mapping], dict] = field(default=lambda collection, settings: {})
     clock: Callable[[], float] = time.monotonic  # the job's seconds (tests give their own)
     budget_source: str = "--budget"  # what the user set the budget with, for the plan's errors
-    init_from: Path | None = None  # a folder of <collection>.ckpt whose weights start each collection's fit
 
     @property
     def collection_files(self) -> Path:
@@ -174,8 +173,7 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     say(f"[{collection}] preprocessing and training for {limit}{member_note}")
     pl.seed_everything(seed, verbose=False)
     datamodule = build_datamodule(member_data(settings, member, members(settings), job.root), job)
-    model = build_module({**settings["model"], "init_from": job.init_from or settings["model"].get("init_from")},
-                         datamodule)
+    model = build_module(settings["model"], datamodule)
     best = LaterOnTies(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
@@ -389,8 +387,8 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
         raise FileNotFoundError(f"{job.root}: no TpuGraphs collection there (expected npz_all/npz/<task>/...)")
     for collection in present:  # the blend's settings checked before any training (blend_floor checks both)
         blend_floor(settings[collection], collection)
-        if job.init_from is not None:
-            start_checkpoint(job.init_from, collection)  # a missing starting checkpoint too
+        if settings[collection]["model"].get("init_from"):  # and where a fit starts from
+            start_checkpoint(settings[collection]["model"]["init_from"], collection)
     rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
     given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
     plan = None
@@ -479,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     settings, defaults = read_settings(layers=args.config), read_settings()
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
+    if args.init_from is not None:
+        settings = {c: layered(s, {"model": {"init_from": str(args.init_from)}}) for c, s in settings.items()}
     run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, args.rankers,
-            defaults=defaults, init_from=args.init_from), settings)
+            defaults=defaults), settings)
     return 0
