@@ -24,6 +24,7 @@ from solution.tools.lightning_cli import lightning_main
 from solution.tools.plan import training_order
 from solution.tools.settings import layered, read_settings
 from solution.training.checkpoints import CheckpointError
+from solution.training.module import shipped_starts
 
 REPO = Path(__file__).resolve().parent.parent
 KERNEL = REPO / bundle.KERNEL_FILE
@@ -209,3 +210,23 @@ def test_kernel_runs_alone_and_writes_a_checked_submission(kaggle_input, tiny_ro
                                    "SOLUTION_TIME_BUDGET": "600"})
     assert "preprocessing and training" not in log and log.count("ranking with ") == len(COLLECTIONS)
     assert (tmp_path / "ranked" / "submission.csv").read_text() == trained.read_text()
+
+
+def test_kernel_starts_fits_from_its_embedded_starts(tmp_path):
+    """`model.init_from: shipped` in the kernel: its embedded starts, written out, are the package's files; the
+    collections that name no start keep their settings; SOLUTION_INIT_FROM takes every collection's place."""
+    tree = ast.parse(KERNEL.read_text(encoding="utf-8"))
+    embedded = {node.targets[0].slice.value: ast.literal_eval(node.value) for node in tree.body
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript)
+                and node.targets[0].value.id == "STARTS"}
+    assert embedded and set(embedded) == {path.name for path in shipped_starts().glob("*.ckpt")}
+    settings, folder = read_settings(), tmp_path / "starts"
+    done = kernel.started(settings, {}, embedded, folder)
+    for collection, chosen in done.items():
+        shipped = settings[collection]["model"].get("init_from") == "shipped"
+        assert chosen == (layered(settings[collection], {"model": {"init_from": str(folder)}}) if shipped
+                          else settings[collection])
+    assert all((folder / name).read_bytes() == (shipped_starts() / name).read_bytes() for name in embedded)
+    given = kernel.started(settings, {"SOLUTION_INIT_FROM": "mine"}, embedded, tmp_path / "unused")
+    assert {chosen["model"]["init_from"] for chosen in given.values()} == {"mine"}
+    assert not (tmp_path / "unused").exists()

@@ -25,6 +25,7 @@ COMMANDS = {
     "ensemble": ("submission.ensemble", "main"),
     "encode": ("tools.encode", "main"),
     "rank": ("tools.rank", "main"),
+    "pretrain": ("tools.pretrain", "main"),
 }
 
 
@@ -32,6 +33,7 @@ USAGE = """usage: solution run --data.root PATH [--config configs/demo.yaml] [--
        solution {fit,validate,test,predict} --config configs/<collection>.yaml [--data.root PATH] ...
        solution demo | synth | inspect | submit | check-submission | score | kernel | compare | sweep | ensemble
        solution encode PROGRAM.hlo --out FILE.npz | rank PROGRAM --ranker FILE.ranker
+       solution pretrain --data.root CORPUS --out DIR
        [--help]"""
 
 

@@ -3,6 +3,7 @@ paths and a time budget, set through environment variables."""
 
 from __future__ import annotations
 
+import base64
 import os
 import tempfile
 from collections.abc import Mapping
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import torch
 
+from ..atomic import atomic_write
 from ..errors import SettingsError
+from ..training.module import SHIPPED
 from . import pipeline
 from .failures import guarded
 from .pipeline import Job, say
@@ -24,7 +27,8 @@ DEFAULT_BUDGET = 11 * 3600.0  # seconds of the whole job in a 12-hour session, a
 PROFILES = {
     "kaggle": {},
     "smoke": {"trainer": {"max_epochs": 2, "check_val_every_n_epoch": 1, "num_sanity_val_steps": 0},
-              "model": {"ranker": {"init_args": {"hidden": 16, "opcode_dim": 8}}, "warmup_steps": 0},
+              "model": {"ranker": {"init_args": {"hidden": 16, "opcode_dim": 8}}, "warmup_steps": 0,
+                        "init_from": None},  # the package's starts are of the shipped widths
               "data": {"configs_per_graph": 8, "eval_chunk": 64, "num_workers": 0}},
 }
 
@@ -66,18 +70,37 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     return job, profile
 
 
-def main(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
+def main(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ,
+         starts: Mapping[str, str] | None = None) -> int:
     """`run`, with each failure a user can cause told in one line and its exit code (as the `solution` command)."""
-    return guarded(lambda: run(settings, environ))
+    return guarded(lambda: run(settings, environ, starts))
 
 
-def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ) -> int:
+def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ,
+        starts: Mapping[str, str] | None = None) -> int:
     """The whole job with `settings` (collection -> its configs/*.yaml settings) under the profile the
     environment names: train (or load) the collections, predict every test file, write a checked
-    submission.csv and print the validation scores."""
+    submission.csv and print the validation scores. `starts` (file name -> base64), the package's starts the
+    kernel embeds, are what `model.init_from: shipped` names there."""
     job, profile = job_from_environment(environ)
     say(f"solution kernel: data {job.root}, output {job.output}, cache {job.cache}, profile {profile}, "
         f"budget {job.budget:.0f} s for the whole job, {torch.cuda.device_count()} GPU(s)")
-    starts = {"model": {"init_from": environ["SOLUTION_INIT_FROM"]}} if environ.get("SOLUTION_INIT_FROM") else {}
-    pipeline.run(job, {c: layered(layered(s, PROFILES[profile]), starts) for c, s in settings.items()})
+    profiled = {c: layered(s, PROFILES[profile]) for c, s in settings.items()}
+    pipeline.run(job, started(profiled, environ, starts or {}, job.cache / "starts"))
     return 0
+
+
+def started(settings: Mapping[str, Mapping], environ: Mapping[str, str], starts: Mapping[str, str],
+            folder: Path) -> dict[str, Mapping]:
+    """Each collection's settings with the start of its fit: SOLUTION_INIT_FROM for every collection where set;
+    else, for those whose `model.init_from` is `shipped`, the embedded starts (file name -> base64) written to
+    `folder`."""
+    if environ.get("SOLUTION_INIT_FROM"):
+        return {c: layered(s, {"model": {"init_from": environ["SOLUTION_INIT_FROM"]}}) for c, s in settings.items()}
+    shipped = [c for c, s in settings.items() if s["model"].get("init_from") == SHIPPED]
+    if not shipped or not starts:
+        return dict(settings)
+    for name, text in starts.items():
+        with atomic_write(folder / name, "wb") as handle:
+            handle.write(base64.b64decode(text))
+    return {c: layered(s, {"model": {"init_from": str(folder)}}) if c in shipped else s for c, s in settings.items()}

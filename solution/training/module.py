@@ -24,6 +24,8 @@ from ..submission.files import collection_file_stem
 from .checkpoints import CheckpointError, read_checkpoint
 from .inference import Scorer, ScoreTable, standardized_scores, with_widths
 
+SHIPPED = "shipped"  # `model.init_from: shipped`: the package's starts, shipped_starts()
+
 
 class RankingModule(pl.LightningModule):
     """Ranks the configs of a graph with `ranker` (lower score = faster), trained with `loss`; the task (from
@@ -53,15 +55,21 @@ class RankingModule(pl.LightningModule):
         self.predictions = ScoreTable()
         self.init_from = init_from
 
-    def start_from(self, path: str | Path) -> None:
+    def start_from(self, path: str | Path, strict: bool = True) -> None:
         """Start training from a checkpoint of the same settings (e.g. a fit on the program corpus): its ranker's
-        weights and its input standardizers, which then stay as they are."""
+        weights and its input standardizers, which then stay as they are. One of other widths is refused, or with
+        `strict` off (the package's own starts, under settings of other widths) passed over: random weights."""
         state = read_checkpoint(path)["state_dict"]
         mine = self.state_dict()
         wrong = sorted(key for key in mine if key not in state or state[key].shape != mine[key].shape)
+        if wrong and not strict:
+            rank_zero_info(f"{path}: the package's start is of other ranker settings (at {wrong[0]}); this fit "
+                           "starts from random weights")
+            return
         if wrong:
             raise CheckpointError(f"{path}: model.init_from needs a checkpoint of the same ranker settings; its "
-                                  f"weights lack or differ in shape at {', '.join(wrong[:5])}")
+                                  f"weights lack or differ in shape at {', '.join(wrong[:5])} (model.init_from: null "
+                                  "starts from random weights)")
         self.load_state_dict({key: state[key] for key in mine})
 
     def configure_model(self) -> None:
@@ -74,7 +82,8 @@ class RankingModule(pl.LightningModule):
                            "same numbers, slower; `make scatter` builds it)")
         datamodule = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and self.init_from and not bool(self.scalers_fitted) and datamodule is not None:
-            self.start_from(start_checkpoint(self.init_from, datamodule.hparams.collection))
+            self.start_from(start_checkpoint(self.init_from, datamodule.hparams.collection),
+                            strict=self.init_from != SHIPPED)
         if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
             sums = datamodule.feature_sums()
             self.node_scaler.fit(*sums["node_feat"])
@@ -160,14 +169,20 @@ class RankingModule(pl.LightningModule):
 
 
 def start_checkpoint(init_from: str | Path, collection: str) -> Path:
-    """`model.init_from`: a checkpoint file, or a folder of <collection>.ckpt (`solution run`'s checkpoints/)
-    holding this collection's."""
-    path = Path(init_from)
+    """`model.init_from`: a checkpoint file, a folder of <collection>.ckpt (`solution run`'s checkpoints/,
+    `solution pretrain`'s output) holding this collection's, or `shipped`: the package's own starts (solution/starts,
+    fitted on its program corpus)."""
+    path = shipped_starts() if str(init_from) == SHIPPED else Path(init_from)
     if path.is_dir():
         path = path / f"{collection_file_stem(collection)}.ckpt"
     if not path.is_file():
         raise FileNotFoundError(f"model.init_from={init_from}: no checkpoint {path} to start {collection} from")
     return path
+
+
+def shipped_starts() -> Path:
+    """The package's folder of starts (`solution pretrain` on its program corpus; the kernel embeds them)."""
+    return Path(__file__).resolve().parents[1] / "starts"
 
 
 def build_module(model: Mapping, datamodule) -> RankingModule:
