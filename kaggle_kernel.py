@@ -187,7 +187,7 @@ SETTINGS = {'tile:xla': {'seed_everything': 0,
                                                           'config_work': True}},
                                  'loss': {'class_path': 'solution.models.losses.PairwiseHinge',
                                           'init_args': {'margin': 1.0}},
-                                 'lr': 0.001,
+                                 'lr': 0.0003,
                                  'weight_decay': 0.0001,
                                  'warmup_steps': 100,
                                  'compile': False,
@@ -7034,7 +7034,6 @@ from ..models.spec import build
 from ..submission.files import collection_file_stem
 from .checkpoints import CheckpointError, read_checkpoint
 from .inference import Scorer, ScoreTable, standardized_scores, with_widths
-
 
 SHIPPED = "shipped"  # `model.init_from: shipped`: the package's starts, shipped_starts()
 

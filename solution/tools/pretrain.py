@@ -21,12 +21,12 @@ from ..submission.files import collection_file_stem
 from ..training.checkpoints import read_checkpoint
 from ..training.ranker_file import MEMBER_KEYS
 from . import pipeline
-from .settings import layered, read_settings
+from .settings import configs_folder, layered, read_settings, read_yaml
 
 
 def has_runtimes(path: Path) -> bool:
-    """Whether a Kaggle-form file holds its configs' runtimes (a test file of the program corpus does; Kaggle's
-    hold zeros)."""
+    """Whether a Kaggle-form file holds its configs' runtimes (a test file holds zeros: its answers are kept
+    apart)."""
     with np.load(path) as archive:
         return "config_runtime" in archive.files and bool(np.any(archive["config_runtime"] > 0))
 
@@ -59,11 +59,13 @@ def slim(checkpoint: Path, out: Path, provenance: Mapping[str, Any]) -> Path:
 
 
 def pretrain(corpus: Path, collection: str, out: Path, seconds: float, settings: Mapping) -> Path:
-    """Fit a collection's `settings` on the corpus from random weights for at most `seconds` (preprocessing
-    included); its start is <out>/<collection>.ckpt."""
+    """Fit a collection's `settings` on the corpus from random weights, at configs/base.yaml's learning rate (a
+    collection's own is for training from its start), for at most `seconds` (preprocessing included); its start is
+    <out>/<collection>.ckpt."""
+    fresh = {"model": {"init_from": None, "lr": read_yaml(configs_folder() / "base.yaml")["model"]["lr"]}}
     with tempfile.TemporaryDirectory(prefix="solution-pretrain-") as work:
         job = pipeline.Job(pooled_root(corpus, collection, Path(work) / "data"), Path(work))
-        checkpoint = pipeline.train(collection, layered(settings, {"model": {"init_from": None}}), seconds, job)
+        checkpoint = pipeline.train(collection, layered(settings, fresh), seconds, job)
         return slim(checkpoint, out / f"{collection_file_stem(collection)}.ckpt",
                     {"corpus": str(corpus), "seconds": seconds, "seed": settings.get("seed_everything", 0)})
 
