@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                              "max_epochs)")
     parser.add_argument("--seed", type=int, default=0, help="seed_everything of every fit")
     parser.add_argument("--config", action="append", default=[], type=Path,
-                        help="a YAML layered over each collection's settings (repeatable)")
+                        help="a YAML layered over each collection's settings (repeatable; the learning rate "
+                             "stays configs/base.yaml's)")
     args = parser.parse_args(argv)
     settings = read_settings(layers=args.config)
     for collection in args.collections:
