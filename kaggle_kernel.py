@@ -5539,7 +5539,7 @@ from ..training.module import SHIPPED
 from . import pipeline
 from .failures import guarded
 from .pipeline import Job, say
-from .settings import layered
+from .settings import layered, started_from
 
 COMPETITION = "predict-ai-model-runtime"
 KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
@@ -5618,14 +5618,14 @@ def started(settings: Mapping[str, Mapping], environ: Mapping[str, str], starts:
     else, for those whose `model.init_from` is `shipped`, the embedded starts (file name -> base64) written to
     `folder`."""
     if environ.get("SOLUTION_INIT_FROM"):
-        return {c: layered(s, {"model": {"init_from": environ["SOLUTION_INIT_FROM"]}}) for c, s in settings.items()}
+        return started_from(settings, environ["SOLUTION_INIT_FROM"])
     shipped = [c for c, s in settings.items() if s["model"].get("init_from") == SHIPPED]
     if not shipped or not starts:
         return dict(settings)
     for name, text in starts.items():
         with atomic_write(folder / name, "wb") as handle:
             handle.write(base64.b64decode(text))
-    return {c: layered(s, {"model": {"init_from": str(folder)}}) if c in shipped else s for c, s in settings.items()}
+    return started_from(settings, folder, shipped)
 '''
 
 # ---------------------------------------- solution.tools.pipeline
@@ -5673,7 +5673,7 @@ from ..training.module import RankingModule, build_module, start_checkpoint
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
-from .settings import layered, read_settings, section, with_checkpoint
+from .settings import read_settings, section, started_from, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
 MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
@@ -6110,7 +6110,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
     if args.init_from is not None:
-        settings = {c: layered(s, {"model": {"init_from": str(args.init_from)}}) for c, s in settings.items()}
+        settings = started_from(settings, args.init_from)
     run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, args.rankers,
             defaults=defaults), settings)
     return 0
@@ -6548,6 +6548,14 @@ def configs_folder() -> Path:
 def class_name(class_path: object) -> str:
     """'solution.models.losses.ListMLE' -> 'ListMLE' (a short class_path is already one)."""
     return str(class_path).rsplit(".", 1)[-1]
+
+
+def started_from(settings: Mapping[str, Mapping], init_from: str | Path,
+                 collections: Sequence[str] | None = None) -> dict[str, Mapping]:
+    """Each collection's settings with its fit starting from `init_from` (`model.init_from`): every collection's, or
+    those of `collections`."""
+    return {c: layered(s, {"model": {"init_from": str(init_from)}}) if collections is None or c in collections else s
+            for c, s in settings.items()}
 
 
 def layered(base: Mapping, override: Mapping) -> dict:

@@ -17,7 +17,7 @@ from ..training.module import SHIPPED
 from . import pipeline
 from .failures import guarded
 from .pipeline import Job, say
-from .settings import layered
+from .settings import layered, started_from
 
 COMPETITION = "predict-ai-model-runtime"
 KAGGLE_INPUT = Path("/kaggle/input")  # attached data, read-only
@@ -96,11 +96,11 @@ def started(settings: Mapping[str, Mapping], environ: Mapping[str, str], starts:
     else, for those whose `model.init_from` is `shipped`, the embedded starts (file name -> base64) written to
     `folder`."""
     if environ.get("SOLUTION_INIT_FROM"):
-        return {c: layered(s, {"model": {"init_from": environ["SOLUTION_INIT_FROM"]}}) for c, s in settings.items()}
+        return started_from(settings, environ["SOLUTION_INIT_FROM"])
     shipped = [c for c, s in settings.items() if s["model"].get("init_from") == SHIPPED]
     if not shipped or not starts:
         return dict(settings)
     for name, text in starts.items():
         with atomic_write(folder / name, "wb") as handle:
             handle.write(base64.b64decode(text))
-    return {c: layered(s, {"model": {"init_from": str(folder)}}) if c in shipped else s for c, s in settings.items()}
+    return started_from(settings, folder, shipped)

@@ -41,7 +41,7 @@ from ..training.module import RankingModule, build_module, start_checkpoint
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
-from .settings import layered, read_settings, section, with_checkpoint
+from .settings import read_settings, section, started_from, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
 MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         settings = {c: {**s, "seed_everything": args.seed} for c, s in settings.items()}
     if args.init_from is not None:
-        settings = {c: layered(s, {"model": {"init_from": str(args.init_from)}}) for c, s in settings.items()}
+        settings = started_from(settings, args.init_from)
     run(Job(Path(args.root), Path(args.out), args.cache, args.budget, args.checkpoints, args.rankers,
             defaults=defaults), settings)
     return 0

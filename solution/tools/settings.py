@@ -31,6 +31,14 @@ def class_name(class_path: object) -> str:
     return str(class_path).rsplit(".", 1)[-1]
 
 
+def started_from(settings: Mapping[str, Mapping], init_from: str | Path,
+                 collections: Sequence[str] | None = None) -> dict[str, Mapping]:
+    """Each collection's settings with its fit starting from `init_from` (`model.init_from`): every collection's, or
+    those of `collections`."""
+    return {c: layered(s, {"model": {"init_from": str(init_from)}}) if collections is None or c in collections else s
+            for c, s in settings.items()}
+
+
 def layered(base: Mapping, override: Mapping) -> dict:
     """`override` merged into `base` at every depth, as the Lightning CLI reads config files in turn; a mapping
     that names another class (`class_path`) starts its `init_args` afresh."""
