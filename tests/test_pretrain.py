@@ -34,10 +34,11 @@ def corpus_copy(tiny_root: Path, target: Path) -> Path:
 
 
 def fit(tiny_root: Path, tmp_path: Path, *args: str):
-    """A brief fit of the shipped xla:random settings (and `args`), its checkpoints in a folder of its own."""
+    """A brief fit of the shipped xla:random settings (and `args`, BRIEF over them), its checkpoints in a folder of
+    its own."""
     folder = tmp_path / f"ckpt{len(list(tmp_path.glob('ckpt*')))}"
     return lightning_main(["fit", "--config", str(CONFIGS / "layout_xla_random.yaml"), "--data.root", str(tiny_root),
-                           "--checkpoint.dirpath", str(folder), *BRIEF, *args])
+                           "--checkpoint.dirpath", str(folder), *args, *BRIEF])
 
 
 def ranker_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
