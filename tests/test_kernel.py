@@ -24,7 +24,7 @@ from solution.tools.lightning_cli import lightning_main
 from solution.tools.plan import training_order
 from solution.tools.settings import layered, read_settings
 from solution.training.checkpoints import CheckpointError
-from solution.training.module import shipped_starts
+from solution.training.module import STARTS_FOLDER, shipped_starts, start_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
 KERNEL = REPO / bundle.KERNEL_FILE
@@ -212,21 +212,22 @@ def test_kernel_runs_alone_and_writes_a_checked_submission(kaggle_input, tiny_ro
     assert (tmp_path / "ranked" / "submission.csv").read_text() == trained.read_text()
 
 
-def test_kernel_starts_fits_from_its_embedded_starts(tmp_path):
-    """`model.init_from: shipped` in the kernel: its embedded starts, written out, are the package's files; the
-    collections that name no start keep their settings; SOLUTION_INIT_FROM takes every collection's place."""
+def test_kernel_starts_fits_from_its_embedded_starts(tmp_path, monkeypatch):
+    """`model.init_from: shipped` in the kernel: its embedded starts, written out, are the package's files and
+    stand for them (SOLUTION_STARTS), every collection keeping its settings; SOLUTION_INIT_FROM takes every
+    collection's place."""
     tree = ast.parse(KERNEL.read_text(encoding="utf-8"))
     embedded = {node.targets[0].slice.value: ast.literal_eval(node.value) for node in tree.body
                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript)
                 and node.targets[0].value.id == "STARTS"}
     assert embedded and set(embedded) == {path.name for path in shipped_starts().glob("*.ckpt")}
     settings, folder = read_settings(), tmp_path / "starts"
-    done = kernel.started(settings, {}, embedded, folder)
-    for collection, chosen in done.items():
-        shipped = settings[collection]["model"].get("init_from") == "shipped"
-        assert chosen == (layered(settings[collection], {"model": {"init_from": str(folder)}}) if shipped
-                          else settings[collection])
+    environ: dict[str, str] = {}
+    assert kernel.started(settings, environ, embedded, folder) == settings and environ == {STARTS_FOLDER: str(folder)}
     assert all((folder / name).read_bytes() == (shipped_starts() / name).read_bytes() for name in embedded)
+    monkeypatch.setenv(STARTS_FOLDER, environ[STARTS_FOLDER])
+    shipped = [c for c, chosen in settings.items() if chosen["model"].get("init_from") == "shipped"]
+    assert shipped and all(start_checkpoint("shipped", c).parent == folder for c in shipped)
     given = kernel.started(settings, {"SOLUTION_INIT_FROM": "mine"}, embedded, tmp_path / "unused")
     assert {chosen["model"]["init_from"] for chosen in given.values()} == {"mine"}
     assert not (tmp_path / "unused").exists()

@@ -6,14 +6,14 @@ from __future__ import annotations
 import base64
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 import torch
 
 from ..atomic import atomic_write
 from ..errors import SettingsError
-from ..training.module import SHIPPED
+from ..training.module import SHIPPED, STARTS_FOLDER
 from . import pipeline
 from .failures import guarded
 from .pipeline import Job, say
@@ -27,8 +27,7 @@ DEFAULT_BUDGET = 11 * 3600.0  # seconds of the whole job in a 12-hour session, a
 PROFILES = {
     "kaggle": {},
     "smoke": {"trainer": {"max_epochs": 2, "check_val_every_n_epoch": 1, "num_sanity_val_steps": 0},
-              "model": {"ranker": {"init_args": {"hidden": 16, "opcode_dim": 8}}, "warmup_steps": 0,
-                        "init_from": None},  # the package's starts are of the shipped widths
+              "model": {"ranker": {"init_args": {"hidden": 16, "opcode_dim": 8}}, "warmup_steps": 0},
               "data": {"configs_per_graph": 8, "eval_chunk": 64, "num_workers": 0}},
 }
 
@@ -70,13 +69,13 @@ def job_from_environment(environ: Mapping[str, str]) -> tuple[Job, str]:
     return job, profile
 
 
-def main(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ,
+def main(settings: Mapping[str, Mapping], environ: MutableMapping[str, str] = os.environ,
          starts: Mapping[str, str] | None = None) -> int:
     """`run`, with each failure a user can cause told in one line and its exit code (as the `solution` command)."""
     return guarded(lambda: run(settings, environ, starts))
 
 
-def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ,
+def run(settings: Mapping[str, Mapping], environ: MutableMapping[str, str] = os.environ,
         starts: Mapping[str, str] | None = None) -> int:
     """The whole job with `settings` (collection -> its configs/*.yaml settings) under the profile the
     environment names: train (or load) the collections, predict every test file, write a checked
@@ -90,17 +89,16 @@ def run(settings: Mapping[str, Mapping], environ: Mapping[str, str] = os.environ
     return 0
 
 
-def started(settings: Mapping[str, Mapping], environ: Mapping[str, str], starts: Mapping[str, str],
+def started(settings: Mapping[str, Mapping], environ: MutableMapping[str, str], starts: Mapping[str, str],
             folder: Path) -> dict[str, Mapping]:
     """Each collection's settings with the start of its fit: SOLUTION_INIT_FROM for every collection where set;
-    else, for those whose `model.init_from` is `shipped`, the embedded starts (file name -> base64) written to
-    `folder`."""
+    else the settings as they are, and where one names `model.init_from: shipped`, the embedded starts (file name ->
+    base64) written to `folder`, which SOLUTION_STARTS in `environ` then names as the package's."""
     if environ.get("SOLUTION_INIT_FROM"):
         return started_from(settings, environ["SOLUTION_INIT_FROM"])
-    shipped = [c for c, s in settings.items() if s["model"].get("init_from") == SHIPPED]
-    if not shipped or not starts:
-        return dict(settings)
-    for name, text in starts.items():
-        with atomic_write(folder / name, "wb") as handle:
-            handle.write(base64.b64decode(text))
-    return started_from(settings, folder, shipped)
+    if starts and any(s["model"].get("init_from") == SHIPPED for s in settings.values()):
+        for name, text in starts.items():
+            with atomic_write(folder / name, "wb") as handle:
+                handle.write(base64.b64decode(text))
+        environ[STARTS_FOLDER] = str(folder)
+    return dict(settings)

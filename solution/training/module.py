@@ -4,6 +4,7 @@ in the YAML): standardize features, score configs, train with the loss, score va
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from .checkpoints import CheckpointError, read_checkpoint
 from .inference import Scorer, ScoreTable, standardized_scores, with_widths
 
 SHIPPED = "shipped"  # `model.init_from: shipped`: the package's starts, shipped_starts()
+STARTS_FOLDER = "SOLUTION_STARTS"  # environment: a folder that stands for the package's starts
 
 
 class RankingModule(pl.LightningModule):
@@ -181,8 +183,9 @@ def start_checkpoint(init_from: str | Path, collection: str) -> Path:
 
 
 def shipped_starts() -> Path:
-    """The package's folder of starts (`solution pretrain` on its program corpus; the kernel embeds them)."""
-    return Path(__file__).resolve().parents[1] / "starts"
+    """The package's folder of starts (`solution pretrain` on its program corpus), or the folder SOLUTION_STARTS
+    names (the kernel's, where it writes the starts it embeds)."""
+    return Path(os.environ.get(STARTS_FOLDER) or Path(__file__).resolve().parents[1] / "starts")
 
 
 def build_module(model: Mapping, datamodule) -> RankingModule:
