@@ -384,7 +384,8 @@ def _keyed(tensor: Tensor, tensors: list[Tensor]):
 
 
 @functools.lru_cache(maxsize=4096)
-def dot_keys(lhs: tuple[int, ...], rhs: tuple[int, ...], out: tuple[int, ...]):
+def dot_keys(lhs: tuple[int, ...], rhs: tuple[int, ...],
+             out: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """The contracted dims of a dot's lhs and rhs as their shapes and the output's imply (the files keep no
     dimension numbers): the output holds the batch dims, then the lhs's other free dims, then the rhs's, each in
     operand order, and contracted dims pair up in size. Of the readings that fit, the one that reduces the most

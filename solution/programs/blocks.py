@@ -26,24 +26,24 @@ def dense_params(sizes: list[int], dtype) -> list[Params]:
     return [{"w": spec((a, b), dtype), "b": spec((b,), dtype)} for a, b in zip(sizes[:-1], sizes[1:])]
 
 
-def dense(p: Params, x):
+def dense(p: Params, x) -> jax.Array:
     return x @ p["w"] + p["b"]
 
 
-def layer_norm(x, eps: float = 1e-5):
+def layer_norm(x, eps: float = 1e-5) -> jax.Array:
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
     return (x - mean) * lax.rsqrt(var + eps)
 
 
-def batch_norm(x, axes: tuple[int, ...], scale, shift, eps: float = 1e-5):
+def batch_norm(x, axes: tuple[int, ...], scale, shift, eps: float = 1e-5) -> jax.Array:
     """Training-mode batch norm: statistics over `axes`."""
     mean = x.mean(axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axes, keepdims=True)
     return (x - mean) * lax.rsqrt(var + eps) * scale + shift
 
 
-def conv(x, w, stride: int = 1, dilation: int = 1, groups: int = 1, nchw: bool = False):
+def conv(x, w, stride: int = 1, dilation: int = 1, groups: int = 1, nchw: bool = False) -> jax.Array:
     """A 2-D (or 1-D, by w's rank) convolution with SAME padding, channels last unless `nchw`."""
     spatial = w.ndim - 2
     labels = ("NCHW", "OIHW", "NCHW") if nchw else ("NHWC", "HWIO", "NHWC")
@@ -53,12 +53,12 @@ def conv(x, w, stride: int = 1, dilation: int = 1, groups: int = 1, nchw: bool =
                                     dimension_numbers=labels, feature_group_count=groups)
 
 
-def max_pool(x, nchw: bool = False):
+def max_pool(x, nchw: bool = False) -> jax.Array:
     window = (1, 1, 2, 2) if nchw else (1, 2, 2, 1)
     return lax.reduce_window(x, -jnp.inf, lax.max, window, window, "VALID")
 
 
-def attention(p: Params, x, heads: int, causal: bool, memory=None):
+def attention(p: Params, x, heads: int, causal: bool, memory=None) -> jax.Array:
     """Multi-head attention of x [B, T, D] over itself (or over `memory` [B, S, D])."""
     source = x if memory is None else memory
     b, t, d = x.shape
@@ -85,7 +85,7 @@ def block_params(d: int, hidden: int, dtype, cross: bool = False) -> Params:
     return params
 
 
-def transformer_block(p: Params, x, heads: int, causal: bool, memory=None, activation=jax.nn.gelu):
+def transformer_block(p: Params, x, heads: int, causal: bool, memory=None, activation=jax.nn.gelu) -> jax.Array:
     x = x + attention(p["attn"], layer_norm(x), heads, causal)
     if memory is not None:
         x = x + attention(p["cross"], layer_norm(x), heads, False, memory)
@@ -93,7 +93,7 @@ def transformer_block(p: Params, x, heads: int, causal: bool, memory=None, activ
     return x + dense(p["mlp"][1], h)
 
 
-def cross_entropy(logits, labels):
+def cross_entropy(logits, labels) -> jax.Array:
     """Mean softmax cross-entropy of logits [..., K] against integer labels [...]."""
     logits = logits.astype(jnp.float32)
     picked = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]

@@ -54,7 +54,7 @@ def layered(base: Mapping, override: Mapping) -> dict:
     return out
 
 
-def section(settings: Mapping, key: str, kind: type, collection: str):
+def section(settings: Mapping, key: str, kind: type, collection: str) -> Any:
     """The `key:` mapping of a collection's settings as the dataclass `kind` (its defaults where absent); a key the
     dataclass does not have is a SettingsError naming the ones it has."""
     try:
