@@ -20,7 +20,7 @@ from solution.training.ranker_file import MEMBER_KEYS
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 COLLECTION = "layout:xla:random"
 BRIEF = ["--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
-         "--data.num_workers", "0", "--data.configs_per_graph", "8", "--model.lr", "0"]  # at lr 0 the start stays
+         "--data.num_workers", "0", "--data.configs_per_graph", "8"]
 
 
 def corpus_copy(tiny_root: Path, target: Path) -> Path:
@@ -33,12 +33,13 @@ def corpus_copy(tiny_root: Path, target: Path) -> Path:
     return target
 
 
-def fit(tiny_root: Path, tmp_path: Path, *args: str):
-    """A brief fit of the shipped xla:random settings (and `args`, BRIEF over them), its checkpoints in a folder of
-    its own."""
+def fit(tiny_root: Path, tmp_path: Path, *args: str, lr: str = "0", start_lr: str = "0"):
+    """A brief fit of the shipped xla:random settings (and `args`, BRIEF over them) at these rates (at 0 the start
+    stays as it was), its checkpoints in a folder of its own."""
     folder = tmp_path / f"ckpt{len(list(tmp_path.glob('ckpt*')))}"
     return lightning_main(["fit", "--config", str(CONFIGS / "layout_xla_random.yaml"), "--data.root", str(tiny_root),
-                           "--checkpoint.dirpath", str(folder), *args, *BRIEF])
+                           "--checkpoint.dirpath", str(folder), *args, *BRIEF, "--model.lr", lr,
+                           "--model.start_lr", start_lr])
 
 
 def ranker_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -89,3 +90,14 @@ def test_the_shipped_start_fits_the_shipped_settings(tiny_root, tmp_path, caplog
         assert "model.init_from needs a checkpoint of the same ranker settings" in str(error)
     else:
         raise AssertionError("a start of other widths given by path was not refused")
+
+
+def test_a_fit_from_its_start_trains_at_start_lr(tiny_root, tmp_path):
+    """`model.start_lr` is the rate of a fit that takes its start's weights; one whose start is passed over (other
+    widths) or off trains at `model.lr`."""
+    rates = {"lr": "0.002", "start_lr": "0.0005"}
+    narrow = ["--model.ranker.init_args.hidden", "16"]
+    runs = {"started": fit(tiny_root, tmp_path, **rates), "passed over": fit(tiny_root, tmp_path, *narrow, **rates),
+            "off": fit(tiny_root, tmp_path, "--model.init_from", "null", **rates)}
+    initial = {name: run.trainer.optimizers[0].param_groups[0]["initial_lr"] for name, run in runs.items()}
+    assert initial == {"started": 0.0005, "passed over": 0.002, "off": 0.002}

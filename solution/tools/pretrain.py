@@ -21,7 +21,7 @@ from ..submission.files import collection_file_stem
 from ..training.checkpoints import read_checkpoint
 from ..training.ranker_file import MEMBER_KEYS
 from . import pipeline
-from .settings import configs_folder, layered, read_settings, read_yaml
+from .settings import layered, read_settings
 
 
 def has_runtimes(path: Path) -> bool:
@@ -59,10 +59,9 @@ def slim(checkpoint: Path, out: Path, provenance: Mapping[str, Any]) -> Path:
 
 
 def pretrain(corpus: Path, collection: str, out: Path, seconds: float, settings: Mapping) -> Path:
-    """Fit a collection's `settings` on the corpus from random weights, at configs/base.yaml's learning rate (a
-    collection's own is for training from its start), for at most `seconds` (preprocessing included); its start is
-    <out>/<collection>.ckpt."""
-    fresh = {"model": {"init_from": None, "lr": read_yaml(configs_folder() / "base.yaml")["model"]["lr"]}}
+    """Fit a collection's `settings` on the corpus from random weights (so at `model.lr`: `model.start_lr` is for
+    fits from a start), for at most `seconds` (preprocessing included); its start is <out>/<collection>.ckpt."""
+    fresh = {"model": {"init_from": None}}
     with tempfile.TemporaryDirectory(prefix="solution-pretrain-") as work:
         job = pipeline.Job(pooled_root(corpus, collection, Path(work) / "data"), Path(work))
         checkpoint = pipeline.train(collection, layered(settings, fresh), seconds, job)
@@ -83,8 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                              "max_epochs)")
     parser.add_argument("--seed", type=int, default=0, help="seed_everything of every fit")
     parser.add_argument("--config", action="append", default=[], type=Path,
-                        help="a YAML layered over each collection's settings (repeatable; the learning rate "
-                             "stays configs/base.yaml's)")
+                        help="a YAML layered over each collection's settings (repeatable)")
     args = parser.parse_args(argv)
     settings = read_settings(layers=args.config)
     for collection in args.collections:

@@ -17,7 +17,8 @@ FREE_DATA = frozenset({
     "eval_chunk", "eval_graphs_per_batch", "predict_split", "test_split", "limit_graphs",
     "skip_bad_files", "folds", "fold", "family_pattern",
 })
-FREE_MODEL = frozenset({"lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})  # training or speed only
+# training or speed only
+FREE_MODEL = frozenset({"lr", "start_lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})
 DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings
 
 

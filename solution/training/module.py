@@ -43,6 +43,7 @@ class RankingModule(pl.LightningModule):
         warmup_steps: int = 100,
         compile: bool = False,
         init_from: str | None = None,  # a checkpoint (or folder of them) whose weights and standardizers start the fit
+        start_lr: float | None = None,  # the learning rate of a fit that takes its start from init_from; null: lr
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["ranker", "loss", "init_from"])
@@ -56,6 +57,7 @@ class RankingModule(pl.LightningModule):
         self.graph_results: dict[int, dict[str, float]] = {}
         self.predictions = ScoreTable()
         self.init_from = init_from
+        self.took_start = False  # whether this fit's weights came from init_from (start_lr applies)
 
     def start_from(self, path: str | Path, strict: bool = True) -> None:
         """Start training from a checkpoint of the same settings (e.g. a fit on the program corpus): its ranker's
@@ -73,6 +75,7 @@ class RankingModule(pl.LightningModule):
                                   f"weights lack or differ in shape at {', '.join(wrong[:5])} (model.init_from: null "
                                   "starts from random weights)")
         self.load_state_dict({key: state[key] for key in mine})
+        self.took_start = True
 
     def configure_model(self) -> None:
         if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
@@ -156,8 +159,8 @@ class RankingModule(pl.LightningModule):
         # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py); under mixed precision the loop, as
         # Lightning's MixedPrecision will not clip the gradients of an optimizer that unscales them itself
         fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay,
-                                      fused=fused)
+        lr = self.hparams.lr if self.hparams.start_lr is None or not self.took_start else self.hparams.start_lr
+        optimizer = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=self.hparams.weight_decay, fused=fused)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total - 1)
 
