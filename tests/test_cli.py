@@ -82,12 +82,12 @@ def test_validate_reproduces_the_checkpoint_score(predicted, tiny_root, tmp_path
 
 def test_a_fit_starts_from_a_checkpoint(predicted, tiny_root, tmp_path, capsys):
     """`model.init_from`: a folder of <collection>.ckpt starts the fit at its collection's weights and standardizers
-    (at lr 0 they stay there); a checkpoint of other widths and a missing one are refused."""
+    (at rates 0 they stay there); a checkpoint of other widths and a missing one are refused."""
     collection, folder = "layout:xla:random", tmp_path / "pretrained"
     folder.mkdir()
     shutil.copy(predicted[1][collection], folder / f"{collection_file_stem(collection)}.ckpt")
     saved = torch.load(predicted[1][collection], weights_only=True)["state_dict"]
-    still = ["--model.lr", "0", "--trainer.max_epochs", "1"]
+    still = ["--model.lr", "0", "--model.start_lr", "0", "--trainer.max_epochs", "1"]
     started = lightning_main(["fit", *run_args(collection, tiny_root, tmp_path), *still, "--model.init_from",
                               str(folder)])
     fresh = lightning_main(["fit", *run_args(collection, tiny_root, tmp_path), *still])
