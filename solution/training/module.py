@@ -159,7 +159,8 @@ class RankingModule(pl.LightningModule):
         # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py); under mixed precision the loop, as
         # Lightning's MixedPrecision will not clip the gradients of an optimizer that unscales them itself
         fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
-        lr = self.hparams.lr if self.hparams.start_lr is None or not self.took_start else self.hparams.start_lr
+        started = self.took_start and self.hparams.start_lr is not None
+        lr = self.hparams.start_lr if started else self.hparams.lr
         optimizer = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=self.hparams.weight_decay, fused=fused)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total - 1)
