@@ -15,7 +15,7 @@ from solution.data.features import PHYSICAL_TILE_FEATURES
 from solution.data.packing import unpack
 from solution.data.preprocess import Preprocessing
 from solution.data.reader import list_files, read_graph
-from solution.data.sets import ChunkSet, GraphSet, TrainSet, sample_rows
+from solution.data.sets import ChunkSet, GraphSet, TrainSet, even_chunks, sample_rows
 from solution.data.splits import assign_folds, family_of, split_files
 from solution.data.tasks import LAYOUT, TILE, task_of
 from solution.format import LAYOUT_CONFIG_DIM, TILE_CONFIG_DIM
@@ -168,6 +168,15 @@ def test_eval_chunks_cover_each_config_once_in_row_order(datamodule):
     for index in range(len(graphs)):
         rows = np.concatenate([i.rows for i in chunks.items if i.graph_id == index])
         assert rows.tolist() == list(range(graphs.num_configs(index)))
+
+
+@pytest.mark.parametrize("count, chunk, sizes", [(0, 4, []), (3, 4, [3]), (8, 4, [4, 4]), (9, 4, [3, 3, 3]),
+                                                (1001, 256, [251, 250, 250, 250]), (1001, 1024, [1001])])
+def test_eval_chunks_are_the_fewest_of_near_equal_size(count: int, chunk: int, sizes: list[int]):
+    """No chunk is a small remainder: the cross-config attention compares the configs a chunk holds."""
+    parts = even_chunks(np.arange(count), chunk)
+    assert [len(p) for p in parts] == sizes
+    assert np.concatenate([np.arange(0), *parts]).tolist() == list(range(count))
 
 
 def test_valid_configs_cap_each_file_on_a_fixed_seeded_subset(datamodule):

@@ -126,15 +126,17 @@ class ShardSampler(DistributedSampler):
 
 
 class ChunkSet(Dataset):
-    """Every config of every graph once, in chunks of at most `chunk` in row order. With `configs` > 0, a graph
-    with more configs than that is covered on a seeded random subset of that many (the same for a seed)."""
+    """Every config of every graph once, in row order, in as few chunks of at most `chunk` as cover it, of sizes
+    within one of each other: the configs a chunk holds are what the cross-config attention compares, so no chunk
+    is a small remainder. With `configs` > 0, a graph with more configs than that is covered on a seeded random
+    subset of that many (the same for a seed)."""
 
     def __init__(self, graphs: GraphSet, chunk: int, seed: int = 0, configs: int = 0) -> None:
         self.graphs = graphs
         self.items: list[Item] = []
         for index in range(len(graphs)):
             rows = config_subset(graphs.num_configs(index), configs, (seed, index))
-            self.items += [Item(index, rows[s:s + chunk]) for s in range(0, len(rows), chunk)]
+            self.items += [Item(index, part) for part in even_chunks(rows, chunk)]
 
     def __len__(self) -> int:
         return len(self.items)
@@ -142,6 +144,11 @@ class ChunkSet(Dataset):
     def __getitem__(self, index: int) -> tuple[Graph, Item]:
         item = self.items[index]
         return self.graphs.load(item.graph_id), item
+
+
+def even_chunks(rows: np.ndarray, chunk: int) -> list[np.ndarray]:
+    """`rows` in order, in the fewest parts of at most `chunk`, their sizes within one of each other."""
+    return np.array_split(rows, -(-len(rows) // chunk)) if len(rows) else []
 
 
 def config_subset(count: int, limit: int, seed: tuple[int, ...]) -> np.ndarray:
