@@ -17,15 +17,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-import shlex
 import sys
 from collections import defaultdict
-from datetime import date
 from pathlib import Path
 
 import numpy as np
 from intervals import t_interval
-from reports import cpu_model, write_report
+from reports import write_titled_report
 
 from solution.constants import COLLECTIONS
 from solution.physics.blend import blend_floor, blend_shares, blend_weights, chosen_weight
@@ -133,26 +131,28 @@ def collection_section(collection: str, ranked: list[Ranked], unreadable: int) -
     return [*lines, ""]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def saved_rankers_parser(doc: str, collections: list[str], out: str) -> argparse.ArgumentParser:
+    """The arguments of a script that ranks saved rankers again: runs folders, collections, folds, its report."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, nargs="+", required=True, help="corpus_eval.py --runs folders")
-    parser.add_argument("--collections", nargs="+", default=LAYOUTS, choices=LAYOUTS)
+    parser.add_argument("--collections", nargs="+", default=collections, choices=collections)
     parser.add_argument("--folds", type=int, default=3, help="corpus_eval.py's --folds: a whole job's seed s holds "
                                                             "out fold s mod folds")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "blend_floor.md")
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / out)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = saved_rankers_parser(__doc__, LAYOUTS, "blend_floor.md").parse_args(argv)
     sections = []
     for collection in args.collections:
         ranked, unreadable = rank_again(args.runs, collection, args.folds)
-        if ranked:
-            sections += collection_section(collection, ranked, unreadable)
-    command = shlex.join(["python", "benchmarks/blend_floor.py", *(sys.argv[1:] if argv is None else argv)])
-    head = ["# The prior's floor on saved rankers", "", f"Command: `{command}`  ",
-            f"Written by benchmarks/blend_floor.py on {date.today()}, {cpu_model()}.", "",
-            "Each ranker ranks its fold's held-out (test) and valid files again: the model alone, blended with its "
-            "fitted prior by rank at each weight. A floor's row takes, for each ranker, the weight its valid files "
-            "pick from the floor up. Means over folds of the means within a fold; intervals 95 % t over rankers.", ""]
-    write_report(args.out, "\n".join(head + sections))
+        sections += collection_section(collection, ranked, unreadable) if ranked else []
+    write_titled_report(args.out, "benchmarks/blend_floor.py", "The prior's floor on saved rankers",
+                        "Each ranker ranks its fold's held-out (test) and valid files again: the model alone, "
+                        "blended with its fitted prior by rank at each weight. A floor's row takes, for each ranker, "
+                        "the weight its valid files pick from the floor up. Means over folds of the means within a "
+                        "fold; intervals 95 % t over rankers.", argv, sections)
     return 0
 
 

@@ -13,15 +13,12 @@ per collection, each size's held-out mean and each size against the first, ranke
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import sys
-from datetime import date
 from pathlib import Path
 
-from blend_floor import saved_rankers
+from blend_floor import saved_rankers, saved_rankers_parser
 from intervals import t_interval
-from reports import cpu_model, write_report
+from reports import write_titled_report
 
 from solution.constants import COLLECTIONS
 from solution.tools.ranking import ranked_split, split_metrics
@@ -67,31 +64,24 @@ def collection_section(collection: str, chunks: list[int], scored: list[tuple[st
                      f"{f'{up} / {down}' if j else '-'} |")
     lines += ["", "| runs folder, settings | fold | " + " | ".join(map(str, chunks)) + " |",
               "|---|---|" + "---|" * len(chunks)]
-    lines += [f"| {source} | {fold} | " + " | ".join(f"{m:.4f}" for m in means) + " |" for source, fold, means in scored]
+    lines += [f"| {source} | {fold} | " + " | ".join(f"{m:.4f}" for m in means) + " |"
+              for source, fold, means in scored]
     return [*lines, ""]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="corpus_eval.py --runs folders")
-    parser.add_argument("--collections", nargs="+", default=list(COLLECTIONS), choices=COLLECTIONS)
+    parser = saved_rankers_parser(__doc__, list(COLLECTIONS), "eval_chunk.md")
     parser.add_argument("--chunks", type=int, nargs="+", default=[256, 1024], help="sizes; the first is the base")
-    parser.add_argument("--folds", type=int, default=3, help="corpus_eval.py's --folds: a whole job's seed s holds "
-                                                            "out fold s mod folds")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "eval_chunk.md")
     args = parser.parse_args(argv)
     sections = []
     for collection in args.collections:
         scored, unreadable = held_out_scores(args.runs, collection, args.chunks, args.folds)
-        if scored:
-            sections += collection_section(collection, args.chunks, scored, unreadable)
-    command = shlex.join(["python", "benchmarks/eval_chunk.py", *(sys.argv[1:] if argv is None else argv)])
-    head = ["# Configs scored together (`data.eval_chunk`) on saved rankers", "", f"Command: `{command}`  ",
-            f"Written by benchmarks/eval_chunk.py on {date.today()}, {cpu_model()}.", "",
-            "Each ranker ranks its fold's held-out (test) files again at each chunk size, its prior blended in at its "
-            "own weight, as `solution run` ranked them; a file's configs in the fewest chunks of at most the size, of "
-            "near-equal sizes. Layout: Kendall tau; tile: top-5 score. Intervals 95 % t over rankers.", ""]
-    write_report(args.out, "\n".join(head + sections))
+        sections += collection_section(collection, args.chunks, scored, unreadable) if scored else []
+    write_titled_report(args.out, "benchmarks/eval_chunk.py", "Configs scored together (`data.eval_chunk`) on saved "
+                        "rankers", "Each ranker ranks its fold's held-out (test) files again at each chunk size, its "
+                        "prior blended in at its own weight, as `solution run` ranked them; a file's configs in the "
+                        "fewest chunks of at most the size, of near-equal sizes. Layout: Kendall tau; tile: top-5 "
+                        "score. Intervals 95 % t over rankers.", argv, sections)
     return 0
 
 

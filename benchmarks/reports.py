@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import platform
+import shlex
+import sys
+from collections.abc import Sequence
+from datetime import date
 from pathlib import Path
 
 from solution.atomic import atomic_write
@@ -22,3 +26,13 @@ def cpu_model() -> str:
             return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
+
+
+def write_titled_report(path: Path, script: str, title: str, about: str, argv: Sequence[str] | None,
+                        sections: list[str]) -> None:
+    """`write_report` of `sections` under a head: the title, the command line that ran `script` (argv, or the
+    process's own), the date and the CPU, and what the figures are (`about`)."""
+    command = shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
+    head = [f"# {title}", "", f"Command: `{command}`  ", f"Written by {script} on {date.today()}, {cpu_model()}.", "",
+            about, ""]
+    write_report(path, "\n".join(head + sections))
