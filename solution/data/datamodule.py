@@ -47,7 +47,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         configs_per_graph: int = 128,
         sampling: str = "uniform",
         row_budget: int = 32768,
-        eval_chunk: int = 256,
+        eval_chunk: int = 1024,
         valid_configs: int = 0,
         eval_graphs_per_batch: int = 1,
         predict_split: str = SPLIT_DEFAULTS["predict_split"],
