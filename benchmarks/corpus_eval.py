@@ -256,17 +256,18 @@ def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, w
                        / f"seed{replicate.seed}-fold{replicate.fold}")
     start = time.monotonic()
     if trained is None:
-        checkpoints = pipeline.train_members(collection, seeded, seconds * (members or 1), job)
+        checkpoints, finals = pipeline.fit_members(collection, seeded, seconds * (members or 1), job)
     else:
         fitted = trained / SHIPPED / collection_file_stem(collection) / f"seed{replicate.seed}-fold{replicate.fold}"
-        checkpoints = pipeline.given_checkpoints(fitted / "checkpoints")[collection]
+        checkpoints = finals = pipeline.given_checkpoints(fitted / "checkpoints")[collection]
     share = (time.monotonic() - start) / len(checkpoints)  # training time per member
-    alone = [[c] for c in checkpoints] if members else [checkpoints]  # each member ranked once, or the settings'
+    # each member ranked once, or the settings' members together (those that rank: `finish_on_valid`)
+    alone = [([c], [f]) for c, f in zip(checkpoints, finals)] if members else [(checkpoints, finals)]
     names = [variant, *(f"{variant} #{j}" for j in range(1, len(alone)))]
     fits, folders, ranking = [], [], []
-    for name, picked in zip(names, alone):
+    for name, (picked, ranks) in zip(names, alone):
         begin, ranked = time.monotonic(), pipeline.Job(replicate.root, job.output / "ranked" / name.replace(" ", ""))
-        pipeline.evaluate(collection, picked, seeded, ranked, validate=False)
+        pipeline.evaluate(collection, picked, seeded, ranked, validate=False, rank_with=ranks)
         folders.append(ranked.collection_files)
         ranking.append(time.monotonic() - begin)
         fits.append(scored(name, replicate, ranked.collection_files, share * len(picked) + ranking[-1]))
@@ -391,8 +392,7 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
         f"Command: `{command}`  ", f"Written by benchmarks/corpus_eval.py on {date.today()}, commit {commit}, "
         f"{os.cpu_count()} CPU cores ({cpu_model()}); {minutes:.0f} min in all; replicates finished: "
         f"{len(of(fits, SHIPPED, collections[0]))} of {args.seeds}.", "",
-        (f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
-         if corpus else
+        (corpus_line(args) if corpus else
          f"World: {args.data}, its train + valid files; a file's family is its name up to the first '_'. Noise "
          f"ceilings as given: {', '.join(f'{c} {v:g}' for c, v in args.ceilings.items()) or 'none'} (tile: 1). ")
         + f"Settings: configs/<collection>.yaml over configs/base.yaml, extra layers: {layers}. "
@@ -421,6 +421,16 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
                   "against the mean of the members alone and against the first member alone:", "",
                   *ensemble_table(fits, base, args.members, collections), ""]
     return "\n".join(lines + ["## Every fit", "", *replicate_table(fits), ""])
+
+
+def corpus_line(args: argparse.Namespace) -> str:
+    """Where the program corpus came from: built by this command, or found at --data (its programs counted)."""
+    if args.built:
+        return f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
+    with open(args.data / "programs.csv", newline="") as f:
+        programs = {(row["collection"].split(":")[1], row["program"]) for row in csv.DictReader(f)}
+    kinds = ", ".join(f"{sum(k == kind for k, _ in programs)} {kind}" for kind in ("xla", "nlp"))
+    return f"Corpus: the program corpus found at {args.data} ({kinds} programs; built beforehand). "
 
 
 # ---------------------------------------------------------------- the command
@@ -514,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         args.config = [configs_folder() / "demo.yaml", *args.config]
     args.data = args.data or Path(f"data/programs-{args.size}")
     args.ceilings = dict(args.ceilings)
-    if not args.data.exists():
+    args.built = not args.data.exists()
+    if args.built:
         build_corpus(args.data, args.size, args.corpus_seed, args.collections)
     shared_prior_fits()
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # pipeline.train prints its own progress
