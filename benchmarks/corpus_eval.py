@@ -256,18 +256,17 @@ def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, w
                        / f"seed{replicate.seed}-fold{replicate.fold}")
     start = time.monotonic()
     if trained is None:
-        checkpoints, finals = pipeline.fit_members(collection, seeded, seconds * (members or 1), job)
+        checkpoints = pipeline.train_members(collection, seeded, seconds * (members or 1), job)
     else:
         fitted = trained / SHIPPED / collection_file_stem(collection) / f"seed{replicate.seed}-fold{replicate.fold}"
-        checkpoints = finals = pipeline.given_checkpoints(fitted / "checkpoints")[collection]
+        checkpoints = pipeline.given_checkpoints(fitted / "checkpoints")[collection]
     share = (time.monotonic() - start) / len(checkpoints)  # training time per member
-    # each member ranked once, or the settings' members together (those that rank: `finish_on_valid`)
-    alone = [([c], [f]) for c, f in zip(checkpoints, finals)] if members else [(checkpoints, finals)]
+    alone = [[c] for c in checkpoints] if members else [checkpoints]  # each member ranked once, or the settings'
     names = [variant, *(f"{variant} #{j}" for j in range(1, len(alone)))]
     fits, folders, ranking = [], [], []
-    for name, (picked, ranks) in zip(names, alone):
+    for name, picked in zip(names, alone):
         begin, ranked = time.monotonic(), pipeline.Job(replicate.root, job.output / "ranked" / name.replace(" ", ""))
-        pipeline.evaluate(collection, picked, seeded, ranked, validate=False, rank_with=ranks)
+        pipeline.evaluate(collection, picked, seeded, ranked, validate=False)
         folders.append(ranked.collection_files)
         ranking.append(time.monotonic() - begin)
         fits.append(scored(name, replicate, ranked.collection_files, share * len(picked) + ranking[-1]))

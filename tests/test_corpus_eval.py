@@ -130,3 +130,16 @@ def test_smoke_whole_job_scores_every_collection_of_the_seeds_fold(tmp_path):
 def test_whole_job_needs_a_budget():
     with pytest.raises(SystemExit):
         load_corpus_eval().main(["--smoke", "--whole_job"])
+
+
+def test_the_report_names_a_corpus_found_at_data_by_its_programs_not_by_the_build_defaults(tmp_path):
+    corpus_eval = load_corpus_eval()
+    (tmp_path / "programs.csv").write_text(
+        "collection,split,file,family,program,nodes,configs\n"
+        "tile:xla,train,a_0_1,mlp,mlp_a,9,3\nlayout:xla:random,train,a,mlp,mlp_a,9,3\n"
+        "layout:xla:default,valid,b,cnn,cnn_b,9,3\nlayout:nlp:random,test,c,bert,bert_c,9,3\n")
+    args = corpus_eval.argparse.Namespace(built=False, data=tmp_path, size="small", corpus_seed=0)
+    assert corpus_eval.corpus_line(args) == (f"Corpus: the program corpus found at {tmp_path} (2 xla, 1 nlp "
+                                             "programs; built beforehand). ")
+    built = corpus_eval.corpus_line(corpus_eval.argparse.Namespace(**{**vars(args), "built": True, "size": "full"}))
+    assert built.startswith("Corpus: `solution synth --programs --size full --seed 0`")

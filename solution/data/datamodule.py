@@ -57,7 +57,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         folds: int = SPLIT_DEFAULTS["folds"],
         fold: int = SPLIT_DEFAULTS["fold"],
         family_pattern: str = SPLIT_DEFAULTS["family_pattern"],
-        train_with_valid: bool = SPLIT_DEFAULTS["train_with_valid"],
         num_workers: int = 4,
     ) -> None:
         super().__init__()

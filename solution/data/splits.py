@@ -19,8 +19,7 @@ FAMILY_PATTERN = r"\..*$|_batch_\d+|_(?:fp|bf)\d+|_\d+x\d+(?:x\d+)?|_-?[0-9a-f]{
 
 # data settings that choose files and splits, at the data module's defaults
 SPLIT_DEFAULTS = {"cache_dir": None, "predict_split": "test", "test_split": "valid", "limit_graphs": None,
-                  "skip_bad_files": True, "folds": 0, "fold": 0, "family_pattern": FAMILY_PATTERN,
-                  "train_with_valid": False}
+                  "skip_bad_files": True, "folds": 0, "fold": 0, "family_pattern": FAMILY_PATTERN}
 
 
 def family_of(stem: str, family_pattern: str = FAMILY_PATTERN) -> str:
@@ -51,11 +50,8 @@ def assign_folds(stems: list[str], folds: int, family_pattern: str = FAMILY_PATT
 
 def split_files(data: Mapping, split: str) -> list[Path]:
     """The .npz files of a split under `data` settings (root, collection, folds, ...); with `folds` > 1, train and
-    valid are drawn from train + valid pooled: valid is fold `fold` and train the others; with `train_with_valid`,
-    train is the whole pool."""
+    valid are drawn from train + valid pooled: valid is fold `fold` and train the others."""
     data = {**SPLIT_DEFAULTS, **data}
-    if split == "train" and data["train_with_valid"]:
-        return pooled_files(data)[:data["limit_graphs"]]
     if data["folds"] <= 1 or split not in ("train", "valid"):
         return list_files(data["root"], data["collection"], split)[:data["limit_graphs"]]
     pool = pooled_files(data)

@@ -48,9 +48,6 @@ class CLI(LightningCLI):
         parser.add_argument("--member_folds", type=bool, default=False,
                             help="with members > 1, `solution run` fits member j on train + valid less fold j of "
                                  "whole models and validates it on fold j; fit and the other commands ignore it")
-        parser.add_argument("--finish_on_valid", type=float, default=0.0,
-                            help="the part of each fit's time `solution run` trains its best checkpoint on with the "
-                                 "valid files too (after they picked it); fit and the other commands ignore it")
         parser.add_argument("--blend_weights", type=list[float], default=[],
                             help="blend weights of the physics prior `solution run` tries on the valid "
                                  "files (the best from blend_floor up is used; 0, the model alone, is always "

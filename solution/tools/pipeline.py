@@ -41,7 +41,7 @@ from ..training.module import RankingModule, build_module, start_checkpoint
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
-from .settings import layered, read_settings, section, started_from, with_checkpoint
+from .settings import read_settings, section, started_from, with_checkpoint
 
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
 MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
@@ -87,11 +87,9 @@ class Job:
         (runs: the output folder where not set)."""
         return (self.runs or self.output) / "rankers"
 
-    def checkpoint_path(self, collection: str, member: int = 0, finished: bool = False) -> Path:
-        """<runs>/checkpoints/<collection>.ckpt, and <collection>.member<j>.ckpt for ensemble member j > 0; a fit
-        trained on with the valid files too (`finish_on_valid`) adds .finished before .ckpt."""
-        stem = member_name(collection, member) + (".finished" if finished else "")
-        return (self.runs or self.output) / "checkpoints" / f"{stem}.ckpt"
+    def checkpoint_path(self, collection: str, member: int = 0) -> Path:
+        """<runs>/checkpoints/<collection>.ckpt, and <collection>.member<j>.ckpt for ensemble member j > 0."""
+        return (self.runs or self.output) / "checkpoints" / f"{member_name(collection, member)}.ckpt"
 
 
 def member_name(collection: str, member: int) -> str:
@@ -113,15 +111,6 @@ def member_folds(settings: Mapping) -> bool:
     if not isinstance(value, bool):
         raise SettingsError(f"member_folds={value!r}; expected true or false")
     return value
-
-
-def finish_on_valid(settings: Mapping) -> float:
-    """The part of a collection's training time its fits spend trained on with the valid files too
-    (`finish_on_valid`, default 0: none)."""
-    part = settings.get("finish_on_valid", 0.0)
-    if isinstance(part, bool) or not isinstance(part, int | float) or not 0 <= part < 1:
-        raise SettingsError(f"finish_on_valid={part!r}; expected a part of the training time, 0 <= part < 1")
-    return float(part)
 
 
 def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
@@ -171,14 +160,13 @@ class Deadline(Callback):
             self.on_train_batch_end(trainer)
 
 
-def train(collection: str, settings: Mapping, seconds: float | None, job: Job, member: int = 0,
-          finished: bool = False) -> Path:
+def train(collection: str, settings: Mapping, seconds: float | None, job: Job, member: int = 0) -> Path:
     """Fit one collection (for at most `seconds` of the job's clock from now, preprocessing included, when given);
     its best checkpoint by val/score (the last weights when no validation ran) goes to
     <output>/checkpoints/<collection>.ckpt (ensemble member j > 0:
     <collection>.member<j>.ckpt, trained with seed_everything + 1000 j, and with `member_folds` on the data of
-    `member_data`; `finished`: the path of a fit trained on with the valid files too)."""
-    path = job.checkpoint_path(collection, member, finished)
+    `member_data`)."""
+    path = job.checkpoint_path(collection, member)
     seed = settings.get("seed_everything", 0) + MEMBER_SEED_STEP * member
     limit = f"up to {seconds:.0f} s" if seconds is not None else f"{settings['trainer'].get('max_epochs')} epochs"
     member_note = f" (ensemble member {member}, seed {seed})" if member else ""
@@ -212,32 +200,6 @@ def train_members(collection: str, settings: Mapping, seconds: float | None, job
             for member in range(count)]
 
 
-def fit_members(collection: str, settings: Mapping, seconds: float | None, job: Job) -> tuple[list[Path], list[Path]]:
-    """The collection's members fitted within `seconds` (`train_members`) and the checkpoints that rank: the same,
-    or with `finish_on_valid` f, each member's best checkpoint trained on for the last f of the time (f of its
-    max_epochs without a limit) on the train and valid files together (`finish`)."""
-    part = finish_on_valid(settings)
-    end = None if seconds is None else job.clock() + seconds
-    checkpoints = train_members(collection, settings, None if seconds is None else seconds * (1 - part), job)
-    if not part:
-        return checkpoints, checkpoints
-    finished = [finish(collection, settings, checkpoint, None if end is None else
-                       max((end - job.clock()) / (len(checkpoints) - member), MIN_SECONDS), job, member, part)
-                for member, checkpoint in enumerate(checkpoints)]
-    return checkpoints, finished
-
-
-def finish(collection: str, settings: Mapping, checkpoint: Path, seconds: float | None, job: Job, member: int,
-           part: float) -> Path:
-    """A validated checkpoint trained on from its weights (at the rate of a fit that takes a start) on the train and
-    valid files together, without validation, for `seconds` (or `part` of its max_epochs): its last weights, the
-    valid files' choices (this checkpoint, the prior's weight) made before they were trained on."""
-    epochs = {} if seconds is not None else {"max_epochs": max(1, round(part * settings["trainer"]["max_epochs"]))}
-    finishing = layered(settings, {"model": {"init_from": str(checkpoint)}, "data": {"train_with_valid": True},
-                                   "trainer": {"limit_val_batches": 0, "num_sanity_val_steps": 0, **epochs}})
-    return train(collection, finishing, seconds, job, member, finished=True)
-
-
 def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
     """The model and data module a checkpoint (of this pipeline or of `solution fit`) was trained with, read as
     plain tensors and settings (no pickled code, no Lightning CLI), with this job's data paths and loaders."""
@@ -264,8 +226,7 @@ class Members:
 
 
 def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapping, job: Job, predict: bool = True,
-             validate: bool = True, prior: np.ndarray | None = None,
-             rank_with: Sequence[Path] | None = None) -> dict[str, float]:
+             validate: bool = True, prior: np.ndarray | None = None) -> dict[str, float]:
     """Validate a checkpoint, or an ensemble of several (with `validate`), save them as the collection's ranker
     (`Job.saved_rankers`) and rank the test files with it into <output>/collections/<collection>.csv
     (with `predict`); returns the validation metrics (`score`, ...) and the number of validation files, or nothing
@@ -276,9 +237,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
     up: the valid files' families are the ones the model trained on, a test file's may not be) blends the physics
     prior's ranks in as w against 1 - w for the members together, in the validation metrics and the ranker (at
     w = 1 no network ranks a test file); a data root without valid files ranks by the model alone when not asked
-    to validate. The prior's weights are `prior` where given, else fitted here (`fitted_prior`). With `rank_with`
-    (the members trained on with the valid files too, `fit_members`), those rank in the ranker, at the weight that
-    `checkpoints` picked."""
+    to validate. The prior's weights are `prior` where given, else fitted here (`fitted_prior`)."""
     checkpoints = [checkpoints] if isinstance(checkpoints, Path) else list(checkpoints)
     weights = blend_weights(settings, collection)
     if len(weights) > 1 and not validate and not (collection_dir(job.root, collection) / "valid").is_dir():
@@ -299,7 +258,7 @@ def evaluate(collection: str, checkpoints: Path | Sequence[Path], settings: Mapp
         least = f"; at least {floor:g}" if floor > 0 else ""
         say(f"[{collection}] physics prior weight {weight:g} (of {', '.join(f'{w:g}' for w in weights)}{least}): "
             f"val/score {metrics[weight]['score']:.4f} against {metrics[0.0]['score']:.4f} for the model alone")
-    ranker = SavedRanker.of_checkpoints([read_checkpoint(c) for c in rank_with or checkpoints],
+    ranker = SavedRanker.of_checkpoints([read_checkpoint(c) for c in checkpoints],
                                         prior if len(weights) > 1 else None, weight,
                                         [(w, metrics[w].get("score", np.nan)) for w in metrics])
     path = ranker.save(ranker_path(job.saved_rankers, collection))
@@ -470,9 +429,7 @@ def rank_collection(collection: str, remaining: list[str], settings: Mapping, jo
         return metrics
     if checkpoints is None:
         setup = plan.estimate(collection, "setup") if plan else 0.0
-        checkpoints, ranking = fit_members(collection, settings, None if plan is None else setup + seconds, job)
-    else:
-        ranking = checkpoints
+        checkpoints = train_members(collection, settings, None if plan is None else setup + seconds, job)
     if plan:
         plan.before_later_steps(remaining)
         settings = plan.settings[collection]
@@ -482,7 +439,7 @@ def rank_collection(collection: str, remaining: list[str], settings: Mapping, jo
         if plan and prior_fitted(settings):
             plan.measured(collection, "prior", job.clock() - began)
     began = job.clock()
-    metrics = evaluate(collection, checkpoints, settings, job, prior=prior, rank_with=ranking)
+    metrics = evaluate(collection, checkpoints, settings, job, prior=prior)
     if plan:
         plan.measured(collection, "evaluate", job.clock() - began)
         plan.progress(collection, planned, job.clock() - start, remaining[1:])
