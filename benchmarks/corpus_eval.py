@@ -91,6 +91,7 @@ class CorpusFile:
     split: str
     stem: str
     family: str
+    program: str  # the program the file was lowered from (a Kaggle-format root: the file itself)
 
     @property
     def id(self) -> str:
@@ -140,9 +141,9 @@ def read_manifest(root: Path) -> list[CorpusFile]:
     for any other Kaggle-format root, its train and valid files, each of the family its name begins with."""
     if (root / "programs.csv").is_file():
         with open(root / "programs.csv", newline="") as handle:
-            return [CorpusFile(row["collection"], row["split"], row["file"], row["family"])
+            return [CorpusFile(row["collection"], row["split"], row["file"], row["family"], row["program"])
                     for row in csv.DictReader(handle)]
-    return [CorpusFile(collection, split, path.stem, re.sub(FAMILY_PATTERN, "", path.stem))
+    return [CorpusFile(collection, split, path.stem, re.sub(FAMILY_PATTERN, "", path.stem), path.stem)
             for collection in find_collections(root) for split in ("train", "valid")
             for path in list_files(root, collection, split)]
 
@@ -426,8 +427,7 @@ def corpus_line(args: argparse.Namespace) -> str:
     """Where the program corpus came from: built by this command, or found at --data (its programs counted)."""
     if args.built:
         return f"Corpus: `solution synth --programs --size {args.size} --seed {args.corpus_seed}` ({args.data}). "
-    with open(args.data / "programs.csv", newline="") as f:
-        programs = {(row["collection"].split(":")[1], row["program"]) for row in csv.DictReader(f)}
+    programs = {(f.collection.split(":")[1], f.program) for f in read_manifest(args.data)}
     kinds = ", ".join(f"{sum(k == kind for k, _ in programs)} {kind}" for kind in ("xla", "nlp"))
     return f"Corpus: the program corpus found at {args.data} ({kinds} programs; built beforehand). "
 
