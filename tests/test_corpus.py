@@ -108,34 +108,6 @@ def test_same_seed_same_files(corpus, tmp_path):
                 np.testing.assert_array_equal(again[key], value, err_msg=f"{path} {key}")
 
 
-def test_a_law_spread_times_each_program_on_a_machine_of_its_own(corpus, tmp_path):
-    """Same graphs and configs as the one machine's corpus, other runtimes; seeded; and the spread needs --programs."""
-    assert synth_main(["--programs", "--size", "tiny", "--out", str(tmp_path), "--collections", "layout:xla:random",
-                       "--law_spread", "1.0"]) == 0
-    ratios = []
-    for split, path in files(corpus, "layout:xla:random"):
-        drawn, one = load(tmp_path / path.relative_to(corpus)), load(path)
-        for key in ("node_feat", "edge_index", "node_config_feat"):
-            np.testing.assert_array_equal(drawn[key], one[key], err_msg=f"{path} {key}")
-        if split != "test":
-            ratios.append(np.median(drawn["config_runtime"] / one["config_runtime"]))
-    assert len(ratios) >= 2 and np.ptp(np.log(ratios)) > 0.1  # each program's machine is its own
-    with pytest.raises(SystemExit):
-        synth_main(["--law_spread", "1.0", "--out", str(tmp_path / "generator")])
-
-
-def test_a_drawn_machine_stays_within_its_spread_and_keeps_slowdowns_slowdowns():
-    rng = np.random.default_rng(0)
-    machines = [law.MACHINE.drawn(rng, 1.0) for _ in range(200)]
-    for name, value in vars(law.MACHINE).items():
-        drawn = np.array([getattr(m, name) for m in machines])
-        base = value - 1.0 if name in law.SLOWDOWNS else value
-        factors = (drawn - 1.0) / base if name in law.SLOWDOWNS else drawn / base
-        assert np.exp(-1.0) <= factors.min() < 0.5 and 2.0 < factors.max() <= np.exp(1.0), name
-        assert name not in law.SLOWDOWNS or drawn.min() > 1.0
-    assert law.MACHINE.drawn(np.random.default_rng(0), 0.0) == law.MACHINE
-
-
 def test_full_size_needs_programs(capsys):
     with pytest.raises(SystemExit):
         synth_main(["--size", "full", "--out", "unused"])

@@ -58,10 +58,9 @@ class Lowered:
     law: law.LayoutLaw
 
 
-def lower_programs(size: CorpusSize, seed: int, law_spread: float = 0.0) -> list[Lowered]:
+def lower_programs(size: CorpusSize, seed: int) -> list[Lowered]:
     """Every program of the corpus, lowered, encoded and given a split; families interleaved so that each kind's
-    k-th program takes SPLIT_PATTERN[k % 10]. With `law_spread`, each program is timed on a machine of its own
-    (`law.Machine.drawn`)."""
+    k-th program takes SPLIT_PATTERN[k % 10]."""
     order = [(family, i) for i in range(max(size.families.values())) for family in size.families
              if i < size.families[family]]
     lowered, seen = [], {"xla": 0, "nlp": 0}
@@ -79,9 +78,8 @@ def lower_programs(size: CorpusSize, seed: int, law_spread: float = 0.0) -> list
         ranks = np.array([encode.tensor_ranks(graph, int(k)) for k in ids], dtype=np.int64).reshape(-1, 3)
         split = SPLIT_PATTERN[seen[program.kind] % len(SPLIT_PATTERN)]
         seen[program.kind] += 1
-        machine = law.MACHINE.drawn(named_rng(seed, "machine", family, i), law_spread) if law_spread else law.MACHINE
         lowered.append(Lowered(program, f"{family}_{program.variant}_{i}", split, graph, arrays, ranks,
-                               law.LayoutLaw(module, graph, ids, program.hlo, machine)))
+                               law.LayoutLaw(module, graph, ids, program.hlo)))
     return lowered
 
 
@@ -154,9 +152,9 @@ def _tile_collection(npz: Path, programs: list[Lowered], size: CorpusSize, seed:
                 break
         for members, kernel in kernels.values():
             tiles = kernel.candidates(int(rng.integers(*size.tile_configs, endpoint=True)), rng)
-            clean = kernel.runtime(tiles, lowered.law.machine)
+            clean = kernel.runtime(tiles)
             measured = law.noisy(clean, rng)
-            default = kernel.runtime(kernel.default_tile()[None], lowered.law.machine)
+            default = kernel.runtime(kernel.default_tile()[None])
             normalizers = law.noisy(np.repeat(default, len(tiles)), rng)
             name = hashlib.sha256(f"{lowered.stem}/{members}".encode()).hexdigest()[:16]
             test = lowered.split == "test"
@@ -175,8 +173,7 @@ def _tile_collection(npz: Path, programs: list[Lowered], size: CorpusSize, seed:
 # ---------------------------------------------------------------- the corpus
 
 
-def build(out: str | Path, size: str = "small", seed: int = 0, collections: Sequence[str] = COLLECTIONS,
-          law_spread: float = 0.0) -> Path:
+def build(out: str | Path, size: str = "small", seed: int = 0, collections: Sequence[str] = COLLECTIONS) -> Path:
     """Write the corpus under `out` (a Kaggle root): npz_all/npz/..., sample_submission.csv, answers.csv (the test
     files' runtimes), noiseless.csv (every file's noise-free runtimes), programs.csv (file -> family) and hlo/
     (each program's HLO text). Same (size, seed, collections) -> same files."""
@@ -185,7 +182,7 @@ def build(out: str | Path, size: str = "small", seed: int = 0, collections: Sequ
     out, spec = Path(out), CORPUS_SIZES[size]
     npz = fresh_npz_folder(out, collections)
     start = time.perf_counter()
-    programs = lower_programs(spec, seed, law_spread)
+    programs = lower_programs(spec, seed)
     for kind in ("xla", "nlp"):
         group = [p for p in programs if p.program.kind == kind]
         nodes = [len(p.graph.nodes) for p in group]

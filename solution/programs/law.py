@@ -16,41 +16,22 @@ from . import hlo
 from .encode import InlinedModule, inlined_computations
 from .hlo import Instruction, Module
 
+# machine (ns, bytes): one TPU-like core
+BANDWIDTH = 1200.0  # bytes / ns of main memory
+PEAK_FLOPS = 1.0e5  # flops / ns of the matrix units
+OP_OVERHEAD = 200.0  # ns per kernel a non-fused op launches
+FUSED_PASS = 0.3  # element-wise ops fuse: a fraction of a write of their output each
+SECOND_MINOR_FEED, MAJOR_FEED = 1.3, 2.0  # matrix unit slowdown: the operand's key dim second-minor / further out
+COPY_OVERHEAD = 300.0  # ns per layout-changing copy
+TRANSPOSE_COPY = 2.0  # a copy that changes the minor dim is a transpose: strided, twice as slow
+LANE_REDUCE = 1.25  # reducing across lanes (the minor dim) needs shuffles
 NOISE = 0.02  # sigma of the lognormal measurement noise
+# tiled kernels
 VMEM = 16 * 2**20  # fast-memory bytes a kernel's double-buffered tiles must fit
-SLOWDOWNS = frozenset({"second_minor_feed", "major_feed", "transpose_copy", "lane_reduce", "spill"})  # factors >= 1
-
-
-@dataclass(frozen=True)
-class Machine:
-    """One TPU-like core's prices (ns, bytes). `solution synth --programs --law_spread s` times each program on a
-    machine of its own, every price drawn around these (`drawn`)."""
-
-    bandwidth: float = 1200.0  # bytes / ns of main memory
-    peak_flops: float = 1.0e5  # flops / ns of the matrix units
-    op_overhead: float = 200.0  # ns per kernel a non-fused op launches
-    fused_pass: float = 0.3  # element-wise ops fuse: a fraction of a write of their output each
-    second_minor_feed: float = 1.3  # matrix unit slowdown: the operand's key dim second-minor
-    major_feed: float = 2.0  # ... further out
-    copy_overhead: float = 300.0  # ns per layout-changing copy
-    transpose_copy: float = 2.0  # a copy that changes the minor dim is a transpose: strided, slower
-    lane_reduce: float = 1.25  # reducing across lanes (the minor dim) needs shuffles
-    vector_rate: float = 2000.0  # tiled kernels: element-wise ops / ns of the vector unit
-    tile_overhead: float = 350.0  # ns per grid step
-    launch_overhead: float = 2000.0
-    spill: float = 3.0  # slowdown per unit of overflow past VMEM
-
-    def drawn(self, rng: np.random.Generator, spread: float) -> Machine:
-        """A machine whose every price is this one's x exp(U(-spread, spread)); a slowdown's excess over 1 is
-        what scales, so a slowdown stays one."""
-        prices = {}
-        for name, value in vars(self).items():
-            factor = float(np.exp(rng.uniform(-spread, spread)))
-            prices[name] = 1.0 + (value - 1.0) * factor if name in SLOWDOWNS else value * factor
-        return Machine(**prices)
-
-
-MACHINE = Machine()
+VECTOR_OPS = 2000.0  # element-wise ops / ns of the vector unit
+TILE_OVERHEAD = 350.0  # ns per grid step
+LAUNCH_OVERHEAD = 2000.0
+SPILL = 3.0  # slowdown per unit of overflow past VMEM
 
 TRANSCENDENTAL = frozenset({"exponential", "log", "logistic", "rsqrt", "sqrt", "tanh", "tan", "power", "sine",
                             "cosine", "exponential-minus-one", "log-plus-one", "atan2", "cbrt"})
@@ -72,17 +53,14 @@ class LayoutLaw:
     loop state keep the text's). A user that needs another layout than its producer gives pays a copy. Unlike a
     file, the HLO text says each dot's operand order and contracting dims and each loop's trip count."""
 
-    def __init__(self, module: Module, graph: InlinedModule, config_ids: np.ndarray, text: str,
-                 machine: Machine = MACHINE) -> None:
-        self.machine = machine
+    def __init__(self, module: Module, graph: InlinedModule, config_ids: np.ndarray, text: str) -> None:
         self.runs = computation_runs(module, graph, text.splitlines())  # [N]
         roots = set(graph.roots.values())
         tensors = [_tensor(instruction, [graph.nodes[o] for o in operands], operands, i in roots)
                    for i, (instruction, operands) in enumerate(zip(graph.nodes, graph.operands))]
         self.propagation = Propagation(tensors, self.runs, _slots(tensors, config_ids))
-        self.fixed = np.array([_fixed_cost(instruction, tensor, machine)
-                               for instruction, tensor in zip(graph.nodes, tensors)])
-        self.prices = np.stack([_prices(tensor.name, machine) for tensor in tensors])  # [N, len(PARTS)]
+        self.fixed = np.array([_fixed_cost(instruction, tensor) for instruction, tensor in zip(graph.nodes, tensors)])
+        self.prices = np.stack([_prices(tensor.name) for tensor in tensors])  # [N, len(PARTS)]
 
     def runtime(self, configs: np.ndarray) -> np.ndarray:
         """[C] ns of configs [C, NC, 18]."""
@@ -93,39 +71,37 @@ class LayoutLaw:
         costs = np.zeros((len(configs), len(self.fixed)))
         for i, (done, matmul) in enumerate(self.propagation.walk(np.asarray(configs, np.int64))):
             cost = self.fixed[i] + sum(self.prices[i, part] * amount for part, amount in done.items())
-            costs[:, i] = self.runs[i] * (cost + (0.0 if matmul is None else _matmul_cost(matmul, self.machine)))
+            costs[:, i] = self.runs[i] * (cost + (0.0 if matmul is None else _matmul_cost(matmul)))
         return costs
 
 
-def _prices(opcode: str, machine: Machine) -> np.ndarray:
+def _prices(opcode: str) -> np.ndarray:
     """ns per unit of each of PARTS done by a node of `opcode`: bytes over the bandwidth (a fused element-wise pass a
     fraction of a write, twice for transcendentals; data movement reads and writes; a transpose's copy or a reshape
     that is no bitcast strided; reducing across lanes shuffles), and an overhead per copy kernel launched."""
-    fused = machine.fused_pass * (2.0 if opcode in TRANSCENDENTAL else 1.0)
+    fused = FUSED_PASS * (2.0 if opcode in TRANSCENDENTAL else 1.0)
     passes = 2.0 if opcode in MOVEMENT else 1.0
-    per_byte = {"fused": fused, "passes": passes, "relayouts": machine.transpose_copy, "copies": 1.0,
-                "transposes": machine.transpose_copy, "lane_reduces": machine.lane_reduce - 1.0}
-    return np.array([machine.copy_overhead if part == "launches" else per_byte[part] / machine.bandwidth
-                     for part in PARTS])
+    per_byte = {"fused": fused, "passes": passes, "relayouts": TRANSPOSE_COPY, "copies": 1.0,
+                "transposes": TRANSPOSE_COPY, "lane_reduces": LANE_REDUCE - 1.0}
+    return np.array([COPY_OVERHEAD if part == "launches" else per_byte[part] / BANDWIDTH for part in PARTS])
 
 
-def _matmul_cost(matmul: np.ndarray, machine: Machine) -> np.ndarray:
+def _matmul_cost(matmul: np.ndarray) -> np.ndarray:
     """[C] ns of a dot's or convolution's own work (MATMUL [C, 4]): the matrix units' time, slower per operand fed
     with its key dim second-minor or further out, or its bytes over the bandwidth, whichever is longer."""
     multiply_adds, stored, second, major = matmul.T
-    compute = 2.0 * multiply_adds / machine.peak_flops * machine.second_minor_feed ** second * \
-        machine.major_feed ** major
-    return np.maximum(compute, stored / machine.bandwidth)
+    compute = 2.0 * multiply_adds / PEAK_FLOPS * SECOND_MINOR_FEED ** second * MAJOR_FEED ** major
+    return np.maximum(compute, stored / BANDWIDTH)
 
 
-def _fixed_cost(instruction: Instruction, tensor: Tensor, machine: Machine) -> float:
+def _fixed_cost(instruction: Instruction, tensor: Tensor) -> float:
     """ns a node costs whatever the layouts: a kernel launch for every op that is not fused, a bitcast or a
     parameter; a broadcast's or constant's fused pass over its elements."""
     if tensor.rank < 0 or tensor.name in ("parameter", "get-tuple-element", "transpose", "reshape"):
         return 0.0
     if tensor.name in FLEXIBLE:
-        return machine.fused_pass * math.prod(instruction.shape.dims) * tensor.element_bytes / machine.bandwidth
-    return 0.0 if tensor.name in ELEMENTWISE else machine.op_overhead
+        return FUSED_PASS * math.prod(instruction.shape.dims) * tensor.element_bytes / BANDWIDTH
+    return 0.0 if tensor.name in ELEMENTWISE else OP_OVERHEAD
 
 
 def _tensor(instruction: Instruction, sources: list[Instruction], operands: list[int], is_root: bool) -> Tensor:
@@ -255,21 +231,21 @@ class TiledKernel:
         out = shaped[:, list(self.out_axes)].prod(axis=1) * self.out_bytes
         return out + sum(shaped[:, list(axes)].prod(axis=1) * size for axes, size in self.operands)
 
-    def runtime(self, tiles: np.ndarray, machine: Machine = MACHINE) -> np.ndarray:
-        """[C] noise-free ns of tile sizes [C, S] on `machine`: grid steps x (max(compute, memory) + per-step
-        overhead) + launch, partial-sum traffic where a reduced axis is split, a spill penalty past VMEM."""
+    def runtime(self, tiles: np.ndarray) -> np.ndarray:
+        """[C] noise-free ns of tile sizes [C, S]: grid steps x (max(compute, memory) + per-step overhead) +
+        launch, partial-sum traffic where a reduced axis is split, a spill penalty past VMEM."""
         dims = np.array(self.dims, dtype=np.float64)
         steps = np.ceil(dims / tiles)  # [C, S]
         shaped = self.shaped(tiles)
         points = shaped.prod(axis=1)
         out_points = shaped[:, list(self.out_axes)].prod(axis=1)
-        compute = points * (self.flops / machine.peak_flops + self.vector_ops / machine.vector_rate)
+        compute = points * (self.flops / PEAK_FLOPS + self.vector_ops / VECTOR_OPS)
         footprint = self.footprint(tiles)
         split = steps[:, list(self.reduced)].prod(axis=1) > 1 if self.reduced else np.zeros(len(tiles), bool)
         moved = footprint + np.where(split, out_points * self.out_bytes, 0.0)  # read back the partial sums
         over = 2 * footprint / VMEM  # double-buffered
-        memory = moved / machine.bandwidth * np.where(over > 1, machine.spill * over, 1.0)
-        return steps.prod(axis=1) * (np.maximum(compute, memory) + machine.tile_overhead) + machine.launch_overhead
+        memory = moved / BANDWIDTH * np.where(over > 1, SPILL * over, 1.0)
+        return steps.prod(axis=1) * (np.maximum(compute, memory) + TILE_OVERHEAD) + LAUNCH_OVERHEAD
 
     def default_tile(self) -> np.ndarray:
         """[S] the compiler's pick: 512 lanes x 64 sublanes of output at most, reductions whole up to 2048, other

@@ -23,23 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--programs", action="store_true",
                         help="real JAX programs of the package's zoo, timed by its runtime law (docs/corpus.md); "
                              "needs jax: pip install '.[programs]'")
-    parser.add_argument("--law_spread", type=float, default=0.0,
-                        help="with --programs: time each program on a machine of its own, every price of the law "
-                             "x exp(U(-s, s)) (0: the one machine of docs/corpus.md)")
     args = parser.parse_args(argv)
     if not args.programs and args.size == "full":
         parser.error("--size full needs --programs; expected tiny, small or realistic")
-    if args.law_spread and not args.programs:
-        parser.error("--law_spread needs --programs: it draws the program corpus law's prices")
-    if args.law_spread < 0:
-        parser.error(f"--law_spread {args.law_spread}; expected a spread >= 0")
     start = time.perf_counter()
     if args.programs:
         try:
             from ..programs import corpus  # the one place jax is imported
         except ImportError as error:
             return fail(error, USAGE)
-        root = corpus.build(args.out, args.size, args.seed, args.collections, args.law_spread)
+        root = corpus.build(args.out, args.size, args.seed, args.collections)
     else:
         root = generate(args.out, args.size, args.seed, args.collections)
     files = sum(1 for _ in (root / "npz_all").rglob("*.npz"))
