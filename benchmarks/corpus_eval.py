@@ -202,12 +202,11 @@ def noise_ceiling(corpus: Path, files: list[CorpusFile], answers: dict[str, np.n
 
 def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, work: Path,
                always_train: Sequence[str] = (), excluded: Sequence[str] = (),
-               ceilings: Mapping[str, float] | None = None, joined: Sequence[str] = ()) -> list[Replicate]:
+               ceilings: Mapping[str, float] | None = None) -> list[Replicate]:
     """The replicate of each seed s: fold s mod `folds` held out; its data root (<work>/folds/fold<k>, shared by every
     collection's fold k), answers and ceiling. Families in `always_train` are never held out (the folds are made of
     the others) and always train; families in `excluded` take no part at all. Both leave the held-out files as they
-    are: a paired test of what training families add. The `joined` collections (a variant's `data.train_with`) are
-    linked into the root with the same families held out."""
+    are: a paired test of what training families add."""
     files = [f for f in read_manifest(corpus) if f.family not in excluded]
     fold_of = family_folds([f for f in files if f.family not in always_train], collection, folds)
     made = []
@@ -216,8 +215,6 @@ def replicates(corpus: Path, collection: str, seeds: Sequence[int], folds: int, 
         families = tuple(sorted(f for f, k in fold_of.items() if k == fold))
         held = [f for f in files if f.collection == collection and f.family in families]
         root = link_fold_root(corpus, files, collection, set(families), work / "folds" / f"fold{fold}")
-        for other in joined:
-            link_fold_root(corpus, files, other, set(families), root)
         answers = measured(corpus, held)
         made.append(Replicate(collection, seed, fold, families, root, answers,
                               noise_ceiling(corpus, held, answers, root, ceilings or {})))
@@ -538,14 +535,8 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "benchmarks/corpus_eval.py", *given])
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     shutil.rmtree(args.runs / "folds", ignore_errors=True)  # links only: every fold root is made anew
-    joined = {c: sorted({o for chosen in settings.values() for o in chosen[c]["data"].get("train_with", [])} - {c})
-              for c in args.collections}
-    clash = {o for c in args.collections for o in joined[c]} & set(args.collections)
-    if clash:
-        raise SystemExit(f"{', '.join(sorted(clash))}: both evaluated and joined by a variant's data.train_with, "
-                         "whose fold roots would hold them with different families held out; run them apart")
     rounds = {c: replicates(args.data, c, seeds, args.folds, args.runs, args.always_train, args.exclude,
-                            args.ceilings, joined[c]) for c in args.collections}
+                            args.ceilings) for c in args.collections}
     for index in range(args.seeds):
         if args.whole_job:
             for name, chosen in settings.items():

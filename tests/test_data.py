@@ -247,45 +247,6 @@ def test_k_fold_splits_pool_train_and_valid_into_disjoint_folds(tiny_root, tmp_p
         TpuGraphsDataModule(**kwargs, folds=3, fold=3)
 
 
-def test_train_with_joins_the_other_search_to_training_only(tiny_root, tmp_path):
-    kwargs = dict(root=str(tiny_root), collection="layout:xla:random", cache_dir=str(tmp_path))
-    both = ["layout:xla:random", "layout:xla:default"]  # one list serves both searches: itself is skipped
-    plain, dm = TpuGraphsDataModule(**kwargs), TpuGraphsDataModule(**kwargs, train_with=both)
-    theirs = split_files({**kwargs, "collection": "layout:xla:default"}, "train")
-    assert theirs and split_files(dm.hparams, "train") == split_files(plain.hparams, "train") + theirs
-    for split in ("valid", "test"):
-        assert split_files(dm.hparams, split) == split_files(plain.hparams, split)
-    assert len(dm.graphs("train")) == len(plain.graphs("train")) + len(theirs)
-    for wrong in ("tile:xla", "layout:xla"):
-        with pytest.raises(ValueError, match=f"data.train_with names '{wrong}' for layout:xla:random; expected "
-                                             "collections of the layout task: layout:xla:random, "):
-            TpuGraphsDataModule(**kwargs, train_with=[wrong])
-
-
-def test_train_with_never_joins_the_programs_the_collection_validates_on(tiny_root, tmp_path):
-    """The default search holding the random search's very programs: each fold joins the default search's files of
-    the families it trains on and none of those it holds out; unfolded, a valid program's twin stays out."""
-    source = tiny_root / "npz_all" / "npz" / "layout" / "xla" / "random"
-    for search in ("random", "default"):
-        for split in ("train", "valid"):
-            folder = tmp_path / "npz_all" / "npz" / "layout" / "xla" / search / split
-            folder.mkdir(parents=True)
-            for path in (source / split).glob("*.npz"):
-                (folder / path.name).symlink_to(path)
-    data = {"root": str(tmp_path), "collection": "layout:xla:random", "train_with": ["layout:xla:default"]}
-    for fold in range(3):
-        folded = {**data, "folds": 3, "fold": fold}
-        own = split_files({**folded, "train_with": []}, "train")
-        joined = split_files(folded, "train")[len(own):]
-        assert sorted(p.stem for p in joined) == sorted(p.stem for p in own)
-        assert {p.parent.parent.name for p in joined} == {"default"}
-    twin = next((source / "valid").glob("*.npz"))
-    (tmp_path / "npz_all" / "npz" / "layout" / "xla" / "default" / "train" / twin.name).symlink_to(twin)
-    joined = split_files(data, "train")[len(split_files({**data, "train_with": []}, "train")):]
-    assert twin.stem not in {p.stem for p in joined}
-    assert len(joined) == len(list((source / "train").glob("*.npz")))
-
-
 def test_tile_data_refuses_layout_only_settings(tiny_root, tmp_path):
     kwargs = dict(root=str(tiny_root), collection="tile:xla", cache_dir=str(tmp_path))
     for wrong in ({}, {"prune": "none"}, {"prune": "none", "fill_default_layout": False, "segment_nodes": 8}):

@@ -17,7 +17,7 @@ from .batch import Collate
 from .features import PHYSICAL_TILE_FEATURES, node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
-from .splits import SPLIT_DEFAULTS, check_train_with, split_graphs
+from .splits import SPLIT_DEFAULTS, split_graphs
 from .tasks import task_of
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,12 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         folds: int = SPLIT_DEFAULTS["folds"],
         fold: int = SPLIT_DEFAULTS["fold"],
         family_pattern: str = SPLIT_DEFAULTS["family_pattern"],
-        train_with: tuple[str, ...] = SPLIT_DEFAULTS["train_with"],
         num_workers: int = 4,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.task = task_of(collection)
         self._check_task_settings()
-        check_train_with(collection, train_with)
         self.settings = Preprocessing.of(self.hparams)
         if folds > 1 and not 0 <= fold < folds:
             raise SettingsError(f"data.fold={fold}; expected 0..{folds - 1} for data.folds={folds}")

@@ -308,13 +308,11 @@ def ranked_job_split(ranker: SavedRanker, source: Path, settings: Mapping, job: 
 
 def fitted_prior(collection: str, settings: Mapping, job: Job) -> np.ndarray:
     """[len(WEIGHTS)] the weights of the physics prior: fitted to the runtimes of the collection's train files as
-    `prior_fit` says (`physics/fit.py`), or the plain count of elements where it names no files. Its own files
-    only: the `train_with` collections train the model, not the prior."""
+    `prior_fit` says (`physics/fit.py`), or the plain count of elements where it names no files."""
     fit = section(settings, "prior_fit", PriorFit, collection)
     if fit.files <= 0 or not (collection_dir(job.root, collection) / "train").is_dir():
         return UNIT
-    own = {**settings["data"], "train_with": []}
-    start, graphs = time.monotonic(), build_datamodule(own, job).graphs("train")
+    start, graphs = time.monotonic(), build_datamodule(settings["data"], job).graphs("train")
     fitted = fit_prior(graphs, fit, settings["data"].get("family_pattern", FAMILY_PATTERN),
                        settings.get("seed_everything", 0))
     if fitted is None:

@@ -15,7 +15,7 @@ from ..submission.files import collection_file_stem
 FREE_DATA = frozenset({
     "root", "cache_dir", "num_workers", "graphs_per_batch", "configs_per_graph", "sampling", "row_budget",
     "eval_chunk", "eval_graphs_per_batch", "predict_split", "test_split", "limit_graphs",
-    "skip_bad_files", "folds", "fold", "family_pattern", "train_with",
+    "skip_bad_files", "folds", "fold", "family_pattern",
 })
 # training or speed only
 FREE_MODEL = frozenset({"lr", "start_lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})
