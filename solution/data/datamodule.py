@@ -57,7 +57,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         folds: int = SPLIT_DEFAULTS["folds"],
         fold: int = SPLIT_DEFAULTS["fold"],
         family_pattern: str = SPLIT_DEFAULTS["family_pattern"],
-        scale_with_ranked: bool = False,
         num_workers: int = 4,
     ) -> None:
         super().__init__()
@@ -139,8 +138,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     def feature_sums(self) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
         """Column sums, sums of squares and row counts of node features (and tile configs) over train."""
-        splits = ["train", self.hparams.predict_split] if self.hparams.scale_with_ranked else ["train"]
-        graphs = [(part, index) for part in map(self.graphs, splits) for index in range(len(part))]
+        graphs = self.graphs("train")
         sums = {}
         parts = {"node_feat": lambda g: g.node_feat}
         if self.task.standardize_configs:
@@ -148,8 +146,8 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         for name, get in parts.items():
             total = total_sq = 0.0
             count = 0
-            for part, index in graphs:
-                x = np.asarray(get(part.load(index)), dtype=np.float64)
+            for index in range(len(graphs)):
+                x = np.asarray(get(graphs.load(index)), dtype=np.float64)
                 total, total_sq, count = total + x.sum(0), total_sq + (x**2).sum(0), count + len(x)
             sums[name] = (np.asarray(total), np.asarray(total_sq), count)
         return sums

@@ -18,7 +18,7 @@ FREE_DATA = frozenset({
     "skip_bad_files", "folds", "fold", "family_pattern",
 })
 # training or speed only
-FREE_MODEL = frozenset({"lr", "start_lr", "start_scalers", "weight_decay", "warmup_steps", "compile", "inference_rows"})
+FREE_MODEL = frozenset({"lr", "start_lr", "weight_decay", "warmup_steps", "compile", "inference_rows"})
 DERIVED = frozenset({"node_feat_dim", "config_width", "task"})  # the model's, from the data settings
 
 

@@ -44,7 +44,6 @@ class RankingModule(pl.LightningModule):
         compile: bool = False,
         init_from: str | None = None,  # a checkpoint (or folder of them) whose weights and standardizers start the fit
         start_lr: float | None = None,  # the learning rate of a fit that takes its start from init_from; null: lr
-        start_scalers: bool = True,  # a fit from init_from keeps its start's standardizers; false: fits them anew
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["ranker", "loss", "init_from"])
@@ -90,8 +89,6 @@ class RankingModule(pl.LightningModule):
         if stage == "fit" and self.init_from and not bool(self.scalers_fitted) and datamodule is not None:
             self.start_from(start_checkpoint(self.init_from, datamodule.hparams.collection),
                             strict=self.init_from != SHIPPED)
-            if not self.hparams.start_scalers:
-                self.scalers_fitted.fill_(False)
         if stage == "fit" and not bool(self.scalers_fitted) and datamodule is not None:
             sums = datamodule.feature_sums()
             self.node_scaler.fit(*sums["node_feat"])
