@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from solution.constants import COLLECTIONS
-from solution.data.tasks import LAYOUT
+from solution.data.tasks import LAYOUT, TILE
 from solution.metrics import (
     final_score,
     kendall_tau,
@@ -177,6 +177,13 @@ def test_ranking_tau_scores_the_submitted_ranking() -> None:
     constant = np.zeros(5)  # a degenerate model: the index order, a finite tau, as `solution score` gives it
     assert ranking_tau(constant, target) == pytest.approx(stats.kendalltau(np.arange(5), target).statistic)
     assert np.isnan(ranking_tau(scores, np.ones(5)))  # nothing to rank
+
+
+def test_tile_validation_scores_its_kernels_top_five_and_their_whole_ranking() -> None:
+    metrics = TILE.graph_metrics(TILE_PRED, TILE_TARGET)
+    assert metrics["score"] == tile_score(TILE_PRED, TILE_TARGET)
+    assert metrics["kendall_tau"] == pytest.approx(stats.kendalltau(TILE_PRED, TILE_TARGET).statistic)
+    assert metrics["top1_error"] == tile_topk_error(TILE_PRED, TILE_TARGET, 1)
 
 
 def test_one_nan_policy_means_over_defined_graphs() -> None:

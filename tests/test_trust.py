@@ -138,6 +138,18 @@ def test_ensemble_refuses_pickled_scores(trained, tile_root, tmp_path, marker, c
 # ---------------------------------------------------------------- one path from checkpoint to predictions
 
 
+def test_run_chooses_the_best_checkpoint_by_the_settings_monitor_as_fit_does(tile_root, tmp_path):
+    runs = tmp_path / "runs"
+    settings = layered(read_settings()["tile:xla"], layered(QUICK, {"trainer": {"max_epochs": 3},
+                                                                   "checkpoint": {"monitor": "val/kendall_tau"}}))
+    path = pipeline.train("tile:xla", settings, None, pipeline.Job(tile_root, runs / "out", runs=runs))
+    states = torch.load(path, map_location="cpu", weights_only=True)["callbacks"]
+    (chosen,) = [state for key, state in states.items() if key.startswith("LaterOnTies")]
+    assert chosen["monitor"] == "val/kendall_tau" and -1.0 <= float(chosen["best_model_score"]) <= 1.0
+    with pytest.raises(errors.SettingsError, match=r"tile:xla: checkpoint.monitor='val/top5_error'; expected one of"):
+        pipeline.checkpoint_monitor({"checkpoint": {"monitor": "val/top5_error"}}, "tile:xla")
+
+
 def test_predict_and_run_give_the_same_predictions_from_the_checkpoints_settings(trained, tile_root, tmp_path):
     """The checkpoint was trained at hidden 16; neither command is told so: both take it from the checkpoint."""
     assert main(["predict", *TILE, "--data.root", str(tile_root), "--ckpt_path", str(trained / "tile_xla.ckpt"),

@@ -117,7 +117,7 @@ class TileTask(Task):
         return np.asarray(configs)  # [C, 24 (+ 10)]
 
     def graph_metrics(self, scores: np.ndarray, target: np.ndarray) -> dict[str, float]:
-        return {"score": tile_score(scores, target),
+        return {"score": tile_score(scores, target), "kendall_tau": ranking_tau(scores, target),
                 **{f"top{k}_error": tile_topk_error(scores, target, k) for k in TILE_TOPK}}
 
     def collection_metrics(self, pairs: list[tuple[np.ndarray, np.ndarray]], lengths: list[int]

@@ -43,6 +43,7 @@ from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
 from .settings import read_settings, section, started_from, with_checkpoint
 
+SELECTABLE = ("val/score", "val/kendall_tau")  # validation metrics of every task, higher better
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
 MEMBER_SEED_STEP = 1000  # ensemble member j trains with seed_everything + 1000 j
 QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}  # a script's log: no bars
@@ -133,16 +134,18 @@ def build_datamodule(data: Mapping, job: Job) -> TpuGraphsDataModule:
 
 
 class Progress(Callback):
-    """Prints each validation score while a collection trains: a script's log shows no progress bar."""
+    """Prints each validation score (and the metric the best checkpoint is chosen by, when another) while a
+    collection trains: a script's log shows no progress bar."""
 
-    def __init__(self, collection: str) -> None:
+    def __init__(self, collection: str, monitor: str = "val/score") -> None:
         self.collection, self.start = collection, time.monotonic()
+        self.shown = ["val/score"] + ([monitor] if monitor != "val/score" else [])
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
-            score = float(trainer.callback_metrics["val/score"])
-            say(f"  [{self.collection}] epoch {trainer.current_epoch}: val/score {score:.4f} "
-                f"({time.monotonic() - self.start:.0f} s)")
+            scores = ", ".join(f"{name} {float(trainer.callback_metrics[name]):.4f}" for name in self.shown)
+            seconds = time.monotonic() - self.start
+            say(f"  [{self.collection}] epoch {trainer.current_epoch}: {scores} ({seconds:.0f} s)")
 
 
 class Deadline(Callback):
@@ -160,9 +163,18 @@ class Deadline(Callback):
             self.on_train_batch_end(trainer)
 
 
+def checkpoint_monitor(settings: Mapping, collection: str) -> str:
+    """The validation metric a fit's best checkpoint is chosen by: `checkpoint.monitor`, as `solution fit` reads it
+    (default val/score, the competition's metric; val/kendall_tau, every task's whole-ranking tau)."""
+    monitor = settings.get("checkpoint", {}).get("monitor", "val/score")
+    if monitor not in SELECTABLE:
+        raise SettingsError(f"{collection}: checkpoint.monitor={monitor!r}; expected one of {', '.join(SELECTABLE)}")
+    return monitor
+
+
 def train(collection: str, settings: Mapping, seconds: float | None, job: Job, member: int = 0) -> Path:
     """Fit one collection (for at most `seconds` of the job's clock from now, preprocessing included, when given);
-    its best checkpoint by val/score (the last weights when no validation ran) goes to
+    its best checkpoint by `checkpoint_monitor` (the last weights when no validation ran) goes to
     <output>/checkpoints/<collection>.ckpt (ensemble member j > 0:
     <collection>.member<j>.ckpt, trained with seed_everything + 1000 j, and with `member_folds` on the data of
     `member_data`)."""
@@ -174,10 +186,11 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     pl.seed_everything(seed, verbose=False)
     datamodule = build_datamodule(member_data(settings, member, members(settings), job.root), job)
     model = build_module(settings["model"], datamodule)
-    best = LaterOnTies(dirpath=path.parent, filename=path.stem, monitor="val/score", mode="max",
+    monitor = checkpoint_monitor(settings, collection)
+    best = LaterOnTies(dirpath=path.parent, filename=path.stem, monitor=monitor, mode="max",
                            enable_version_counter=False)
     extras = dict(job.trainer_extras(collection, settings))
-    callbacks = [best, Progress(collection), *extras.pop("callbacks", [])]
+    callbacks = [best, Progress(collection, monitor), *extras.pop("callbacks", [])]
     if seconds is not None:
         callbacks.append(Deadline(job.clock() + seconds, job.clock))
     trainer = pl.Trainer(**{**QUIET, **settings["trainer"], **extras}, callbacks=callbacks,
