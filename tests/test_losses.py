@@ -65,7 +65,7 @@ def test_hinge_margin_is_an_argument() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_loss_spec_round_trips_through_build(name: str) -> None:
-    options = {"hinge": {"margin": 0.5, "tie_tol": 0.01, "top_focus": 0.5}, "logistic": {"tie_tol": 0.02},
+    options = {"hinge": {"margin": 0.5, "tie_tol": 0.01}, "logistic": {"tie_tol": 0.02},
                "listmle": {"tie_tol": 0.03}, "mse": {}}[name]
     loss = LOSSES[name](**options)
     assert loss.spec == {"class_path": f"solution.models.losses.{LOSSES[name].__name__}", "init_args": options}
@@ -83,24 +83,6 @@ def test_hinge_and_logistic_hand_worked() -> None:
     assert pairwise_hinge(torch.tensor([[0.0, 0.5]]), target, mask, margin=0.25).item() == 0.0
     assert pairwise_logistic(torch.tensor([[0.0, 0.5]]), target, mask).item() == pytest.approx(
         math.log1p(math.exp(-0.5)))
-
-
-def test_top_focus_weighs_the_fastest_pairs_most() -> None:
-    target, mask = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.ones(1, 4, dtype=torch.bool)
-    rank = 2.0 * target  # right order, every gap 2 or more: no pair costs anything
-    top = rank.clone()
-    top[0, [0, 1]] = top[0, [1, 0]]  # the two fastest swapped: pair (0, 1) costs 3, its faster config has r = 0
-    bottom = rank.clone()
-    bottom[0, [2, 3]] = bottom[0, [3, 2]]  # the two slowest swapped: pair (2, 3) costs 3, r = 2
-    assert pairwise_hinge(top, target, mask).item() == pairwise_hinge(bottom, target, mask).item() == 0.5
-    # pair weights (1 + r)^-1: three pairs of r = 0, two of r = 1, one of r = 2; the weights sum to 4 + 1/3
-    assert pairwise_hinge(top, target, mask, top_focus=1.0).item() == pytest.approx(3.0 / (4 + 1 / 3))
-    assert pairwise_hinge(bottom, target, mask, top_focus=1.0).item() == pytest.approx(1.0 / (4 + 1 / 3))
-    s, t, m = _batch(3, ties=True)
-    assert PairwiseHinge(top_focus=0.0)(s, t, m).item() == pairwise_hinge(s, t, m).item()
-    perm = torch.randperm(9, generator=torch.Generator().manual_seed(3))
-    focused = PairwiseHinge(top_focus=2.0)
-    assert focused(s[:, perm], t[:, perm], m[:, perm]).item() == pytest.approx(focused(s, t, m).item())
 
 
 def test_hinge_is_zero_exactly_when_ordered_with_margin() -> None:

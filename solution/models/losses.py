@@ -42,28 +42,22 @@ def _mean_over_graphs(total: Tensor, count: Tensor, scores: Tensor) -> Tensor:
 
 
 def _pairwise(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float,
-              pair_loss: Callable[[Tensor], Tensor], top_focus: float = 0.0) -> Tensor:
-    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs.
-
-    With top_focus p > 0 the mean is weighted: a pair weighs (1 + r_i)^-p, r_i the number of the graph's configs
-    clearly faster than i, so that the order among the fastest configs counts most.
-    """
+              pair_loss: Callable[[Tensor], Tensor]) -> Tensor:
+    """Mean of pair_loss(s_j - s_i) over the pairs with i faster than j, per graph, then over graphs."""
     scores, target, mask = _clean(scores, target, mask)
     faster = _faster_pairs(target, mask, tie_tol)  # [G, C, C]
     gap = scores[:, None, :] - scores[:, :, None]  # [G, C, C], s_j - s_i: positive when ordered right
-    beaten_by = faster.sum(1).to(scores.dtype)  # [G, C], r_i: configs clearly faster than i
-    weight = faster * (1.0 + beaten_by)[:, :, None].pow(-top_focus)  # [G, C(i), C(j)]
-    losses = torch.where(faster, pair_loss(gap), torch.zeros_like(gap)) * weight  # [G, C, C]
-    return _mean_over_graphs(losses.sum((1, 2)), weight.sum((1, 2)), scores)
+    losses = torch.where(faster, pair_loss(gap), torch.zeros_like(gap))  # [G, C, C]
+    return _mean_over_graphs(losses.sum((1, 2)), faster.sum((1, 2)), scores)
 
 
 def pairwise_hinge(scores: Tensor, target: Tensor, mask: Tensor, margin: float = 1.0,
-                   tie_tol: float = 0.0, top_focus: float = 0.0) -> Tensor:
+                   tie_tol: float = 0.0) -> Tensor:
     """For every valid pair with target_i < target_j: max(0, margin - (s_j - s_i)).
 
     Exactly 0 when every faster config scores at least `margin` below every slower one.
     """
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap), top_focus)
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap))
 
 
 def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
@@ -118,12 +112,12 @@ class RankingLoss(Remembered):
 class PairwiseHinge(RankingLoss):
     """`pairwise_hinge`: every clearly faster config should score at least `margin` lower."""
 
-    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0, top_focus: float = 0.0) -> None:
+    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0) -> None:
         super().__init__()
-        self.margin, self.tie_tol, self.top_focus = margin, tie_tol, top_focus
+        self.margin, self.tie_tol = margin, tie_tol
 
     def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol, self.top_focus)
+        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol)
 
 
 class PairwiseLogistic(RankingLoss):
