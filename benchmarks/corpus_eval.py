@@ -464,6 +464,16 @@ def ceiling(text: str) -> tuple[str, float]:
                                      "and a ceiling in (0, 1]")
 
 
+def seconds(text: str) -> float:
+    """A positive number of seconds ('0' would give each fit the one-step minimum, not "no limit")."""
+    try:
+        if float(text) > 0:
+            return float(text)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number of seconds")
+
+
 def named_layer(text: str) -> tuple[str, Path]:
     """'NAME=path/to/layer.yaml' -> (NAME, path)."""
     name, sep, path = text.partition("=")
@@ -488,8 +498,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="families never held out: the folds are made of the others, these always train")
     parser.add_argument("--exclude", nargs="*", default=[], metavar="FAMILY",
                         help="families left out of training and of the held-out files")
-    parser.add_argument("--seconds", type=float, default=480.0, help="training time per fit")
-    parser.add_argument("--budget", type=float, default=None, help="a whole job's seconds: each collection trains "
+    parser.add_argument("--seconds", type=seconds, default=480.0, help="training time per fit")
+    parser.add_argument("--budget", type=seconds, default=None, help="a whole job's seconds: each collection trains "
                         "its `solution run --budget` share of it per fit (instead of --seconds)")
     parser.add_argument("--whole_job", action="store_true", help="with --budget: each replicate is one `solution "
                         "run --budget` over every collection's fold (unused time passes on, as it does there)")

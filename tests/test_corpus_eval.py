@@ -132,6 +132,13 @@ def test_whole_job_needs_a_budget():
         load_corpus_eval().main(["--smoke", "--whole_job"])
 
 
+@pytest.mark.parametrize("flag", ["--budget", "--seconds"])
+def test_a_time_of_zero_is_refused_naming_it(flag, capsys):
+    with pytest.raises(SystemExit):
+        load_corpus_eval().main(["--smoke", flag, "0"])
+    assert "'0': expected a positive number of seconds" in capsys.readouterr().err
+
+
 def test_the_report_names_a_corpus_found_at_data_by_its_programs_not_by_the_build_defaults(tmp_path):
     corpus_eval = load_corpus_eval()
     (tmp_path / "programs.csv").write_text(
