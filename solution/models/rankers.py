@@ -29,6 +29,7 @@ from .layers import (
     pool,
     valid_configs,
 )
+from .scatter import scatter_mean
 from .segments import segmented_scores
 from .spec import Remembered
 
@@ -73,6 +74,7 @@ class LayoutRanker(Ranker):
         physical_layout: bool = False,
         config_work: bool = False,
         operand_layouts: bool = False,
+        config_context: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -87,6 +89,8 @@ class LayoutRanker(Ranker):
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
+        self.context = nn.ModuleList(zero_linear(width, width) for _ in range(config_layers)) \
+            if config_context else None
         self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
 
     def read(self, features: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -140,6 +144,9 @@ class LayoutRanker(Ranker):
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
             z = in_chunks(lambda part: block(part, own, links), configs_per_pass, 1, z)
+            if self.context is not None:  # each config's mean over the graph's configurable nodes, back onto each
+                graphs = scatter_mean(z, links.graph, 0, batch.config_mask.size(0))  # [G, C, w]
+                z = z + self.context[i](graphs).index_select(0, links.graph)  # [M, C, w]
             if self.cross is not None:
                 z = in_chunks(self.cross[i], nodes_per_pass, 0, z, node_mask)
         return h, z, links

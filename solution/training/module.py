@@ -65,7 +65,8 @@ class RankingModule(pl.LightningModule):
         `strict` off (the package's own starts, under settings of other widths) passed over: random weights."""
         state = read_checkpoint(path)["state_dict"]
         mine = self.state_dict()
-        wrong = sorted(key for key in mine if key not in state or state[key].shape != mine[key].shape)
+        wrong = sorted(key for key in mine if (key not in state and "context." not in key)
+                       or (key in state and state[key].shape != mine[key].shape))
         if wrong and not strict:
             rank_zero_info(f"{path}: the package's start is of other ranker settings (at {wrong[0]}); this fit "
                            "starts from random weights")
@@ -74,7 +75,7 @@ class RankingModule(pl.LightningModule):
             raise CheckpointError(f"{path}: model.init_from needs a checkpoint of the same ranker settings; its "
                                   f"weights lack or differ in shape at {', '.join(wrong[:5])} (model.init_from: null "
                                   "starts from random weights)")
-        self.load_state_dict({key: state[key] for key in mine})
+        self.load_state_dict({key: state[key] for key in mine if key in state}, strict=False)
         self.took_start = True
 
     def configure_model(self) -> None:
