@@ -33,7 +33,13 @@ from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
 from solution.models.losses import PairwiseHinge
-from solution.models.rankers import LayoutRanker, TileRanker, operand_layout_features, physical_layout_features
+from solution.models.rankers import (
+    LayoutRanker,
+    TileRanker,
+    literal_tile_features,
+    operand_layout_features,
+    physical_layout_features,
+)
 from solution.models.spec import build
 from solution.physics.propagation import WORK_FEATURES, Propagation
 
@@ -578,6 +584,26 @@ def test_physical_layout_features_skip_size_1_dims_wherever_the_layout_puts_them
     flat = physical_layout_features(torch.tensor([[[1, 0, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1]]]),
                                     torch.tensor([[3.0, 256.0, 0, 0, 0, 0]]))[0]  # [2, 6]
     torch.testing.assert_close(features, flat[[0, 0, 1]])
+
+
+def test_literal_tiles_count_a_size_1_dim_where_the_layout_puts_it():
+    """A [3, 1, 256] output over its order's two most-minor dims whatever their size: (2, 1, 0) puts 256 in the lanes
+    and the size-1 dim in 8 sublanes (8x the bytes), (1, 2, 0) puts the size-1 dim in 128 lanes (128x); the
+    true-rank view of both is the [3, 256] one. Operand blocks without known sizes give zeros."""
+    order = torch.tensor([[[2, 1, 0, -1, -1, -1], [1, 2, 0, -1, -1, -1]]])  # [1, 2, 6]
+    dims = torch.tensor([[3.0, 1.0, 256.0, 0, 0, 0]])
+    literal = physical_layout_features(order, dims, true_rank=False)[0]  # [2, 6]
+    expected = torch.tensor([[8.0, 0.0, 1, 0, math.log(8.0), 1], [0.0, 8.0, 0, 1, math.log(128.0), 1]])
+    torch.testing.assert_close(literal, expected)
+    true_rank = physical_layout_features(order, dims)[0]
+    torch.testing.assert_close(true_rank[0], true_rank[1])
+    blocks = torch.cat([order, order, order], -1)  # [1, 2, 18]: the same order for output, input and kernel
+    features = literal_tile_features(blocks, dims, None)  # [1, 2, 15]
+    torch.testing.assert_close(features[0, :, :5], expected[:, :5])
+    assert not features[..., 5:].any()
+    operands = torch.zeros(1, 30)
+    operands[0, :6] = dims[0]  # the input block's operand known: its tiles counted the same way
+    torch.testing.assert_close(literal_tile_features(blocks, dims, operands)[0, :, 5:10], expected[:, :5])
 
 
 def test_a_new_model_with_physical_features_scores_as_one_without():

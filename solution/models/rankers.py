@@ -29,7 +29,6 @@ from .layers import (
     pool,
     valid_configs,
 )
-from .scatter import scatter_mean
 from .segments import segmented_scores
 from .spec import Remembered
 
@@ -48,7 +47,8 @@ class LayoutRanker(Ranker):
     adds to the readout what each config makes the whole program do (the batch's `config_work`, by the physics
     prior's walk: bytes each kind of pass moves, the dots' work); `operand_layouts` adds what each config's input and
     kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
-    dot's contracted dims, a convolution's feature dims: the batch's `config_operands`). The
+    dot's contracted dims, a convolution's feature dims: the batch's `config_operands`); `literal_tiles` adds the
+    tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits). The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -74,7 +74,7 @@ class LayoutRanker(Ranker):
         physical_layout: bool = False,
         config_work: bool = False,
         operand_layouts: bool = False,
-        config_context: bool = False,
+        literal_tiles: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -86,11 +86,10 @@ class LayoutRanker(Ranker):
         self.config_embed = mlp(config_width, width, dropout)
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
         self.operands = zero_linear(OPERAND_FEATURES, width) if operand_layouts else None
+        self.literal = zero_linear(3 * LITERAL_FEATURES, width) if literal_tiles else None
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
-        self.context = nn.ModuleList(zero_linear(width, width) for _ in range(config_layers)) \
-            if config_context else None
         self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
 
     def read(self, features: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -118,6 +117,8 @@ class LayoutRanker(Ranker):
             z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
         if self.operands is not None:
             z = z + self.operands(operand_layout_features(values - 1, operands))
+        if self.literal is not None:
+            z = z + self.literal(literal_tile_features(values - 1, dims, operands))
         return z
 
     @staticmethod
@@ -137,16 +138,14 @@ class LayoutRanker(Ranker):
         configs_per_pass, nodes_per_pass = (rows_per_slice(self.inference_rows, n) for n in node_mask.shape)
         values = layout_symbols(batch.config_feat[links.graph, :, links.slot])  # [M, C, 18] in 0..6
         h_nodes = self.narrow(h.index_select(0, links.nodes))  # [M, w]
-        dims = batch.config_dims[links.graph, links.slot] if self.physics is not None else None  # [M, 6]
+        tiled = self.physics is not None or self.literal is not None
+        dims = batch.config_dims[links.graph, links.slot] if tiled else None  # [M, 6]
         operands = self.config_operands(batch)[links.graph, links.slot] if self.operands is not None else None
         z = in_chunks(lambda part: self.configure(h_nodes, dims, operands, part), configs_per_pass, 1, values)
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
             z = in_chunks(lambda part: block(part, own, links), configs_per_pass, 1, z)
-            if self.context is not None:  # each config's mean over the graph's configurable nodes, back onto each
-                graphs = scatter_mean(z, links.graph, 0, batch.config_mask.size(0))  # [G, C, w]
-                z = z + self.context[i](graphs).index_select(0, links.graph)  # [M, C, w]
             if self.cross is not None:
                 z = in_chunks(self.cross[i], nodes_per_pass, 0, z, node_mask)
         return h, z, links
@@ -183,18 +182,20 @@ def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
 PHYSICAL_FEATURES = 6
 
 
-def physical_layout_features(order: torch.Tensor, dims: torch.Tensor) -> torch.Tensor:
+def physical_layout_features(order: torch.Tensor, dims: torch.Tensor, true_rank: bool = True) -> torch.Tensor:
     """[M, C, 6] what an output layout means in memory, from order [M, C, 6] (its minor-to-major dimensions, -1
     beyond the rank; all -1: left to the compiler, unknown here) and dims [M, 6] (the output's sizes): log2 of the
     minor and second-minor sizes, whether they fill the 128 lanes and 8 sublanes of a tile, the log of the bytes
     stored in 8 x 128 tiles over the real ones, and whether the layout is set; zeros where it is not. Size-1 dims
     take no room wherever the order puts them (XLA's true rank counts the dims larger than 1), so the tiles lie
-    over the two most-minor dims larger than 1."""
+    over the two most-minor dims larger than 1; without `true_rank`, over the order's two most-minor dims whatever
+    their size (a size-1 dim there padded to 128 lanes or 8 sublanes)."""
     ranked = order >= 0  # [M, C, 6]
     per_node = dims.clamp(min=1)[:, None].expand(-1, order.size(1), -1)  # [M, C, 6]
     sizes = torch.gather(per_node, 2, order.clamp(min=0)).masked_fill(~ranked, 1.0)  # [M, C, 6] minor first
-    true_order = torch.sort((sizes <= 1).to(torch.uint8), dim=-1, stable=True).indices  # dims > 1 first, in order
-    minor, second = torch.gather(sizes, 2, true_order[..., :2]).unbind(-1)  # [M, C] each
+    if true_rank:
+        sizes = torch.gather(sizes, 2, torch.sort((sizes <= 1).to(torch.uint8), dim=-1, stable=True).indices)
+    minor, second = sizes[..., 0], sizes[..., 1]  # [M, C] each
     padded = torch.ceil(minor / LANES) * LANES * torch.ceil(second / SUBLANES) * SUBLANES
     is_set = ranked[..., 0].to(sizes.dtype)
     features = torch.stack([minor.log2(), second.log2(), (minor % LANES == 0).to(sizes.dtype),
@@ -226,6 +227,23 @@ def operand_layout_features(order: torch.Tensor, operands: torch.Tensor) -> torc
     convolution = (keys[:, 2].sum(-1) > 0).to(operands.dtype)[:, None, None]  # [M, 1, 1]: it has kernel key dims
     dot_input = where[:, :, 1] * (1 - convolution)  # [M, C, 3]
     return torch.cat([*physical, (where * convolution[..., None]).flatten(-2), dot_input], -1)  # [M, C, 24]
+
+
+LITERAL_FEATURES = PHYSICAL_FEATURES - 1
+
+
+def literal_tile_features(order: torch.Tensor, dims: torch.Tensor, operands: torch.Tensor | None) -> torch.Tensor:
+    """[M, C, 15] the `physical_layout_features` (but whether set) of a config's output, input and kernel blocks,
+    order [M, C, 18], with the tiles over each order's two most-minor dims whatever their size: where a size-1 dim
+    sits then counts. The output's sizes are dims [M, 6], the operands' the first 12 config_operands [M, 30] (zeros
+    where the walk found no operand, or without operand_layouts)."""
+    blocks = order.unflatten(-1, (3, LAYOUT_GROUP))  # [M, C, 3, 6]
+    operand_sizes = dims.new_zeros(dims.size(0), 2, LAYOUT_GROUP) if operands is None \
+        else operands[:, :2 * LAYOUT_GROUP].unflatten(-1, (2, LAYOUT_GROUP))  # [M, 2, 6]
+    sizes = torch.cat([dims[:, None].to(operand_sizes.dtype), operand_sizes], 1)  # [M, 3, 6]
+    known = (sizes.sum(-1) > 0).to(sizes.dtype)  # [M, 3]: the block's tensor known
+    return torch.cat([physical_layout_features(blocks[..., b, :], sizes[:, b], true_rank=False)[..., :LITERAL_FEATURES]
+                      * known[:, None, b, None] for b in range(3)], -1)  # [M, C, 15]
 
 
 def rows_per_slice(rows: int, across: int) -> int:

@@ -61,12 +61,13 @@ class RankingModule(pl.LightningModule):
 
     def start_from(self, path: str | Path, strict: bool = True) -> None:
         """Start training from a checkpoint of the same settings (e.g. a fit on the program corpus): its ranker's
-        weights and its input standardizers, which then stay as they are. One of other widths is refused, or with
-        `strict` off (the package's own starts, under settings of other widths) passed over: random weights."""
+        weights and its input standardizers, which then stay as they are. Weights it lacks that begin at zero (a
+        feature's projection added after the start was made) keep their zeros. One of other widths is refused, or
+        with `strict` off (the package's own starts, under settings of other widths) passed over: random weights."""
         state = read_checkpoint(path)["state_dict"]
         mine = self.state_dict()
-        wrong = sorted(key for key in mine if (key not in state and "context." not in key)
-                       or (key in state and state[key].shape != mine[key].shape))
+        wrong = sorted(key for key, value in mine.items()
+                       if (state[key].shape != value.shape if key in state else value.any()))
         if wrong and not strict:
             rank_zero_info(f"{path}: the package's start is of other ranker settings (at {wrong[0]}); this fit "
                            "starts from random weights")
@@ -75,7 +76,7 @@ class RankingModule(pl.LightningModule):
             raise CheckpointError(f"{path}: model.init_from needs a checkpoint of the same ranker settings; its "
                                   f"weights lack or differ in shape at {', '.join(wrong[:5])} (model.init_from: null "
                                   "starts from random weights)")
-        self.load_state_dict({key: state[key] for key in mine if key in state}, strict=False)
+        self.load_state_dict({key: state.get(key, value) for key, value in mine.items()})
         self.took_start = True
 
     def configure_model(self) -> None:
