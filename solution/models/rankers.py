@@ -214,11 +214,8 @@ def operand_layout_features(order: torch.Tensor, operands: torch.Tensor) -> torc
     output, input and kernel blocks and a dot's input block apart (an op's operands meet its compute units in their
     own ways); zeros where the block sets no layout or has no key dims."""
     blocks = order.unflatten(-1, (3, LAYOUT_GROUP))  # [M, C, 3, 6]
-    sizes = operands[:, :2 * LAYOUT_GROUP].unflatten(-1, (2, LAYOUT_GROUP))  # [M, 2, 6]
+    physical = block_tiles(blocks[..., 1:, :], operand_sizes(operands), true_rank=True)  # [M, C, 6] each
     keys = operands[:, 2 * LAYOUT_GROUP:].unflatten(-1, (3, LAYOUT_GROUP))  # [M, 3, 6]
-    known = (sizes.sum(-1) > 0).to(operands.dtype)  # [M, 2]: the block's operand found
-    physical = [physical_layout_features(blocks[..., b, :], sizes[:, b - 1]) * known[:, None, b - 1, None]
-                for b in (1, 2)]  # [M, C, 6] each
     is_key = torch.gather(keys[:, None].expand(-1, order.size(1), -1, -1), 3, blocks.clamp(min=0))  # [M, C, 3, 6]
     is_key = is_key * (blocks >= 0)
     minor, second = is_key[..., 0], is_key[..., 1] * (1 - is_key[..., 0])  # [M, C, 3] each
@@ -237,13 +234,23 @@ def literal_tile_features(order: torch.Tensor, dims: torch.Tensor, operands: tor
     order [M, C, 18], with the tiles over each order's two most-minor dims whatever their size: where a size-1 dim
     sits then counts. The output's sizes are dims [M, 6], the operands' the first 12 config_operands [M, 30] (zeros
     where the walk found no operand, or without operand_layouts)."""
-    blocks = order.unflatten(-1, (3, LAYOUT_GROUP))  # [M, C, 3, 6]
-    operand_sizes = dims.new_zeros(dims.size(0), 2, LAYOUT_GROUP) if operands is None \
-        else operands[:, :2 * LAYOUT_GROUP].unflatten(-1, (2, LAYOUT_GROUP))  # [M, 2, 6]
-    sizes = torch.cat([dims[:, None].to(operand_sizes.dtype), operand_sizes], 1)  # [M, 3, 6]
-    known = (sizes.sum(-1) > 0).to(sizes.dtype)  # [M, 3]: the block's tensor known
-    return torch.cat([physical_layout_features(blocks[..., b, :], sizes[:, b], true_rank=False)[..., :LITERAL_FEATURES]
-                      * known[:, None, b, None] for b in range(3)], -1)  # [M, C, 15]
+    inputs = dims.new_zeros(dims.size(0), 2, LAYOUT_GROUP) if operands is None else operand_sizes(operands)
+    sizes = torch.cat([dims[:, None], inputs], 1)  # [M, 3, 6]
+    tiles = block_tiles(order.unflatten(-1, (3, LAYOUT_GROUP)), sizes, true_rank=False)  # [M, C, 6] each
+    return torch.cat([t[..., :LITERAL_FEATURES] for t in tiles], -1)  # [M, C, 15]
+
+
+def operand_sizes(operands: torch.Tensor) -> torch.Tensor:
+    """[M, 2, 6] the sizes of the operands a node's input and kernel blocks lay out, from config_operands [M, 30]."""
+    return operands[:, :2 * LAYOUT_GROUP].unflatten(-1, (2, LAYOUT_GROUP))
+
+
+def block_tiles(blocks: torch.Tensor, sizes: torch.Tensor, true_rank: bool) -> list[torch.Tensor]:
+    """The `physical_layout_features` [M, C, 6] of each of a config's blocks [M, C, B, 6] over its tensor's sizes
+    [M, B, 6]; zeros where the sizes are unknown (all 0)."""
+    known = (sizes.sum(-1) > 0).to(sizes.dtype)  # [M, B]
+    return [physical_layout_features(blocks[..., b, :], sizes[:, b], true_rank) * known[:, None, b, None]
+            for b in range(blocks.size(2))]
 
 
 def rows_per_slice(rows: int, across: int) -> int:
