@@ -126,7 +126,7 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
     model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    for extra in ("physics", "operands", "literal", "costs"):
+    for extra in ("physics", "operands"):
         if live and getattr(model, extra, None) is not None:
             torch.nn.init.normal_(getattr(model, extra).weight)
     return model

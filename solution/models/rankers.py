@@ -29,7 +29,6 @@ from .layers import (
     pool,
     valid_configs,
 )
-from .scatter import scatter_sum
 from .segments import segmented_scores
 from .spec import Remembered
 
@@ -49,9 +48,7 @@ class LayoutRanker(Ranker):
     prior's walk: bytes each kind of pass moves, the dots' work); `operand_layouts` adds what each config's input and
     kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
     dot's contracted dims, a convolution's feature dims: the batch's `config_operands`); `literal_tiles` adds the
-    tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits);
-    `node_costs` adds to each config's score the sum over the configurable nodes of a cost each reads off its
-    config-aware state (runtime as a sum of per-op costs: a graph of another make is scored op by op). The
+    tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits). The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -78,7 +75,6 @@ class LayoutRanker(Ranker):
         config_work: bool = False,
         operand_layouts: bool = False,
         literal_tiles: bool = False,
-        node_costs: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -91,18 +87,10 @@ class LayoutRanker(Ranker):
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
         self.operands = zero_linear(OPERAND_FEATURES, width) if operand_layouts else None
         self.literal = zero_linear(3 * LITERAL_FEATURES, width) if literal_tiles else None
-        self.costs = zero_linear(width, 1) if node_costs else None
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
-
-    def node_cost(self, z: torch.Tensor, graph: torch.Tensor, graphs: int) -> torch.Tensor:
-        """[G, C] per graph the sum of its configurable nodes' costs, from z [M, C, w] and each node's graph [M];
-        zeros without `node_costs`."""
-        if self.costs is None:
-            return z.new_zeros(graphs, z.size(1))
-        return scatter_sum(self.costs(z).squeeze(-1), graph, 0, graphs)  # [M, C] -> [G, C]
 
     def read(self, features: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Scores [G, C] from the pooled features [G, C, 2w + 2d], with `config_work` + the batch's work features."""
@@ -169,7 +157,7 @@ class LayoutRanker(Ranker):
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
-        return self.read(features, batch) + self.node_cost(z, links.graph, graphs)  # [G, C]
+        return self.read(features, batch)  # [G, C]
 
 
 def zero_linear(features: int, width: int) -> nn.Linear:

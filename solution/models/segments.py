@@ -84,7 +84,6 @@ class Pool:
     z_max: torch.Tensor
     h_sum: torch.Tensor  # [d]
     h_max: torch.Tensor
-    cost: torch.Tensor  # [C] the segment's configurable nodes' summed costs (the ranker's node_cost)
     count: int  # nodes pooled into h
     z_count: int  # configurable nodes pooled into z
 
@@ -97,11 +96,10 @@ class Pool:
         def pooled() -> tuple[torch.Tensor, ...]:
             h, z, _ = model.embed(segment.batch(batch))  # [n, d], [k, C, w]
             h, z = h[segment.owned], z[owned_configurable]
-            cost = model.node_cost(z, z.new_zeros(z.size(0), dtype=torch.long), 1)[0]  # [C]
             if z.size(0) == 0:  # no configurable node of its own: nothing pooled into z
                 empty = z.new_zeros(1, z.size(-1))  # [1, w]
-                return empty, empty - float("inf"), h.sum(0), h.amax(0), cost
-            return z.sum(0), z.amax(0), h.sum(0), h.amax(0), cost
+                return empty, empty - float("inf"), h.sum(0), h.amax(0)
+            return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
 
         count, z_count = int(segment.owned.sum()), int(owned_configurable.sum())
         if grad and torch.is_grad_enabled():
@@ -133,5 +131,4 @@ def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> tor
     for segment in split(batch, halo):
         pools[segment.graph].append(Pool.of(model, batch, segment, grad=True))
     features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
-    costs = torch.stack([sum(p.cost for p in parts) for parts in pools])  # [G, C]
-    return model.read(features, batch) + costs  # [G, C]
+    return model.read(features, batch)  # [G, C]
