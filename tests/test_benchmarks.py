@@ -220,3 +220,19 @@ def test_blend_floor_finds_every_saved_fit_and_picks_as_solution_run_does(tmp_pa
     assert rows["picked from 0.25 up"][2:] == ["+0.000 [+0.000, +0.000]", "0 / 0"]  # the shipped floor itself
     assert rows["runs/wide"] == ["1", "0.100", "0.100", "0.200", "0.200"]  # each runs folder's fits apart
     assert rows["runs/shipped/whole"] == ["1", "0.500", "0.500", "0.500", "0.500"]
+
+
+def test_fit_gap_counts_pairs_by_runtime_gap_as_kendall_tau_does():
+    """benchmarks/fit_gap.py: over all bands, the share of pairs ordered right is (1 + tau) / 2 (no ties); each pair
+    falls in the band of its |log runtime ratio|, a tied score counting half."""
+    from scipy.stats import kendalltau
+
+    bench = load("fit_gap")
+    rng = np.random.default_rng(0)
+    runtimes, scores = rng.lognormal(0, 0.5, 60), rng.normal(size=60)
+    right, pairs = bench.pair_bands(scores, runtimes)
+    assert pairs.sum() == 60 * 59 / 2 and np.all(right <= pairs)
+    assert right.sum() / pairs.sum() == pytest.approx((1 + kendalltau(scores, runtimes).statistic) / 2)
+    right, pairs = bench.pair_bands(np.array([0.0, 1.0, 1.0]), np.array([1.0, 1.03, 2.0]))
+    # pairs (0, 1): gap 3 % right; (0, 2): gap 69 % right; (1, 2): gap 66 %, tied scores: half
+    assert pairs.tolist() == [0, 1, 0, 0, 0, 2] and right.tolist() == [0, 1, 0, 0, 0, 1.5]
