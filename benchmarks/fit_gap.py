@@ -24,13 +24,13 @@ from solution.tools.settings import layered, read_settings
 from solution.training.checkpoints import CheckpointError
 from solution.training.ranker_file import read_ranker
 
-SPLITS = ("train", "valid", "test")
+SPLITS = ("train", "valid", "test")  # held-out last
 GAPS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, np.inf)  # band edges of |log(runtime_i / runtime_j)|
 
 
 def pair_bands(scores: np.ndarray, runtimes: np.ndarray, edges=GAPS) -> tuple[np.ndarray, np.ndarray]:
     """Per band of |log runtime ratio| ([edges[k], edges[k+1])): the pairs of configs whose scores order them as
-    their runtimes do (lower = faster; a tied score counts half), and all the pairs in it. [bands] each."""
+    their runtimes do (lower = faster; a tie in either counts half), and all the pairs in it. [bands] each."""
     i, j = np.triu_indices(len(runtimes), 1)
     gap = np.abs(np.log(runtimes[i] / runtimes[j]))  # [pairs]
     agree = np.sign(scores[i] - scores[j]) * np.sign(runtimes[i] - runtimes[j])  # [pairs]: 1 right, -1 wrong
@@ -46,9 +46,9 @@ def measured(path: Path, settings: dict, collection: str) -> tuple[dict[str, flo
     for split in SPLITS:
         graphs, scores = ranked_split(ranker, settings, split, "fit_gap")
         means[split] = split_metrics(graphs, scores, collection)["score"]
-        for index in range(len(graphs)) if split == "test" else ():
-            ok, count = pair_bands(scores[index], runtimes_by_row(graphs.load(index)))
-            right, pairs = right + ok, pairs + count
+    for index in range(len(graphs)):  # the last split's: the held-out files
+        ok, count = pair_bands(scores[index], runtimes_by_row(graphs.load(index)))
+        right, pairs = right + ok, pairs + count
     return means, right, pairs
 
 
