@@ -223,19 +223,21 @@ def file_tensors(raw: RawGraph) -> list[Tensor]:
     types = feat[:, ELEMENT_TYPE:ELEMENT_TYPE + len(ELEMENT_TYPES)]  # [n, 19] one-hot
     element_bytes = np.where(types.any(1), TYPE_BYTES[types.argmax(1)], 4)  # [n]
     operands: list[list[int]] = [[] for _ in range(len(feat))]
-    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T[::-1])]:  # by consumer, then producer
-        operands[consumer].append(int(producer))
+    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T[::-1])].tolist():  # by consumer, producer
+        operands[consumer].append(producer)
+    # whole columns as Python lists once: per-node reads of numpy scalars cost most of a file's walk set-up
+    columns = zip(ranks.tolist(), raw.node_opcode.tolist(), dims.tolist(), element_bytes.tolist(),
+                  feat[:, LAYOUT_MINOR_TO_MAJOR].astype(np.int64).tolist(),
+                  feat[:, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP].astype(np.int64).tolist(),
+                  (feat[:, IS_ROOT] > 0).tolist(), feat[:, list(CONV_DIMS)].astype(np.int64).tolist(), operands)
     tensors = []
-    for i, rank in enumerate(ranks.tolist()):
-        opcode = int(raw.node_opcode[i])
-        shape = tuple(dims[i, :max(rank, 0)].tolist())
-        tables = shape_tables(shape, int(element_bytes[i])) if rank >= 0 else None
-        text = tuple(int(v) for v in feat[i, LAYOUT_MINOR_TO_MAJOR][:max(rank, 0)])
+    for rank, opcode, sizes, nbytes, layout, dimensions, is_root, conv, producers in columns:
+        shape, text = tuple(sizes[:max(rank, 0)]), tuple(layout[:max(rank, 0)])
         tensors.append(Tensor(
-            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape, tables, int(element_bytes[i]),
-            perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), operands[i],
-            tuple(int(v) for v in feat[i, DIMENSIONS:DIMENSIONS + LAYOUT_GROUP]), bool(feat[i, IS_ROOT] > 0),
-            tuple(int(v) for v in feat[i, list(CONV_DIMS)])))
+            OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape,
+            shape_tables(shape, int(nbytes)) if rank >= 0 else None, int(nbytes),
+            perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), producers,
+            tuple(dimensions), is_root, tuple(conv)))
     for tensor in tensors:
         tensor.operands = _hlo_order(tensor, tensors)
         tensor.keyed = _keyed(tensor, tensors)
