@@ -126,7 +126,7 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
     model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    for extra in ("physics", "operands", "node_work"):
+    for extra in ("physics", "operands"):
         if live and getattr(model, extra, None) is not None:
             torch.nn.init.normal_(getattr(model, extra).weight)
     return model
@@ -677,29 +677,6 @@ def test_config_work_is_the_walks_work_of_each_kept_config() -> None:
     assert valid.num_configs == read_graph(path, "valid").num_configs  # other splits keep every config
     with pytest.raises(SettingsError, match="data.work_configs=-1"):
         Preprocessing(config_work=True, work_configs=-1)
-
-
-def test_a_model_with_node_work_reads_it_per_config_and_per_graph_and_starts_as_without_it() -> None:
-    paths = [FIXTURE_FILES / "random" / "valid" / f"fixture_{name}.npz" for name in ("conv_reshape_dot", "scan_rnn")]
-    graphs = [load_graph(path, "valid", Preprocessing(node_work=True), None) for path in paths]
-    assert [g.node_work.shape for g in graphs] == [(g.num_configs, len(g.config_node), WORK_FEATURES) for g in graphs]
-    batch = batch_of(LAYOUT, graphs, rows=[np.arange(6), np.arange(4, 12)])
-    model = make_model(LAYOUT, live=True, node_work=True)
-    shuffled, order, rows = _shuffled(batch)
-    shuffled = shuffled.replace(node_work=batch.node_work[rows, order])
-    before, after = score(model, batch), score(model, shuffled)
-    mask = shuffled.config_mask
-    torch.testing.assert_close(after[mask], before[rows, order][mask], atol=1e-5, rtol=1e-5)
-    changed = batch.node_work.clone()
-    changed[1, 0, 0] += 1.0  # one configurable node of one config of graph 1 does more work
-    moved = score(model, batch.replace(node_work=changed)) != before
-    assert moved[1].any() and not moved[0].any()
-    fresh = make_model(LAYOUT, node_work=True)  # zero-initialised: scores as the model without it
-    missing = fresh.load_state_dict(make_model(LAYOUT).state_dict(), strict=False).missing_keys
-    assert sorted(missing) == ["node_work.bias", "node_work.weight"]
-    torch.testing.assert_close(score(fresh, batch), score(make_model(LAYOUT), batch))
-    with pytest.raises(SettingsError, match="data.node_work=true"):
-        score(make_model(LAYOUT, node_work=True), batch_of(LAYOUT, graphs_of(LAYOUT)))
 
 
 def test_operand_layout_features_say_where_each_block_puts_its_key_dims():

@@ -103,48 +103,6 @@ def test_layouts_carry_through_element_wise_ops_and_reshapes_out_of_the_files_or
         (COLUMN + ROW) + COLUMN + (COLUMN + COLUMN) + (COLUMN + ROW)])  # the result leaves in the file's order
 
 
-def test_each_config_columns_node_work_is_the_work_of_the_nodes_that_answer_to_its_layouts():
-    """The chain parameter -> reshape (column 0) -> negate -> reshape (column 1): the negate carries column 0's layout,
-    the second reshape answers to both; the parameter to none and does nothing. Column 0 holds the whole program's
-    work, column 1 the second reshape's alone (its copy, its own relayout, the result leaving in the file's order)."""
-    configs = np.array([[blocks(), blocks()], [blocks([0, 1]), blocks()], [blocks([0, 1]), blocks(given=[1, 0])],
-                        [blocks([0, 1]), blocks([0, 1], [0, 1])]])  # [4 configs, 2 configurable nodes, 18]
-    raw = raw_graph(["parameter", "reshape", "negate", "reshape"], [[16, 256]] * 4, [[], [0], [1], [2]], configs)
-    walk = propagation(raw)
-    assert walk.reach == [(), (0,), (0,), (0, 1)]
-    amounts = walk._node_pass(configs.astype(np.int64))  # [4, 2, 11] before the log
-    whole = walk.work(configs).parts  # [4, 7]
-    np.testing.assert_allclose(amounts[:, 0, :len(PARTS)], whole)
-    last = [done for done, _ in walk.walk(configs.astype(np.int64))][3]
-    np.testing.assert_allclose(amounts[:, 1, :len(PARTS)], [[np.broadcast_to(last.get(k, 0.0), 4)[c]
-                                                              for k in range(len(PARTS))] for c in range(4)])
-    assert not amounts[..., len(PARTS):].any()  # no dot or convolution
-    features = walk.node_work(configs)
-    np.testing.assert_allclose(features, np.log1p(amounts) - np.log1p(amounts).mean(0))
-
-
-def test_a_real_files_node_work_follows_its_configs_and_a_columns_change_stays_with_the_nodes_it_reaches():
-    raw = read_graph(FIXTURES / "layout" / "xla" / "random" / "valid" / "fixture_conv_reshape_dot.npz")
-    walk = propagation(raw)
-    configs = raw.config_feat.astype(np.int64)
-    amounts = walk._node_pass(configs)  # [c, nc, 11]
-    assert amounts.shape == (raw.num_configs, configs.shape[1], len(PARTS) + len(MATMUL))
-    np.testing.assert_allclose(amounts[..., len(PARTS):].sum(1), walk.work(configs).matmuls.sum(1))
-    permutation = np.random.default_rng(0).permutation(raw.num_configs)
-    np.testing.assert_allclose(walk.node_work(configs[permutation]), walk.node_work(configs)[permutation])
-    shared = [any(k in r and j in r for r in walk.reach) for k in range(configs.shape[1])
-              for j in range(configs.shape[1])]
-    shared = np.array(shared).reshape(configs.shape[1], -1)  # [nc, nc]: some node answers to both columns
-    moves = 0
-    for k in range(configs.shape[1]):  # one column's layouts changed: the columns no node shares with it keep theirs
-        changed = configs[:1].copy()
-        changed[0, k] = -1
-        moved = np.abs(walk._node_pass(changed) - amounts[:1]).sum((0, 2)) > 0  # [nc]
-        assert not moved[~shared[k]].any()
-        moves += moved.any()
-    assert moves > 0 and not shared.all()
-
-
 def test_a_transpose_maps_its_operands_layout_and_its_user_pays_for_another_order():
     # [16, 256] row-major, transposed to [256, 16]: its 256 stays minor, which for [256, 16] is the order (0, 1)
     configs = np.array([[blocks(given=[0, 1])], [blocks(given=[1, 0])]])  # [2, 1, 18]

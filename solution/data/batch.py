@@ -32,7 +32,6 @@ class Batch:
     config_index: Tensor | None = None  # [G, C] each config's row in its file, -1 padded
     config_work: Tensor | None = None  # [G, C, K] what each config makes the program do (data.config_work), -1 padded
     config_operands: Tensor | None = None  # [G, K, 30] operands' dims and key dims (data.operand_layouts), 0 padded
-    node_work: Tensor | None = None  # [G, C, K, 11] where each config's work falls (data.node_work), 0 padded
     graph_id: Tensor | None = None  # [G] each graph's index in its split
 
     @property
@@ -88,7 +87,6 @@ class Collate:
             "graph_id": np.array([item.graph_id for item in items], dtype=np.int64),  # [G]
             "config_work": pad([np.asarray(g.config_work)[r] for g, r in zip(graphs, rows)], PAD),  # [G, C, K]
             "config_operands": pad([np.asarray(g.config_operands) for g in graphs], 0),  # [G, K, 30 or 0]
-            "node_work": pad([np.asarray(g.node_work[r], np.float32) for g, r in zip(graphs, rows)], 0),  # [G,C,K,11]
         }
         if self.segment_nodes and sizes.max() > self.segment_nodes:  # graphs within the budget train whole
             batch["node_segment"] = self._segments(graphs)  # [N]

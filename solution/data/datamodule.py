@@ -41,7 +41,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         config_work: bool = False,
         work_configs: int = 2048,
         operand_layouts: bool = False,
-        node_work: bool = False,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,
@@ -86,7 +85,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
     def _check_task_settings(self) -> None:
         """Settings that only one task's configs can take: a SettingsError naming the key where the other sets it."""
         h, layout = self.hparams, self.task.has_config_nodes
-        for option in ("config_work", "operand_layouts", "node_work"):
+        for option in ("config_work", "operand_layouts"):
             if not layout and h[option]:
                 raise SettingsError(f"data.{option}=true for {h.collection}: it reads layout configs, and a tile "
                                     "config sets no layouts; expected false")

@@ -32,10 +32,9 @@ class Preprocessing:
     extra_features: bool = True  # dimension mod 128 and div 128
     physical_tiles: bool = False  # tile: what each output tile means for the kernel's output (features.physical_tiles)
     config_work: bool = False  # layout: what each config makes the program do (ConfigWork.features), per config
-    work_configs: int = 2048  # with config_work or node_work, a train file keeps a fixed random subset of at most
-    # this many configs (the walk costs each config the whole graph); 0: all
+    work_configs: int = 2048  # with config_work, a train file keeps a fixed random subset of at most this many
+    # configs (the walk costs each config the whole graph); 0: all
     operand_layouts: bool = False  # layout: the operands each configurable node lays out, and its key dims
-    node_work: bool = False  # layout: where each config's work falls, per configurable node (Propagation.node_work)
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -67,7 +66,6 @@ class Graph:
     configs: np.ndarray  # layout [c, nc] int64 packed; tile [c, 24] float32 transformed
     config_work: np.ndarray  # [c, K] float32 with `config_work` (K = 0 without): each config's work, centred
     config_operands: np.ndarray  # [nc, 30] float32 with `operand_layouts` ([nc, 0] without): `config_operands`
-    node_work: np.ndarray  # [c, nc, K] float16 with `node_work` (K = 0 without): each config's work per node, centred
     target: np.ndarray  # [c] float64 runtime, lower is faster (tile: / normalizer); 0 in test files
     config_index: np.ndarray  # [c] int64 row of each config in the original file
     node_split: np.ndarray  # [k + 1] int64 computation bounds 0 < ... < n in pruned ids (as node_splits; tile: [0, n])
@@ -87,7 +85,7 @@ def pruned_bounds(bounds: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[dict[str, np.ndarray], dict]:
     """All preprocessing of one file, as arrays for the cache plus a JSON-able summary; a `train` file's configs
-    are deduplicated (and with `config_work` or `node_work`, cut to `work_configs`)."""
+    are deduplicated (and with `config_work`, cut to `work_configs`)."""
     n, m = len(raw.node_feat), len(raw.edge_index)
     pruned = prune_graph(raw, settings.prune, settings.hops)
     keep = pruned.keep
@@ -95,11 +93,11 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
     configs = raw.task.stored_configs(raw.config_feat, raw.node_feat, settings.physical_tiles)
     target = raw.target()
     rows, target = dedup(configs, target, settings.dedup if train else "none")
-    if (settings.config_work or settings.node_work) and train and 0 < settings.work_configs < len(rows):
+    if settings.config_work and train and 0 < settings.work_configs < len(rows):
         kept = np.sort(np.random.default_rng(0).choice(len(rows), settings.work_configs, replace=False))
         rows, target = rows[kept], target[kept]
     config_ids = configurable_nodes(raw)
-    walk = propagation(raw) if settings.config_work or settings.operand_layouts or settings.node_work else None
+    walk = propagation(raw) if settings.config_work or settings.operand_layouts else None
     arrays = {
         "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
@@ -112,8 +110,6 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
             (len(rows), 0), np.float32),
         "config_operands": config_operands(walk, len(config_ids)) if settings.operand_layouts else np.zeros(
             (len(config_ids), 0), np.float32),
-        "node_work": (walk.node_work(raw.config_feat[rows]) if settings.node_work else np.zeros(
-            (len(rows), len(config_ids), 0))).astype(np.float16),  # float16: the biggest array a file keeps
         "target": target,
         "config_index": rows.astype(np.int64),
         "node_split": pruned_bounds(raw.computation_bounds(), keep),

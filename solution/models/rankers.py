@@ -48,9 +48,7 @@ class LayoutRanker(Ranker):
     prior's walk: bytes each kind of pass moves, the dots' work); `operand_layouts` adds what each config's input and
     kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
     dot's contracted dims, a convolution's feature dims: the batch's `config_operands`); `literal_tiles` adds the
-    tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits);
-    `node_work` adds to each configurable node where its config's work falls in the graph (the batch's `node_work`,
-    by the same walk: the work of the nodes that answer to its layouts, and its own dot's work). The
+    tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits). The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -77,7 +75,6 @@ class LayoutRanker(Ranker):
         config_work: bool = False,
         operand_layouts: bool = False,
         literal_tiles: bool = False,
-        node_work: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -90,7 +87,6 @@ class LayoutRanker(Ranker):
         self.physics = zero_linear(PHYSICAL_FEATURES, width) if physical_layout else None
         self.operands = zero_linear(OPERAND_FEATURES, width) if operand_layouts else None
         self.literal = zero_linear(3 * LITERAL_FEATURES, width) if literal_tiles else None
-        self.node_work = zero_linear(WORK_FEATURES, width) if node_work else None
         self.blocks = nn.ModuleList(LinkBlock(width, dropout, hidden) for _ in range(config_layers))
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
@@ -109,11 +105,11 @@ class LayoutRanker(Ranker):
         return self.readout(features, mask)
 
     def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, operands: torch.Tensor | None,
-                  values: torch.Tensor, work: torch.Tensor | None = None) -> torch.Tensor:
+                  values: torch.Tensor) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
         config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
         in memory for its output dims [M, 6], with `operand_layouts` the `operand_layout_features` of its
-        config_operands [M, 30], with `node_work` its work [M, C, 11]."""
+        config_operands [M, 30]."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
@@ -123,8 +119,6 @@ class LayoutRanker(Ranker):
             z = z + self.operands(operand_layout_features(values - 1, operands))
         if self.literal is not None:
             z = z + self.literal(literal_tile_features(values - 1, dims, operands))
-        if self.node_work is not None:
-            z = z + self.node_work(work.to(z.dtype))
         return z
 
     @staticmethod
@@ -135,15 +129,6 @@ class LayoutRanker(Ranker):
             raise SettingsError(f"model.ranker.init_args.operand_layouts=true needs data.operand_layouts=true: the "
                                 f"batch holds {found} operand columns a configurable node, expected {OPERAND_COLUMNS}")
         return batch.config_operands
-
-    @staticmethod
-    def batch_node_work(batch: Batch) -> torch.Tensor:
-        """The batch's node_work [G, C, K, 11]; a SettingsError where the data did not make it."""
-        found = 0 if batch.node_work is None else batch.node_work.size(-1)
-        if found != WORK_FEATURES:
-            raise SettingsError(f"model.ranker.init_args.node_work=true needs data.node_work=true: the batch holds "
-                                f"{found} work features a configurable node, expected {WORK_FEATURES}")
-        return batch.node_work
 
     def embed(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, ConfigLinks]:
         """The encoder's h [N, d], the configurable nodes' config-aware z [M, C, w], and their links."""
@@ -156,11 +141,7 @@ class LayoutRanker(Ranker):
         tiled = self.physics is not None or self.literal is not None
         dims = batch.config_dims[links.graph, links.slot] if tiled else None  # [M, 6]
         operands = self.config_operands(batch)[links.graph, links.slot] if self.operands is not None else None
-        per_config_inputs = [values]  # sliced along the configs together
-        if self.node_work is not None:
-            per_config_inputs.append(self.batch_node_work(batch)[links.graph, :, links.slot])  # [M, C, 11]
-        z = in_chunks(lambda *parts: self.configure(h_nodes, dims, operands, *parts), configs_per_pass, 1,
-                      *per_config_inputs)
+        z = in_chunks(lambda part: self.configure(h_nodes, dims, operands, part), configs_per_pass, 1, values)
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs

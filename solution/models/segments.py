@@ -46,7 +46,6 @@ class Segment:
             config_dims=None if batch.config_dims is None else batch.config_dims[g:g + 1][:, self.slots],  # [1, k, 6]
             config_operands=None if batch.config_operands is None else batch.config_operands[g:g + 1][:, self.slots],
             config_feat=batch.config_feat[g:g + 1][:, :, self.slots],  # [1, C, k, 18]
-            node_work=None if batch.node_work is None else batch.node_work[g:g + 1][:, :, self.slots],  # [1, C, k, 11]
             config_mask=batch.config_mask[g:g + 1],  # [1, C]
         )
 

@@ -143,46 +143,6 @@ class Propagation:
         """How many configurable dots and convolutions the graph has (every configurable node but its reshapes)."""
         return sum(self.tensors[i].name != "reshape" for i in self.slots)
 
-    def node_work(self, configs: np.ndarray) -> np.ndarray:
-        """[C, nc, WORK_FEATURES] per config column under configs [C, nc, 18]: the log1p of the PARTS (times each
-        node's runs) of the nodes whose work answers to its layouts (`reach`: a node's work counts for each column
-        it answers to), then its own MATMUL where it is a dot or convolution (else 0), centred over the configs:
-        where in the graph each config's work falls, for a model to weigh node by node."""
-        chunks = [self._node_pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
-                  for start in range(0, len(configs), CONFIG_CHUNK)]
-        work = np.log1p(np.concatenate(chunks)) if chunks else np.zeros((0, configs.shape[1], WORK_FEATURES))
-        return work - work.mean(0) if len(work) else work
-
-    def _node_pass(self, configs: np.ndarray) -> np.ndarray:
-        """`node_work` of one chunk of configs before its log: [C, nc, WORK_FEATURES] amounts."""
-        out = np.zeros((len(configs), configs.shape[1], WORK_FEATURES))
-        for i, (runs, reach, (done, matmul)) in enumerate(zip(self.runs, self.reach, self.walk(configs))):
-            if reach and done:
-                parts = np.zeros((len(configs), len(PARTS)))  # [C, 7]
-                for k, amount in done.items():
-                    parts[:, k] += runs * amount
-                out[:, list(reach), :len(PARTS)] += parts[:, None, :]
-            if matmul is not None:
-                out[:, self.slots[i].column, len(PARTS):] = matmul * [runs, runs, 1, 1]
-        return out
-
-    @functools.cached_property
-    def reach(self) -> list[tuple[int, ...]]:
-        """Per node, the config columns its work answers to: its own (a configurable node's) and those its operands'
-        layouts carry. A configurable node's output carries its own column; an element-wise, movement, transpose or
-        reduce node's carries what it read (its output layout follows its operands'); any other node's none (its
-        layout is its source's, or adapts to its users)."""
-        carried: list[frozenset[int]] = []
-        reach = []
-        for i, tensor in enumerate(self.tensors):
-            own = frozenset((self.slots[i].column,)) if i in self.slots else frozenset()
-            read = own.union(*(carried[o] for o in tensor.operands))
-            follows = tensor.rank >= 0 and (tensor.name in ELEMENTWISE or tensor.name in MOVEMENT
-                                            or tensor.name in ("transpose", "reduce"))
-            carried.append(read if follows and not own else own)
-            reach.append(tuple(sorted(read)))
-        return reach
-
     def walk(self, configs: np.ndarray) -> Iterator[tuple[Work, np.ndarray | None]]:
         """Node by node in (topological) node order, what one run of each does under configs [C, nc, 18]: its Work,
         and a configurable dot's or convolution's MATMUL [C, 4] (else None)."""
