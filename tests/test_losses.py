@@ -85,19 +85,6 @@ def test_hinge_and_logistic_hand_worked() -> None:
         math.log1p(math.exp(-0.5)))
 
 
-def test_hinge_with_a_log_margin_asks_gaps_that_grow_with_the_runtimes_ratio() -> None:
-    target, mask = torch.tensor([[1.0, math.e, math.e ** 3, -1.0]]), torch.tensor([[True, True, True, False]])
-    logs = torch.tensor([[0.0, 1.0, 3.0, 50.0]])  # the padded config's score is ignored
-    assert pairwise_hinge(logs, target, mask, margin=0.0, log_margin=1.0).item() == 0.0  # gaps = log ratios
-    assert pairwise_hinge(0.9 * logs, target, mask, margin=0.0, log_margin=1.0).item() > 0
-    assert pairwise_hinge(logs, target, mask, margin=0.0).item() == 0.0
-    # pair (0, 1): relu(1 + 2 * 1 - 0.5) with scores [0, 0.5] on two configs e apart
-    two = pairwise_hinge(torch.tensor([[0.0, 0.5]]), target[:, :2], mask[:, :2], log_margin=2.0)
-    assert two.item() == pytest.approx(2.5)
-    assert PairwiseHinge(log_margin=2.0)(logs, target, mask).item() == pairwise_hinge(logs, target, mask,
-                                                                                      log_margin=2.0).item()
-
-
 def test_hinge_is_zero_exactly_when_ordered_with_margin() -> None:
     target = torch.tensor([[3.0, 1.0, 4.0, 1.5, 9.0, 2.6]])
     mask = torch.ones_like(target, dtype=torch.bool)
@@ -236,9 +223,3 @@ def test_gradients_finite_for_large_scores(name: str) -> None:
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(scores.grad).all()
     assert scores.grad[mask].abs().sum() > 0
-
-
-def test_a_log_margin_refuses_targets_that_are_no_runtimes() -> None:
-    with pytest.raises(ValueError, match="positive targets"):
-        pairwise_hinge(torch.zeros(1, 2), torch.tensor([[-1.0, 2.0]]), torch.ones(1, 2, dtype=torch.bool),
-                       log_margin=1.0)

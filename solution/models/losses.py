@@ -52,20 +52,12 @@ def _pairwise(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float,
 
 
 def pairwise_hinge(scores: Tensor, target: Tensor, mask: Tensor, margin: float = 1.0,
-                   tie_tol: float = 0.0, log_margin: float = 0.0) -> Tensor:
-    """For every valid pair with target_i < target_j: max(0, margin + log_margin * log(t_j / t_i) - (s_j - s_i)).
+                   tie_tol: float = 0.0) -> Tensor:
+    """For every valid pair with target_i < target_j: max(0, margin - (s_j - s_i)).
 
-    Exactly 0 when every faster config scores at least its margin below every slower one; with `log_margin`, the
-    further apart two runtimes, the wider the gap asked (the scores learn how much faster, not only which).
+    Exactly 0 when every faster config scores at least `margin` below every slower one.
     """
-    extra = 0.0
-    if log_margin:
-        valid = target.masked_fill(~mask.bool(), 1.0)  # [G, C], padded configs at 1
-        if not bool((valid > 0).all()):
-            raise ValueError("pairwise_hinge with log_margin needs positive targets (runtimes); found one <= 0")
-        logs = valid.log()  # [G, C]
-        extra = log_margin * (logs[:, None, :] - logs[:, :, None])  # [G, C, C]: log(t_j / t_i)
-    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin + extra - gap))
+    return _pairwise(scores, target, mask, tie_tol, lambda gap: F.relu(margin - gap))
 
 
 def pairwise_logistic(scores: Tensor, target: Tensor, mask: Tensor, tie_tol: float = 0.0) -> Tensor:
@@ -118,15 +110,14 @@ class RankingLoss(Remembered):
 
 
 class PairwiseHinge(RankingLoss):
-    """`pairwise_hinge`: every clearly faster config should score at least `margin` (plus `log_margin` times the log
-    of the runtimes' ratio) lower."""
+    """`pairwise_hinge`: every clearly faster config should score at least `margin` lower."""
 
-    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0, log_margin: float = 0.0) -> None:
+    def __init__(self, margin: float = 1.0, tie_tol: float = 0.0) -> None:
         super().__init__()
-        self.margin, self.tie_tol, self.log_margin = margin, tie_tol, log_margin
+        self.margin, self.tie_tol = margin, tie_tol
 
     def forward(self, scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol, self.log_margin)
+        return pairwise_hinge(scores, target, mask, self.margin, self.tie_tol)
 
 
 class PairwiseLogistic(RankingLoss):
