@@ -235,7 +235,7 @@ def file_tensors(raw: RawGraph) -> list[Tensor]:
         shape, text = tuple(sizes[:max(rank, 0)]), tuple(layout[:max(rank, 0)])
         tensors.append(Tensor(
             OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape,
-            shape_tables(shape, int(nbytes)) if rank >= 0 else None, int(nbytes),
+            shape_tables(shape, nbytes) if rank >= 0 else None, nbytes,
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), producers,
             tuple(dimensions), is_root, tuple(conv)))
     for tensor in tensors:
