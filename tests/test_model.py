@@ -29,6 +29,7 @@ from solution.data.preprocess import Graph, Preprocessing, load_graph
 from solution.data.reader import read_graph
 from solution.data.tasks import LAYOUT, TILE, Task
 from solution.errors import SettingsError
+from solution.format import LAYOUT_GROUP
 from solution.models import layers, scatter
 from solution.models.baselines import ConfigOnlyRanker, EarlyFusionRanker
 from solution.models.layers import ConfigLinks, LinkBlock, SAGEBlock, in_chunks
@@ -126,7 +127,7 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
     model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    for extra in ("physics", "operands"):
+    for extra in ("physics", "operands", "literal"):
         if live and getattr(model, extra, None) is not None:
             torch.nn.init.normal_(getattr(model, extra).weight)
     return model
@@ -388,7 +389,7 @@ def test_layout_embedding_is_the_mlp_of_the_one_hot_layouts(grad: bool) -> None:
     onehot = torch.nn.functional.one_hot(values, 7).flatten(2).float()  # [M, C, 126]
     expected = h[links.nodes][:, None] + model.config_embed(onehot)
     with torch.set_grad_enabled(grad):
-        got = model.configure(h[links.nodes], None, None, values)
+        got = model.configure(h[links.nodes], values, None, None)
     assert got.requires_grad == grad
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
@@ -708,6 +709,33 @@ def operand_graphs() -> list[Graph]:
     """Real-format files (programs lowered by XLA) preprocessed with their operands and key dims."""
     paths = [FIXTURE_FILES / "random" / "valid" / f"fixture_{name}.npz" for name in ("conv_reshape_dot", "scan_rnn")]
     return [load_graph(path, "valid", Preprocessing(operand_layouts=True), None) for path in paths]
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_memory_terms_are_the_memory_features_of_every_node_and_config(grad: bool) -> None:
+    """configure() adds what the layouts mean in memory, without gradients from a table of each node's distinct
+    (block, layout): either way the numbers of the three feature maps and their linear maps applied to every (node,
+    config) row, on real-format files with unset blocks, whatever slice of the configs it is given."""
+    batch = batch_of(LAYOUT, operand_graphs())
+    model = make_model(LAYOUT, live=True, physical_layout=True, operand_layouts=True, literal_tiles=True)
+    links = ConfigLinks.of(batch)
+    values = (batch.config_feat[links.graph, :, links.slot] - PAD).round().long()  # [M, C, 18]
+    assert (values[..., LAYOUT_GROUP:] == 0).any() and (values > 0).any()  # unset and set blocks alike
+    dims, operands = batch.config_dims[links.graph, links.slot], batch.config_operands[links.graph, links.slot]
+    order, h = values - 1, torch.randn(links.nodes.numel(), model.config_embed[-1].out_features)
+    expected = (model.configure(h, values, None, None) + model.physics(physical_layout_features(
+        order[..., :LAYOUT_GROUP], dims)) + model.operands(operand_layout_features(order, operands))
+        + model.literal(literal_tile_features(order, dims, operands)))  # [M, C, w]
+    with torch.set_grad_enabled(grad):
+        terms, index = model.memory_terms(values, dims, operands)
+        got = model.configure(h, values, terms, index)
+    if not grad:  # a table of fewer distinct (node, block, layout) than (node, config), read by any slice of configs
+        assert terms.size(0) < values[..., 0].numel() and index.shape == (*values.shape[:2], 3)
+        with torch.no_grad():
+            part = model.configure(h, values[:, 2:5], terms, index[:, 2:5])
+        torch.testing.assert_close(part, expected[:, 2:5], atol=1e-5, rtol=1e-5)
+    assert got.requires_grad == grad
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_a_model_with_operand_layouts_ranks_configs_whatever_their_order_and_reads_them_per_graph() -> None:

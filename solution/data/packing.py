@@ -20,9 +20,15 @@ def pack(config_feat: np.ndarray, chunk: int = 4096) -> np.ndarray:
 
 
 def unpack(packed: np.ndarray) -> np.ndarray:
-    """[..., nc] int64 -> [..., nc, 18] float32 values in -1..5; inverse of `pack`."""
-    digits = (packed[..., None] // _POWERS) % LAYOUT_SYMBOLS  # [..., nc, 18]
-    return digits.astype(np.float32) - 1
+    """[..., nc] int64 -> [..., nc, 18] float32 values in -1..5; inverse of `pack`. Digit by digit over the whole
+    array (4x faster than dividing a broadcast [..., nc, 18] by the powers)."""
+    values = np.empty((*packed.shape, LAYOUT_CONFIG_DIM), np.float32)
+    rest = packed.copy()
+    for digit in range(LAYOUT_CONFIG_DIM):
+        values[..., digit] = rest % LAYOUT_SYMBOLS
+        rest //= LAYOUT_SYMBOLS
+    values -= 1
+    return values
 
 
 def dedup(keys: np.ndarray, runtime: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:

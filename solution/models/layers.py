@@ -221,14 +221,15 @@ class LinkBlock(nn.Module):
         return torch.stack([F.linear(flat, send) for send in sends])  # [3, M*C, d]
 
 
-def in_chunks(fn: Callable[..., torch.Tensor], size: int, dim: int, *xs: torch.Tensor) -> torch.Tensor:
+def in_chunks(fn: Callable[..., torch.Tensor], size: int, dim: int, *xs: torch.Tensor | None) -> torch.Tensor:
     """fn(*xs), computed `size` slices of `dim` at a time when no gradient is taken (fn must act on each slice
-    alone): the same result, with its intermediates bounded by the slice. With gradients (or size 0), one call."""
+    alone; a None among xs passes as it is): the same result, with its intermediates bounded by the slice. With
+    gradients (or size 0), one call."""
     if size <= 0 or torch.is_grad_enabled() or xs[0].size(dim) <= size:
         return fn(*xs)
     out = None
     for start in range(0, xs[0].size(dim), size):
-        part = fn(*(x.narrow(dim, start, min(size, x.size(dim) - start)) for x in xs))
+        part = fn(*(None if x is None else x.narrow(dim, start, min(size, x.size(dim) - start)) for x in xs))
         if out is None:  # written slice by slice: no list of parts beside the result
             out = part.new_empty(part.shape[:dim] + (xs[0].size(dim),) + part.shape[dim + 1:])
         out.narrow(dim, start, part.size(dim)).copy_(part)

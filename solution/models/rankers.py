@@ -104,22 +104,61 @@ class LayoutRanker(Ranker):
             features = torch.cat([features, work], -1)  # [G, C, 2w + 2d + K]
         return self.readout(features, mask)
 
-    def configure(self, h_nodes: torch.Tensor, dims: torch.Tensor | None, operands: torch.Tensor | None,
-                  values: torch.Tensor) -> torch.Tensor:
+    def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, terms: torch.Tensor | None,
+                  index: torch.Tensor | None) -> torch.Tensor:
         """z [M, C, w]: each configurable node's encoding h_nodes [M, w] plus the embedding of its layouts in each
-        config, values [M, C, 18] (layout symbols 0..6), with `physical_layout` what its output layout means
-        in memory for its output dims [M, 6], with `operand_layouts` the `operand_layout_features` of its
-        config_operands [M, 30]."""
+        config, values [M, C, 18] (layout symbols 0..6), plus what its layouts mean in memory (`memory_terms`: its
+        terms [M, C, w], or its three blocks' rows [M, C, 3] of their table; None where the settings add none)."""
         symbols = values + LAYOUT_SYMBOLS * torch.arange(values.size(-1), device=values.device)  # [M, C, 18]
         layouts = self.config_embed[1:](one_hot_linear(self.config_embed[0], symbols.flatten(0, 1)))  # [M*C, w]
         z = per_config(h_nodes) + layouts.view(*values.shape[:2], h_nodes.size(-1))  # [M, C, w]
+        if terms is None:
+            return z
+        if index is not None:
+            terms = F.embedding_bag(index.flatten(0, 1), terms, mode="sum").view_as(z)  # [M, C, w]
+        return z + terms + sum(linear.bias for linear in self.memory_linears())
+
+    def memory_linears(self) -> list[nn.Linear]:
+        """The linear maps of what layouts mean in memory that the settings turn on."""
+        return [linear for linear in (self.physics, self.operands, self.literal) if linear is not None]
+
+    def memory_terms(self, values: torch.Tensor, dims: torch.Tensor | None,
+                     operands: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """What each config's layouts, values [M, C, 18] (symbols 0..6), mean in memory for the nodes' output dims
+        [M, 6] and config_operands [M, 30], through the ranker's linear maps (`physical_layout`: the output layout's
+        tiles; `operand_layouts`: the `operand_layout_features`; `literal_tiles`: the `literal_tile_features`),
+        biases left out. With gradients (a training step's few configs), per (node, config): ([M, C, w], None).
+        Without (every config of a file), each of those features reads one block and is zero where the block is
+        unset, so a config's are the sum of its blocks'; a node's configs repeat a few layouts per block (a
+        permutation of its rank), so each is computed once: a table [U, w] with a row per distinct (node, block,
+        layout), and each node's three blocks' rows in each config [M, C, 3]. (None, None) with none on."""
+        if not self.memory_linears():
+            return None, None
+        if torch.is_grad_enabled():
+            return self.projected(values - 1, dims, operands), None
+        digits = LAYOUT_SYMBOLS ** torch.arange(LAYOUT_GROUP - 1, -1, -1, device=values.device)  # [6]
+        # each block read in base 7, as a float product (exact: the keys are below 2^24) 4x faster than in integers
+        keys = (values.unflatten(-1, (3, LAYOUT_GROUP)).float() @ digits.float()).long()  # [M, C, 3]
+        owner = torch.arange(3 * values.size(0), device=values.device).view(-1, 1, 3)  # [M, 1, 3] node * 3 + block
+        distinct, index = torch.unique(owner * BLOCK_KEYS + keys, return_inverse=True)  # [U], [M, C, 3]
+        node, block = distinct // (3 * BLOCK_KEYS), distinct // BLOCK_KEYS % 3  # [U] each
+        order = distinct.new_full((distinct.numel(), 3, LAYOUT_GROUP), -1)
+        order[torch.arange(distinct.numel()), block] = distinct[:, None] // digits % LAYOUT_SYMBOLS - 1
+        order = order.flatten(1)[:, None]  # [U, 1, 18]: values -1..5, only its own block set
+        dims, operands = (None if x is None else x[node] for x in (dims, operands))  # [U, 6], [U, 30]
+        return self.projected(order, dims, operands)[:, 0], index  # [U, w], [M, C, 3]
+
+    def projected(self, order: torch.Tensor, dims: torch.Tensor | None, operands: torch.Tensor | None) -> torch.Tensor:
+        """[R, C, w] the memory features of layouts order [R, C, 18] (values -1..5) of R nodes with output dims [R, 6]
+        and config_operands [R, 30], through the linear maps the settings turn on, without their biases."""
+        terms = 0
         if self.physics is not None:
-            z = z + self.physics(physical_layout_features(values[..., :LAYOUT_GROUP] - 1, dims))
+            terms = terms + F.linear(physical_layout_features(order[..., :LAYOUT_GROUP], dims), self.physics.weight)
         if self.operands is not None:
-            z = z + self.operands(operand_layout_features(values - 1, operands))
+            terms = terms + F.linear(operand_layout_features(order, operands), self.operands.weight)
         if self.literal is not None:
-            z = z + self.literal(literal_tile_features(values - 1, dims, operands))
-        return z
+            terms = terms + F.linear(literal_tile_features(order, dims, operands), self.literal.weight)
+        return terms
 
     @staticmethod
     def config_operands(batch: Batch) -> torch.Tensor:
@@ -141,7 +180,8 @@ class LayoutRanker(Ranker):
         tiled = self.physics is not None or self.literal is not None
         dims = batch.config_dims[links.graph, links.slot] if tiled else None  # [M, 6]
         operands = self.config_operands(batch)[links.graph, links.slot] if self.operands is not None else None
-        z = in_chunks(lambda part: self.configure(h_nodes, dims, operands, part), configs_per_pass, 1, values)
+        terms, index = self.memory_terms(values, dims, operands)  # [M, C, w] and None, or [U, w] and [M, C, 3]
+        z = in_chunks(lambda part, rows: self.configure(h_nodes, part, terms, rows), configs_per_pass, 1, values, index)
         h_touched = h.index_select(0, links.touched)  # [T, d]
         for i, block in enumerate(self.blocks):
             own = block.context(h_touched)  # [T, w] once for every slice of configs
@@ -180,6 +220,7 @@ def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:
 
 
 PHYSICAL_FEATURES = 6
+BLOCK_KEYS = LAYOUT_SYMBOLS ** LAYOUT_GROUP  # distinct base-7 keys of a layout block
 
 
 def physical_layout_features(order: torch.Tensor, dims: torch.Tensor, true_rank: bool = True) -> torch.Tensor:
