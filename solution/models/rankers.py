@@ -69,7 +69,7 @@ class LayoutRanker(Ranker):
         temperature: float = 0.5,
         edge_direction: str = "both",
         dropout: float = 0.0,
-        inference_rows: int = 32768,
+        inference_rows: int = 4096,
         config_hidden: int | None = 64,
         physical_layout: bool = False,
         config_work: bool = False,
