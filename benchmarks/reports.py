@@ -9,11 +9,27 @@ from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
+import solution
 from solution.atomic import atomic_write
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def measured_code() -> Path:
+    """The folder of the `solution` package this process runs: this checkout's, else a SystemExit that says so (a
+    benchmark run from a second checkout with an environment installed from another would time that other code and
+    write its figures under this checkout's commit)."""
+    package = Path(solution.__file__).resolve().parent
+    if package != REPO / "solution":
+        raise SystemExit(f"error: this benchmark ran the solution package at {package}, not this checkout's "
+                         f"{REPO / 'solution'}: run it with PYTHONPATH={REPO}")
+    return package
 
 
 def write_report(path: Path, text: str) -> None:
-    """Write the report to `path` atomically (its folder made if missing), then print it and where it went."""
+    """Write the report to `path` atomically (its folder made if missing), then print it and where it went; refused
+    where the process ran another checkout's package (`measured_code`)."""
+    measured_code()
     with atomic_write(path) as handle:
         handle.write(text)
     print(f"{text}\nwrote {path}", flush=True)

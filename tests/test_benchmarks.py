@@ -26,6 +26,17 @@ def load(name: str):
     return module
 
 
+def test_a_report_of_another_checkouts_code_is_refused(monkeypatch, tmp_path):
+    """A benchmark writes its figures under its own checkout's commit: where the process runs the solution package of
+    another checkout (an environment installed from it), no report is written and the error names both."""
+    reports = load("reports")
+    assert reports.measured_code() == Path(reports.solution.__file__).resolve().parent
+    monkeypatch.setattr(reports, "REPO", tmp_path)
+    with pytest.raises(SystemExit, match=f"ran the solution package at .* not this checkout's {tmp_path}"):
+        reports.write_report(tmp_path / "report.md", "figures")
+    assert not (tmp_path / "report.md").exists()
+
+
 @pytest.mark.parametrize("name", ["data_bench", "ablations", "speed", "segments", "ensembles", "budget", "scatter",
                                   "predict_scale", "own_programs", "precision", "wall_budget",
                                   "prior_steps"])
