@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from corpus_eval import build_corpus, replicates
 from intervals import t_interval
+from reports import measured_code
 
 from solution.atomic import atomic_write
 from solution.constants import COLLECTIONS
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/prior_blend"))
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "prior_blend.md")
     args = parser.parse_args(argv)
+    measured_code()  # this checkout's package, before any fit
     if args.programs:
         args.data = args.data or Path("data/programs-small")
         if not (args.data / "programs.csv").is_file():
