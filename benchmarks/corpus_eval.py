@@ -521,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="tiny corpus, 1 seed, 2 folds, 3 s per fit, tile:xla and layout:xla:default, demo sizes")
     args = parser.parse_args(argv)
-    measured_code()  # this checkout's package, before any fit
+    measured_code()  # this checkout's package, before any work
     if args.whole_job and (args.budget is None or args.members or args.trained):
         parser.error("--whole_job needs --budget, and takes neither --members nor --trained")
     given = argv if argv is not None else sys.argv[1:]

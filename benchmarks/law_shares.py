@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", type=int, default=300, help="configs per file (its first ones)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/law_shares.md"))
     args = parser.parse_args(argv)
-    measured_code()  # this checkout's package, before any fit
+    measured_code()  # this checkout's package, before any work
     with open(args.data / "programs.csv", newline="") as handle:
         manifest = [row for row in csv.DictReader(handle) if row["collection"] == args.collection
                     and row["split"] != "test"]

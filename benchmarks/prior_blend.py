@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/prior_blend"))
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "prior_blend.md")
     args = parser.parse_args(argv)
-    measured_code()  # this checkout's package, before any fit
+    measured_code()  # this checkout's package, before any work
     if args.programs:
         args.data = args.data or Path("data/programs-small")
         if not (args.data / "programs.csv").is_file():

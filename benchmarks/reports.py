@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
+from processes import REPO
+
 import solution
 from solution.atomic import atomic_write
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def measured_code() -> Path:
