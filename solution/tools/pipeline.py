@@ -1,7 +1,9 @@
 """The whole job on a data root: fit each collection (within a time budget, or load given checkpoints), predict
 every test file, merge the collections' files into one submission.csv and check it. A collection whose settings ask for
-`members` > 1 fits that many seeds, each in an equal part of its time, and ranks by their rank ensemble (with
-`member_folds`, each member validates on models it never trains on); one whose `blend_weights` name weights above 0
+`members` > 1 fits that many seeds and ranks by their rank ensemble: each in an equal part of its time (`member_time:
+split`; with `member_folds`, each member validates on models it never trains on), or, under a budget, the first
+with the collection's whole time and the others only with the time every collection's first fit left (`member_time:
+spare`); one whose `blend_weights` name weights above 0
 blends the physics prior of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
 model's ranks with the weight that scores best on the valid files (from `blend_floor` up). `solution run`, the demo
 and the Kaggle kernel all run this; it needs neither the Lightning CLI nor W&B."""
@@ -114,6 +116,27 @@ def member_folds(settings: Mapping) -> bool:
     return value
 
 
+MEMBER_TIMES = ("split", "spare")
+
+
+def member_time(settings: Mapping, collection: str) -> str:
+    """How a budgeted job times a collection's members (`member_time`): 'split', each an equal part of its time;
+    'spare', the first its whole time, the others after every collection's first fit, from the time they left."""
+    value = settings.get("member_time", "split")
+    if value not in MEMBER_TIMES:
+        raise SettingsError(f"{collection}: member_time={value!r}; expected one of {', '.join(MEMBER_TIMES)}")
+    if value == "spare" and member_folds(settings) and members(settings) > 1:
+        raise SettingsError(f"{collection}: member_time=spare with member_folds: a first fit's folds would depend on "
+                            "how many members the spare time trains; set member_folds: false or member_time: split")
+    return value
+
+
+def first_fits(settings: Mapping, collection: str) -> Mapping:
+    """The settings a budgeted job first trains a collection with: one member where its members wait for spare
+    time, otherwise its own."""
+    return {**settings, "members": 1} if member_time(settings, collection) == "spare" else settings
+
+
 def member_data(settings: Mapping, member: int, count: int, root: Path) -> dict:
     """The data settings of ensemble member `member` of `count`: with `member_folds`, train + valid pooled (under
     `root`) and split into `count` folds of whole models (`data.family_pattern` names a model's variants; fewer
@@ -203,14 +226,15 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     return path
 
 
-def train_members(collection: str, settings: Mapping, seconds: float | None, job: Job) -> list[Path]:
-    """The checkpoints of the collection's `members` fits, each with an equal part of the `seconds` still left
-    when it starts (each its max_epochs without a limit)."""
+def train_members(collection: str, settings: Mapping, seconds: float | None, job: Job,
+                  first: int = 0) -> list[Path]:
+    """The checkpoints of the collection's fits `first` to `members` - 1, each with an equal part of the `seconds`
+    still left when it starts (each its max_epochs without a limit)."""
     count = members(settings)
     end = None if seconds is None else job.clock() + seconds
     return [train(collection, settings, None if end is None else max((end - job.clock()) / (count - member),
                                                                      MIN_SECONDS), job, member)
-            for member in range(count)]
+            for member in range(first, count)]
 
 
 def load(checkpoint: Path, collection: str, settings: Mapping, job: Job) -> tuple[RankingModule, TpuGraphsDataModule]:
@@ -404,17 +428,20 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
             start_checkpoint(settings[collection]["model"]["init_from"], collection)
     rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
     given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
+    firsts = {c: first_fits(settings[c], c) if job.budget is not None else settings[c] for c in present}
     plan = None
     if job.budget is not None:
-        plan = Plan(job.budget, {c: dict(settings[c]) for c in present},
+        plan = Plan(job.budget, {c: dict(firsts[c]) for c in present},
                     {c: collection_sizes(job.root, c) for c in present}, job.clock, say, given={*given, *rankers})
         plan.check_enough(job.budget_source)
     if missing:
         say(f"the data root holds no {', '.join(missing)}: {'those collections are' if len(missing) > 1 else 'it is'}"
             f" skipped, and submission.csv covers only {', '.join(present)}")
-    order = training_order({c: settings[c] for c in present})
-    scores = {c: rank_collection(c, order[index:], settings[c], job, plan, given.get(c), rankers.get(c))
+    order, trained = training_order({c: settings[c] for c in present}), {}
+    scores = {c: rank_collection(c, order[index:], firsts[c], job, plan, given.get(c), rankers.get(c), trained)
               for index, c in enumerate(order)}
+    if plan:
+        scores.update(spare_members([c for c in order if c in trained], settings, job, plan, trained))
     scores = {c: scores[c] for c in present}
     files = [job.collection_files / f"{collection_file_stem(c)}.csv" for c in present]
     report = check(merge(files, job.output / "submission.csv", job.root), job.root).raise_if_bad()
@@ -425,11 +452,23 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
     return scores
 
 
+@dataclass(frozen=True)
+class Trained:
+    """A collection the job trained: its members' checkpoints, its physics prior's weights (None: not blended) and
+    the seconds its fits took."""
+
+    checkpoints: list[Path]
+    prior: np.ndarray | None
+    seconds: float
+
+
 def rank_collection(collection: str, remaining: list[str], settings: Mapping, job: Job, plan: Plan | None,
-                    checkpoints: list[Path] | None, ranker: Path | None = None) -> dict[str, float]:
+                    checkpoints: list[Path] | None, ranker: Path | None = None,
+                    trained: dict[str, Trained] | None = None) -> dict[str, float]:
     """One collection of the job (remaining[0]; the others follow it): fit its members (or use `checkpoints`), fit
     its physics prior, validate, save its ranker and predict, or rank with a saved `ranker`; under a `plan`, with
-    the settings and training time it re-plans, each later step timed for the plan's estimates."""
+    the settings and training time it re-plans, each later step timed for the plan's estimates. What it trained
+    goes into `trained`."""
     start = job.clock()
     seconds = plan.training_seconds(remaining) if plan else None
     planned = seconds + plan.reserved(collection) if plan else None
@@ -440,9 +479,11 @@ def rank_collection(collection: str, remaining: list[str], settings: Mapping, jo
             plan.measured(collection, "evaluate", job.clock() - start)
             plan.progress(collection, planned, job.clock() - start, remaining[1:])
         return metrics
+    fitted = None
     if checkpoints is None:
         setup = plan.estimate(collection, "setup") if plan else 0.0
         checkpoints = train_members(collection, settings, None if plan is None else setup + seconds, job)
+        fitted = job.clock() - start
     if plan:
         plan.before_later_steps(remaining)
         settings = plan.settings[collection]
@@ -451,12 +492,45 @@ def rank_collection(collection: str, remaining: list[str], settings: Mapping, jo
         prior = fitted_prior(collection, settings, job)
         if plan and prior_fitted(settings):
             plan.measured(collection, "prior", job.clock() - began)
+    if fitted is not None and trained is not None:
+        trained[collection] = Trained(checkpoints, prior, fitted)
     began = job.clock()
     metrics = evaluate(collection, checkpoints, settings, job, prior=prior)
     if plan:
         plan.measured(collection, "evaluate", job.clock() - began)
         plan.progress(collection, planned, job.clock() - start, remaining[1:])
     return metrics
+
+
+def spare_members(order: list[str], settings: Mapping[str, Mapping], job: Job, plan: Plan,
+                  trained: Mapping[str, Trained]) -> dict[str, dict]:
+    """After every collection's first fit: the budget's time left fits the further members of the collections
+    (of `order`, in turn) whose `member_time` is 'spare', each collection's part of it in proportion to the
+    seconds its first fit took and split equally among its members, as many as get at least `budget.spare_least`
+    of that first fit's time each (none on a machine where the first fits took their whole time); each collection
+    that gains members is validated and ranked again as their ensemble. Returns those collections' metrics."""
+    waiting = [c for c in order if members(settings[c]) > 1 and member_time(settings[c], c) == "spare"]
+    scores = {}
+    for index, collection in enumerate(waiting):
+        for other in waiting[index:]:  # each later re-ranking reserved, as with all its members
+            plan.settings[other] = {**plan.settings[other], "members": members(settings[other])}
+        pool = plan.left() - sum(plan.estimate(other, "evaluate") for other in waiting[index:])
+        first = trained[collection].seconds
+        part = max(pool, 0.0) * first / sum(trained[other].seconds for other in waiting[index:])
+        least = plan.rates[collection].spare_least * first
+        count = min(members(settings[collection]) - 1, int(part // least) if least > 0 else len(order))
+        plan.settings[collection] = {**plan.settings[collection], "members": 1 + count}
+        if count == 0:
+            say(f"[{collection}] {part:.0f} s spare: no further member (each needs {least:.0f} s, "
+                f"{plan.rates[collection].spare_least:g} of the first fit's {first:.0f} s)")
+            continue
+        say(f"[{collection}] {part:.0f} s spare: {count} further member{'s' if count > 1 else ''}")
+        extra = train_members(collection, plan.settings[collection], part, job, first=1)
+        began = job.clock()
+        scores[collection] = evaluate(collection, [*trained[collection].checkpoints, *extra], plan.settings[collection],
+                                      job, prior=trained[collection].prior)
+        plan.measured(collection, "evaluate", job.clock() - began)
+    return scores
 
 
 def main(argv: list[str] | None = None) -> int:

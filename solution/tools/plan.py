@@ -47,6 +47,7 @@ class BudgetSettings:
     train_at_least: float = 0.5  # of the time left: below it the later steps are cut
     min_prior_steps: int = 50  # cuts leave the prior's fit at least this many steps
     min_valid_configs: int = 64  # ... and validation at least this many configs of each valid file
+    spare_least: float = 0.5  # with member_time: spare, a further member fits only with this much of the first's time
 
 
 def training_shares(settings: Mapping[str, Mapping]) -> dict[str, float]:
