@@ -9,12 +9,14 @@ import lightning.pytorch as pl
 import numpy as np
 import pytest
 
+from solution.constants import SPLITS
 from solution.data.reader import collection_dir
 from solution.data.splits import family_of, pooled_models
 from solution.errors import SettingsError
 from solution.submission.ensemble import combine, read_run
 from solution.submission.files import collection_file_stem
 from solution.tools import pipeline
+from solution.tools.plan import OVERHEAD_SECONDS, Plan, Sizes
 from solution.tools.settings import configs_folder, layered, read_settings
 from solution.training.ranker_file import read_ranker
 
@@ -103,6 +105,69 @@ def test_members_share_the_time_equally_and_what_one_leaves_moves_on(monkeypatch
     calls.clear()
     pipeline.train_members(COLLECTION, {"members": 2}, 0.5, job)
     assert calls == [(pipeline.MIN_SECONDS, 0), (pipeline.MIN_SECONDS, 1)]
+
+
+def spare_plan(budget: float, clock: list[float], collections: list[str], lines: list[str]) -> Plan:
+    """A plan over `collections` with `members: 3, member_time: spare`, whose steps other than training cost
+    nothing."""
+    free = {"start": 0, "node": 0, "row": 0, "prior": 0}
+    settings = {c: {"budget": free, "data": {}, "members": 3, "member_time": "spare"} for c in collections}
+    sizes = Sizes({split: np.array([[10, 10, 2]] * 2, np.int64) for split in SPLITS})
+    return Plan(budget, settings, dict.fromkeys(collections, sizes), lambda: clock[0], lines.append)
+
+
+def test_spare_members_share_what_the_first_fits_left_by_their_seconds(monkeypatch, tmp_path, capsys):
+    """After the first fits, the time left trains further members, each collection's part in proportion to what
+    its first fit took, only as many as get `spare_least` of that each; a collection that gains none is not
+    ranked again."""
+    first, later = "layout:nlp:default", "layout:xla:random"
+    clock, lines, trained, ranked = [0.0], [], [], []
+
+    def train(collection, settings, seconds, job, member):  # takes all of its time
+        trained.append((collection, member, seconds, settings["members"]))
+        clock[0] += seconds
+        return Path(f"{collection}.{member}.ckpt")
+
+    def evaluate(collection, checkpoints, settings, job, prior=None):
+        ranked.append((collection, checkpoints, prior))
+        return {"score": 1.0}
+
+    monkeypatch.setattr(pipeline, "train", train)
+    monkeypatch.setattr(pipeline, "evaluate", evaluate)
+    job = pipeline.Job(tmp_path, tmp_path, clock=lambda: clock[0])
+    settings = {c: {"members": 3, "member_time": "spare"} for c in (first, later)}
+    done = {first: pipeline.Trained([Path("a.ckpt")], np.ones(2), 100.0),
+            later: pipeline.Trained([Path("b.ckpt")], None, 300.0)}
+    plan = spare_plan(360.0 + OVERHEAD_SECONDS, clock, [first, later], lines)
+    scores = pipeline.spare_members([first, later, "tile:xla"], {**settings, "tile:xla": {"members": 3}}, job,
+                                    plan, done)
+    # 360 s left: the first gets 100 / 400 of it, room for one member of at least 50 s; the later one all the rest
+    # (270 s), one member of at least 150 s
+    assert trained == [(first, 1, pytest.approx(90.0), 2), (later, 1, pytest.approx(270.0), 2)]
+    assert [(c, checkpoints) for c, checkpoints, _ in ranked] == [
+        (first, [Path("a.ckpt"), Path(f"{first}.1.ckpt")]), (later, [Path("b.ckpt"), Path(f"{later}.1.ckpt")])]
+    assert ranked[0][2] is done[first].prior and ranked[1][2] is None  # the prior fitted once
+    assert set(scores) == {first, later}
+    clock[0], trained[:], ranked[:] = 0.0, [], []
+    plan = spare_plan(1000.0 + OVERHEAD_SECONDS, clock, [first, later], lines)
+    pipeline.spare_members([first, later], settings, job, plan, done)
+    assert [(c, m) for c, m, _, _ in trained] == [(first, 1), (first, 2), (later, 1), (later, 2)]
+    assert sum(seconds for c, _, seconds, _ in trained if c == first) == pytest.approx(250.0)
+    clock[0], trained[:], ranked[:] = 0.0, [], []
+    plan = spare_plan(40.0 + OVERHEAD_SECONDS, clock, [first, later], lines)  # a slow machine: none
+    assert pipeline.spare_members([first, later], settings, job, plan, done) == {}
+    assert trained == [] and ranked == []
+    assert "[layout:nlp:default] 10 s spare: no further member (each needs 50 s, 0.5 of the first fit's 100 s)" \
+        in capsys.readouterr().out
+
+
+def test_under_a_budget_spare_members_wait_and_split_members_do_not():
+    assert pipeline.first_fits({"members": 3, "member_time": "spare"}, COLLECTION)["members"] == 1
+    assert pipeline.first_fits({"members": 3}, COLLECTION)["members"] == 3
+    with pytest.raises(SettingsError, match="layout:xla:random: member_time='later'; expected one of split, spare"):
+        pipeline.member_time({"member_time": "later"}, COLLECTION)
+    with pytest.raises(SettingsError, match="member_time=spare with member_folds"):
+        pipeline.first_fits({"members": 3, "member_time": "spare", "member_folds": True}, COLLECTION)
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "two"])
