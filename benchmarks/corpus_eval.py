@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -285,8 +285,22 @@ def whole_job(variant: str, settings: Mapping[str, Mapping], replicates: list[Re
     seed, root = replicates[0].seed, replicates[0].root
     job = pipeline.Job(root, work / variant / "whole" / f"seed{seed}", budget=budget)
     start = time.monotonic()
-    pipeline.run(job, {c: {**s, "seed_everything": seed} for c, s in settings.items()})
-    return [scored(variant, r, job.collection_files, time.monotonic() - start) for r in replicates]
+    seeded = {c: {**s, "seed_everything": seed} for c, s in settings.items()}
+    pipeline.run(job, seeded)
+    fits = [scored(variant, r, job.collection_files, time.monotonic() - start) for r in replicates]
+    return fits + [first_fit(variant, seeded[f.replicate.collection], f, job) for f in fits]
+
+
+def first_fit(variant: str, settings: Mapping, job_fit: Fit, job: pipeline.Job) -> Fit:
+    """`<variant> first`: the whole job's first fit of the collection ranked alone (its prior and blend chosen as
+    the job chose them), so that what its further members added is paired on one run; the job's fit where it
+    trained no other member."""
+    collection = job_fit.replicate.collection
+    if not job.checkpoint_path(collection, 1).is_file():
+        return replace(job_fit, variant=f"{variant} first")
+    ranked = pipeline.Job(job.root, job.output / "first")
+    pipeline.evaluate(collection, [job.checkpoint_path(collection)], {**settings, "members": 1}, ranked, validate=False)
+    return scored(f"{variant} first", job_fit.replicate, ranked.collection_files, job_fit.seconds)
 
 
 def scored(name: str, replicate: Replicate, folder: Path, seconds: float) -> Fit:
@@ -414,6 +428,11 @@ def report(fits: list[Fit], collections: list[str], variants: dict[str, Path], a
         lines += [f"## Variant `{name}`: {path} layered on top", "",
                   "Δ against the shipped settings, paired by replicate (same seed, same held-out families):", "",
                   *variant_table(fits, name, collections), ""]
+    for name in [SHIPPED, *variants] if any(f.variant == f"{SHIPPED} first" for f in fits) else []:
+        lines += [f"## `{name}` against its first fits", "",
+                  "Each collection's ranking by the whole job against its first fit ranked alone (as the job ranked it "
+                  "before any further member; the same fit where the job trained none), paired by replicate:", "",
+                  *variant_table(fits, name, collections, against=f"{name} first"), ""]
     for base in [SHIPPED, *variants] if args.members else []:
         lines += [f"## Seed ensembles of `{base}`: members of {args.seconds:g} s each", "",
                   f"One fit: the mean of the {args.members} members alone per replicate (each a fit of another seed). "
