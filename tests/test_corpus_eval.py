@@ -126,8 +126,8 @@ def test_smoke_whole_job_scores_every_collection_of_the_seeds_fold(tmp_path):
     job = [row for row in fits if row[1] == "shipped"]
     assert [(row[0], row[2]) for row in job] == [("tile:xla", "1"), ("layout:xla:default", "1")]
     assert all(row[3].endswith("(1)") and -1 <= float(row[5]) <= 1 for row in fits)  # seed 1 of 2 folds: fold 1
-    first = [row for row in fits if row[1] == "shipped first"]  # one fit each: the first fits are the job's
-    assert [row[:1] + row[2:] for row in first] == [row[:1] + row[2:] for row in job]
+    first = [row for row in fits if row[1] == "shipped first"]  # each collection's first fit ranked alone
+    assert [(row[0], row[2], row[4]) for row in first] == [(row[0], row[2], row[4]) for row in job]
     assert "## `shipped` against its first fits" in text
 
 

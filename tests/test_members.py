@@ -3,6 +3,7 @@ ensemble that `solution run` predicts and validates with."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -16,6 +17,7 @@ from solution.errors import SettingsError
 from solution.submission.ensemble import combine, read_run
 from solution.submission.files import collection_file_stem
 from solution.tools import pipeline
+from solution.tools.cli import main
 from solution.tools.plan import OVERHEAD_SECONDS, Plan, Sizes
 from solution.tools.settings import configs_folder, layered, read_settings
 from solution.training.ranker_file import read_ranker
@@ -159,6 +161,20 @@ def test_spare_members_share_what_the_first_fits_left_by_their_seconds(monkeypat
     assert trained == [] and ranked == []
     assert "[layout:nlp:default] 10 s spare: no further member (each needs 50 s, 0.5 of the first fit's 100 s)" \
         in capsys.readouterr().out
+
+
+def test_a_budgeted_run_fits_spare_members_after_the_first_fits(tiny_root, tmp_path, capsys):
+    root, out, layer = tmp_path / "data", tmp_path / "out", tmp_path / "spare.yaml"
+    tile = collection_dir(tiny_root, "tile:xla")
+    shutil.copytree(tile, root / tile.relative_to(tiny_root))
+    layer.write_text("members: 3\nmember_time: spare\ntrainer:\n  max_epochs: 1\n")
+    demo = configs_folder() / "demo.yaml"
+    assert main(["run", "--data.root", str(root), "--out", str(out), "--config", str(demo), "--config", str(layer),
+                 "--budget", "200"]) == 0
+    log = capsys.readouterr().out
+    assert log.index("[tile:xla] validating and predicting") < log.index("s spare: 2 further members")
+    assert len(read_ranker(out / "rankers" / "tile_xla.ranker").members) == 3
+    assert (out / "checkpoints" / "tile_xla.member2.ckpt").is_file() and (out / "submission.csv").is_file()
 
 
 def test_under_a_budget_spare_members_wait_and_split_members_do_not():

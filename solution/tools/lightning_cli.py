@@ -47,9 +47,9 @@ class CLI(LightningCLI):
                             help="seeds `solution run` fits per collection, each in an equal part of its time, and "
                                  "ranks by their rank ensemble; fit, validate, test and predict use one model")
         parser.add_argument("--member_time", type=Literal["split", "spare"], default="split",
-                            help="how `solution run --budget S` times the members: 'split', each an equal part of the "
-                                 "collection's time; 'spare', the first all of it, the others from the time every "
-                                 "collection's first fit leaves")
+                            help="how `solution run` times the members: 'split', each an equal part of the "
+                                 "collection's time; 'spare', the first all of it, the others only with the time a "
+                                 "budget has left after every collection's first fit (none without --budget)")
         parser.add_argument("--member_folds", type=bool, default=False,
                             help="with members > 1, `solution run` fits member j on train + valid less fold j of "
                                  "whole models and validates it on fold j; fit and the other commands ignore it")

@@ -3,7 +3,7 @@ every test file, merge the collections' files into one submission.csv and check 
 `members` > 1 fits that many seeds and ranks by their rank ensemble: each in an equal part of its time (`member_time:
 split`; with `member_folds`, each member validates on models it never trains on), or, under a budget, the first
 with the collection's whole time and the others only with the time every collection's first fit left (`member_time:
-spare`); one whose `blend_weights` name weights above 0
+spare`; without a budget, one fit); one whose `blend_weights` name weights above 0
 blends the physics prior of physics/prior.py (its weights fitted on the train files, `prior_fit`) into the
 model's ranks with the weight that scores best on the valid files (from `blend_floor` up). `solution run`, the demo
 and the Kaggle kernel all run this; it needs neither the Lightning CLI nor W&B."""
@@ -120,8 +120,9 @@ MEMBER_TIMES = ("split", "spare")
 
 
 def member_time(settings: Mapping, collection: str) -> str:
-    """How a budgeted job times a collection's members (`member_time`): 'split', each an equal part of its time;
-    'spare', the first its whole time, the others after every collection's first fit, from the time they left."""
+    """How the job times a collection's members (`member_time`): 'split', each an equal part of its time (each its
+    max_epochs without a budget); 'spare', the first its whole time, the others after every collection's first
+    fit, from the budget's time left (none without a budget)."""
     value = settings.get("member_time", "split")
     if value not in MEMBER_TIMES:
         raise SettingsError(f"{collection}: member_time={value!r}; expected one of {', '.join(MEMBER_TIMES)}")
@@ -132,8 +133,8 @@ def member_time(settings: Mapping, collection: str) -> str:
 
 
 def first_fits(settings: Mapping, collection: str) -> Mapping:
-    """The settings a budgeted job first trains a collection with: one member where its members wait for spare
-    time, otherwise its own."""
+    """The settings the job first trains a collection with: one member where its members wait for spare time,
+    otherwise its own."""
     return {**settings, "members": 1} if member_time(settings, collection) == "spare" else settings
 
 
@@ -428,7 +429,7 @@ def run(job: Job, settings: Mapping[str, Mapping]) -> dict[str, dict]:
             start_checkpoint(settings[collection]["model"]["init_from"], collection)
     rankers = {c: path for c, path in given_rankers(job.rankers).items() if c in present}
     given = {c: path for c, path in given_checkpoints(job.checkpoints).items() if c in present and c not in rankers}
-    firsts = {c: first_fits(settings[c], c) if job.budget is not None else settings[c] for c in present}
+    firsts = {c: first_fits(settings[c], c) for c in present}  # spare members wait for a budget's time left
     plan = None
     if job.budget is not None:
         plan = Plan(job.budget, {c: dict(firsts[c]) for c in present},
