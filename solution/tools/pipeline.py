@@ -512,14 +512,15 @@ def spare_members(order: list[str], settings: Mapping[str, Mapping], job: Job, p
     that gains members is validated and ranked again as their ensemble. Returns those collections' metrics."""
     waiting = [c for c in order if members(settings[c]) > 1 and member_time(settings[c], c) == "spare"]
     scores = {}
+    for collection in waiting:  # each re-ranking reserved as with all its members, until its count is known
+        plan.settings[collection] = {**plan.settings[collection], "members": members(settings[collection])}
     for index, collection in enumerate(waiting):
-        for other in waiting[index:]:  # each later re-ranking reserved, as with all its members
-            plan.settings[other] = {**plan.settings[other], "members": members(settings[other])}
         pool = plan.left() - sum(plan.estimate(other, "evaluate") for other in waiting[index:])
         first = trained[collection].seconds
         part = max(pool, 0.0) * first / sum(trained[other].seconds for other in waiting[index:])
         least = plan.rates[collection].spare_least * first
-        count = min(members(settings[collection]) - 1, int(part // least) if least > 0 else len(order))
+        wanted = members(settings[collection]) - 1
+        count = min(wanted, int(part // least)) if least > 0 else wanted
         plan.settings[collection] = {**plan.settings[collection], "members": 1 + count}
         if count == 0:
             say(f"[{collection}] {part:.0f} s spare: no further member (each needs {least:.0f} s, "
