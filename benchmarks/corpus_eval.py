@@ -299,7 +299,7 @@ def first_fit(variant: str, settings: Mapping, job_fit: Fit, job: pipeline.Job) 
     if not job.checkpoint_path(collection, 1).is_file():
         return replace(job_fit, variant=f"{variant} first")
     ranked = pipeline.Job(job.root, job.output / "first")
-    pipeline.evaluate(collection, [job.checkpoint_path(collection)], {**settings, "members": 1}, ranked, validate=False)
+    pipeline.evaluate(collection, [job.checkpoint_path(collection)], settings, ranked, validate=False)
     return scored(f"{variant} first", job_fit.replicate, ranked.collection_files, job_fit.seconds)
 
 

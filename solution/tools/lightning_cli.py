@@ -44,8 +44,8 @@ class CLI(LightningCLI):
         parser.add_lightning_class_args(SubmissionWriter, "submission")
         parser.add_lightning_class_args(LRMonitor, "lr_monitor")
         parser.add_argument("--members", type=int, default=1,
-                            help="seeds `solution run` fits per collection, each in an equal part of its time, and "
-                                 "ranks by their rank ensemble; fit, validate, test and predict use one model")
+                            help="seeds `solution run` fits per collection (timed as member_time says) and ranks by "
+                                 "their rank ensemble; fit, validate, test and predict use one model")
         parser.add_argument("--member_time", type=Literal["split", "spare"], default="split",
                             help="how `solution run` times the members: 'split', each an equal part of the "
                                  "collection's time; 'spare', the first all of it, the others only with the time a "
