@@ -37,11 +37,12 @@ NAME=YAML layers that file over the shipped settings (and any --config layers) a
 its Δ against the shipped settings is paired by replicate. With --budget S, each collection trains for its share of S
 (`budget.share`, preprocessing included), instead of --seconds each. The physics prior's fit of a replicate is made
 once and shared by every setting whose fit would be the same. A setting with `members` > 1 fits that many seeds in
-equal parts of --seconds and ranks by their rank ensemble, as `solution run`. With --members K, every
-setting instead fits K members of --seconds each (seeds as `solution run` gives them) and the ensemble of its first k
-is scored as a setting of its own, "NAME xk", paired against the first alone. Replicates run in seed order, each over
-every collection, and the report is rewritten after each: a run stopped early keeps the report of the replicates it
-finished.
+equal parts of --seconds and ranks by their rank ensemble, as `solution run` (with `member_time: spare`, shipped,
+the further members train only from a whole job's time left: one fit here, as the job's first fit). With --members
+K, every setting instead fits K members of --seconds each (seeds as `solution run` gives them) and the ensemble of
+its first k is scored as a setting of its own, "NAME xk", paired against the first alone. Replicates run in seed
+order, each over every collection, and the report is rewritten after each: a run stopped early keeps the report of
+the replicates it finished.
 """
 
 from __future__ import annotations
@@ -246,13 +247,15 @@ def shared_prior_fits() -> None:
 def fit(variant: str, settings: Mapping, replicate: Replicate, seconds: float, work: Path,
         members: int | None = None, trained: Path | None = None) -> list[Fit]:
     """Train on the replicate's other families within `seconds` (the settings' ensemble members each an equal
-    part), rank its held-out files and score that part: [the fit]. With `members` K, K members of `seconds` each
+    part; members that wait for spare time (`member_time: spare`) train only in --whole_job, so here one fit), rank
+    its held-out files and score that part: [the fit]. With `members` K, K members of `seconds` each
     (seeds as `solution run` gives them), each ranked once and scored alone (NAME, NAME #1, ...), then the rank
     ensemble of each first k from those rankings (NAME x2, ..., NAME xK), as `solution ensemble` combines them.
     With `trained` (an earlier run's --runs), no training: the shipped fit saved there for this replicate is ranked
     under `settings` (a setting of ranking alone, such as `blend_weights`, is then the only difference)."""
     collection = replicate.collection
-    seeded = {**settings, "seed_everything": replicate.seed, **({"members": members} if members else {})}
+    first = pipeline.first_fits(settings, collection)  # spare members wait for a whole job's time left: one fit
+    seeded = {**first, "seed_everything": replicate.seed, **({"members": members} if members else {})}
     job = pipeline.Job(replicate.root, work / variant / collection_file_stem(collection)
                        / f"seed{replicate.seed}-fold{replicate.fold}")
     start = time.monotonic()

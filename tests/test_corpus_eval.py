@@ -104,6 +104,9 @@ def test_a_kaggle_format_world_holds_out_families_by_name_against_given_ceilings
     for row in fits:  # every held-out file is one of the pool's, of the families held out
         held = row[3].rsplit(" (", 1)[0].split(", ")
         assert int(row[4]) == sum(f.family in held for f in files if f.collection == row[0])
+    # the shipped members wait for a whole job's spare time: a replicate of --seconds is the job's first fit alone
+    saved = sorted(p.name for p in (tmp_path / "runs").rglob("*.ckpt"))
+    assert saved == ["layout_xla_default.ckpt", "tile_xla.ckpt"]
 
 
 def test_a_world_without_noiseless_runtimes_needs_its_layout_ceilings(tmp_path):
