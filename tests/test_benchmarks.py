@@ -198,7 +198,9 @@ def test_optimizer_times_both_adamw_kernels_on_the_shipped_rankers_and_finds_the
     assert [row[0].strip() for row in rows] == ["layout:xla:random", "tile:xla"]
     for row in rows:
         loop, fused, ratio, apart = (float(cell.strip().rstrip("x")) for cell in row[3:7])
-        assert loop > 0 and fused > 0 and ratio == pytest.approx(fused / loop, abs=0.01)
+        half = 0.005 + 1e-9  # each figure printed to 2 decimals: the ratio of the unrounded times lies within these
+        assert loop > half and fused > 0
+        assert (fused - half) / (loop + half) - half <= ratio <= (fused + half) / (loop - half) + half
         assert apart < 1e-5  # after the same steps, the fused kernel's parameters are the loop's
 
 
