@@ -249,3 +249,47 @@ def test_fit_gap_counts_pairs_by_runtime_gap_as_kendall_tau_does():
     right, pairs = bench.pair_bands(np.array([0.0, 1.0, 1.0]), np.array([1.0, 1.03, 2.0]))
     # pairs (0, 1): gap 3 % right; (0, 2): gap 69 % right; (1, 2): gap 66 %, tied scores: half
     assert pairs.tolist() == [0, 1, 0, 0, 0, 2] and right.tolist() == [0, 1, 0, 0, 0, 1.5]
+
+
+def test_config_holdout_splits_each_files_configs_and_keeps_its_graph(tiny_root, tmp_path):
+    """benchmarks/config_holdout.py: both roots train and validate on the same configs of every train and valid file,
+    one ranks those it trained on, the other the rest; together the three parts are each file's configs once."""
+    from solution.data.reader import collection_dir
+
+    bench = load("config_holdout")
+    collection = "layout:xla:random"
+    answers = bench.split_world(tiny_root, collection, (0.5, 0.25), 0, tmp_path)
+    source = collection_dir(tiny_root, collection)
+    files = sorted([*source.glob("train/*.npz"), *source.glob("valid/*.npz")])
+    assert files and set(answers) == set(bench.PARTS)
+
+    def rows(arrays) -> np.ndarray:  # [c, nc * 18 + 1]: each config's layouts and runtime, in a canonical order
+        table = np.column_stack([arrays["node_config_feat"].reshape(len(arrays["config_runtime"]), -1),
+                                 arrays["config_runtime"]])
+        return table[np.lexsort(table.T)]
+
+    for path in files:
+        full = np.load(path)
+        parts = {(part, split): np.load(tmp_path / part.replace(" ", "_") / "npz" / "layout" / "xla" / "random" / split
+                                        / path.name) for part in bench.PARTS for split in ("train", "valid", "test")}
+        for key in ("node_feat", "edge_index", "node_config_ids"):
+            assert all(np.array_equal(p[key], full[key]) for p in parts.values())
+        for split in ("train", "valid"):
+            assert np.array_equal(rows(parts["trained", split]), rows(parts["held out", split]))
+        assert np.array_equal(rows(parts["trained", "test"]), rows(parts["trained", "train"]))
+        whole = [parts["trained", "train"], parts["trained", "valid"], parts["held out", "test"]]
+        joined = {key: np.concatenate([p[key] for p in whole]) for key in ("node_config_feat", "config_runtime")}
+        assert np.array_equal(rows(joined), rows(full))
+        held = parts["held out", "test"]["config_runtime"]
+        assert np.array_equal(answers["held out"][f"{collection}:{path.stem}"], held)
+
+
+def test_start_mix_moves_each_weight_toward_the_start_and_zero_where_the_start_has_none():
+    """benchmarks/start_mix.py: (1 - a) x the fit's weights + a x the start's; a weight the start lacks started at
+    zero; integer buffers stay."""
+    import torch
+
+    bench = load("start_mix")
+    fit = {"state_dict": {"w": torch.tensor([1.0, 3.0]), "new": torch.tensor([2.0]), "count": torch.tensor(5)}}
+    mixed = bench.mixed(fit, {"w": torch.tensor([3.0, -1.0])}, 0.25)["state_dict"]
+    assert mixed["w"].tolist() == [1.5, 2.0] and mixed["new"].tolist() == [1.5] and mixed["count"].item() == 5
