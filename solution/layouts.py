@@ -77,15 +77,13 @@ class ShapeTables:
 
 
 @functools.lru_cache(maxsize=8192)
-def shape_tables(dims: tuple[int, ...], element_bytes: int, literal: bool = False) -> ShapeTables:
-    """Stored bytes and effective order of every minor-to-major order of a tensor of `dims`. Size-1 dims take no
-    room wherever the order puts them (XLA's true rank); with `literal`, the tiles lie over the order's two most-minor
-    dims whatever their size, and every order is its own."""
+def shape_tables(dims: tuple[int, ...], element_bytes: int) -> ShapeTables:
+    """Stored bytes and effective order of every minor-to-major order of a tensor of `dims`."""
     if not dims:
         return ShapeTables(np.array([float(element_bytes)]), np.zeros(1, np.int64), np.full(1, -1), np.full(1, -1))
     perms = PERMS[len(dims)]  # [r!, r]
     sizes = np.array(dims, dtype=np.float64)
-    big = (sizes[perms] > 1) | literal  # [r!, r] dims that matter, in minor-to-major order
+    big = sizes[perms] > 1  # [r!, r] dims that matter, in minor-to-major order
     first = np.argsort(~big, axis=1, kind="stable")  # [r!, r] the big dims first, in their order
     kept = np.where(np.take_along_axis(big, first, axis=1), np.take_along_axis(perms, first, axis=1), -1)
     minor = kept[:, 0]

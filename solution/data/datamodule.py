@@ -41,7 +41,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         config_work: bool = False,
         work_configs: int = 2048,
         operand_layouts: bool = False,
-        literal_work: bool = False,
         fill_default_layout: bool = True,
         segment_nodes: int = 0,
         graphs_per_batch: int = 1,

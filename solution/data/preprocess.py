@@ -35,7 +35,6 @@ class Preprocessing:
     work_configs: int = 2048  # with config_work, a train file keeps a fixed random subset of at most this many
     # configs (the walk costs each config the whole graph); 0: all
     operand_layouts: bool = False  # layout: the operands each configurable node lays out, and its key dims
-    literal_work: bool = False  # config_work's walk: tiles over each order's two most-minor dims whatever their size
 
     def __post_init__(self) -> None:
         if self.prune not in STRATEGIES:
@@ -98,7 +97,7 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
         kept = np.sort(np.random.default_rng(0).choice(len(rows), settings.work_configs, replace=False))
         rows, target = rows[kept], target[kept]
     config_ids = configurable_nodes(raw)
-    walk = propagation(raw, settings.literal_work) if settings.config_work or settings.operand_layouts else None
+    walk = propagation(raw) if settings.config_work or settings.operand_layouts else None
     arrays = {
         "node_feat": node_features(raw.node_feat[keep], settings.sentinel, settings.extra_features),
         "node_opcode": raw.node_opcode[keep],
@@ -123,12 +122,11 @@ def build_record(raw: RawGraph, settings: Preprocessing, train: bool) -> tuple[d
     return arrays, meta
 
 
-def propagation(raw: RawGraph, literal: bool = False) -> Propagation:
-    """The physics prior's view of a file (its walk), which config_work and config_operands read (`literal`:
-    `Propagation.of_file`'s reading of the tiles)."""
+def propagation(raw: RawGraph) -> Propagation:
+    """The physics prior's view of a file (its walk), which config_work and config_operands read."""
     from ..physics.propagation import Propagation  # the walk reads the data layer: imported here, not above
 
-    return Propagation.of_file(raw, literal)
+    return Propagation.of_file(raw)
 
 
 def config_work(walk: Propagation, configs: np.ndarray) -> np.ndarray:

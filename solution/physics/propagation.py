@@ -126,10 +126,9 @@ class Propagation:
         self.slots = slots
 
     @classmethod
-    def of_file(cls, raw: RawGraph, literal: bool = False) -> Propagation:
-        """A layout file's graph: operand order, loop trip counts and each block's operand as its shapes tell; with
-        `literal`, its tensors' tiles read as `shape_tables` reads them with `literal`."""
-        tensors = file_tensors(raw, literal)
+    def of_file(cls, raw: RawGraph) -> Propagation:
+        """A layout file's graph: operand order, loop trip counts and each block's operand as its shapes tell."""
+        tensors = file_tensors(raw)
         return cls(tensors, loop_runs(tensors, raw.computation_bounds()), file_slots(raw, tensors))
 
     def work(self, configs: np.ndarray) -> ConfigWork:
@@ -215,8 +214,8 @@ def file_propagation(path: str, split: str) -> Propagation:
     return Propagation.of_file(read_graph(path, split))
 
 
-def file_tensors(raw: RawGraph, literal: bool = False) -> list[Tensor]:
-    """The walk's view of every node of a file (`literal`: `shape_tables`' reading of the tiles)."""
+def file_tensors(raw: RawGraph) -> list[Tensor]:
+    """The walk's view of every node of a file."""
     feat = raw.node_feat
     dims = feat[:, SHAPE_DIMS].astype(np.int64)  # [n, 6], 0 beyond the rank
     ranks = np.where(feat[:, TUPLE_COLUMN] > 0, -1, (dims > 0).sum(1))  # [n]
@@ -235,7 +234,7 @@ def file_tensors(raw: RawGraph, literal: bool = False) -> list[Tensor]:
         shape, text = tuple(sizes[:max(rank, 0)]), tuple(layout[:max(rank, 0)])
         tensors.append(Tensor(
             OPCODE_NAMES[opcode] if opcode < len(OPCODE_NAMES) else "", rank, shape,
-            shape_tables(shape, nbytes, literal) if rank >= 0 else None, nbytes,
+            shape_tables(shape, nbytes) if rank >= 0 else None, nbytes,
             perm_index(text if _is_order(text, rank) else row_major(max(rank, 0))), producers,
             tuple(dimensions), is_root, tuple(conv)))
     for tensor in tensors:
