@@ -312,7 +312,7 @@ class TileRanker(Ranker):
         graph_layers: int = 2,
         cross_attention: bool = True,
         heads: int = 4,
-        edge_direction: str = "both",
+        edge_direction: str = "forward",
         dropout: float = 0.0,
         config_hidden: int | None = None,
     ) -> None:
