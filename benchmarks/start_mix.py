@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from solution.atomic import atomic_write
 from solution.training.module import SHIPPED, start_checkpoint
 
 
@@ -41,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
             start = torch.load(start_checkpoint(SHIPPED, stem), map_location="cpu", weights_only=False)["state_dict"]
             fit = mixed(torch.load(path, map_location="cpu", weights_only=False), start, args.mix)
             target = args.out / path.relative_to(runs)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(fit, target)
+            with atomic_write(target, "wb") as handle:
+                torch.save(fit, handle)
             print(target)
     return 0
 
