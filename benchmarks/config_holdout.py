@@ -32,26 +32,37 @@ from solution.tools.settings import read_settings
 PARTS = ("trained", "held out")
 
 
+def root_of(work: Path, part: str) -> Path:
+    """The data root under `work` whose test split holds `part`'s configs."""
+    return work / part.replace(" ", "_")
+
+
 def split_world(data: Path, collection: str, shares: tuple[float, float], seed: int, out: Path) -> dict[str, dict]:
     """Under `out`, two data roots of the collection's train and valid files, each file's configs split at random
     by `shares` (train, valid; the rest held out): `trained` ranks the train part as its test split, `held out` the
-    held-out part; both train and validate on the same parts. Returns, per root, ID -> the test split's runtimes."""
+    held-out part; both train and validate on the same parts (written once, the second root's train and valid
+    folders linking to the first's). Returns, per root, ID -> the test split's runtimes."""
     rng = np.random.default_rng(seed)
     answers: dict[str, dict] = {part: {} for part in PARTS}
+    folders = {part: root_of(out, part).joinpath("npz", *collection.split(":")) for part in PARTS}
+    for split in ("train", "valid", "test"):
+        folders["trained"].joinpath(split).mkdir(parents=True)
+    folders["held out"].joinpath("test").mkdir(parents=True)
+    for split in ("train", "valid"):
+        folders["held out"].joinpath(split).symlink_to(folders["trained"].joinpath(split).resolve())
     source = collection_dir(data, collection)
     for path in sorted([*source.glob("train/*.npz"), *source.glob("valid/*.npz")]):
         arrays = dict(np.load(path))
-        count = len(arrays["config_runtime"])
-        order = rng.permutation(count)
-        cuts = (round(shares[0] * count), round((shares[0] + shares[1]) * count))
-        rows = {"train": order[:cuts[0]], "valid": order[cuts[0]:cuts[1]], "held": order[cuts[1]:]}
+        order = rng.permutation(len(arrays["config_runtime"]))
+        cuts = np.round(np.cumsum(shares) * len(order)).astype(int)
+        rows = dict(zip(("train", "valid", "held"), np.split(order, cuts)))
+        written = (("trained", "train", "train"), ("trained", "valid", "valid"), ("trained", "test", "train"),
+                   ("held out", "test", "held"))
+        for part, split, chosen in written:
+            picked = {**arrays, "node_config_feat": arrays["node_config_feat"][rows[chosen]],
+                      "config_runtime": arrays["config_runtime"][rows[chosen]]}
+            np.savez(folders[part] / split / path.name, **picked)
         for part, tested in zip(PARTS, ("train", "held")):
-            for split, chosen in (("train", rows["train"]), ("valid", rows["valid"]), ("test", rows[tested])):
-                folder = out.joinpath(part.replace(" ", "_"), "npz", *collection.split(":"), split)
-                folder.mkdir(parents=True, exist_ok=True)
-                picked = {**arrays, "node_config_feat": arrays["node_config_feat"][chosen],
-                          "config_runtime": arrays["config_runtime"][chosen]}
-                np.savez(folder / path.name, **picked)
             answers[part][f"{collection}:{path.stem}"] = arrays["config_runtime"][rows[tested]].astype(np.float64)
     return answers
 
@@ -61,12 +72,12 @@ def replicate(args: argparse.Namespace, seed: int, work: Path) -> dict[str, floa
     collection = args.collection
     answers = split_world(args.data, collection, (args.train, args.valid), seed, work / "data")
     settings = {**pipeline.first_fits(read_settings()[collection], collection), "seed_everything": seed}
-    roots = {part: work / "data" / part.replace(" ", "_") for part in PARTS}
+    roots = {part: root_of(work / "data", part) for part in PARTS}
     job = pipeline.Job(roots["trained"], work / "fit")
     checkpoints = pipeline.train_members(collection, settings, args.seconds, job)
     scores = {}
     for part in PARTS:
-        ranked = pipeline.Job(roots[part], work / "ranked" / part.replace(" ", "_"))
+        ranked = pipeline.Job(roots[part], root_of(work / "ranked", part))
         pipeline.evaluate(collection, checkpoints, settings, ranked, validate=False)
         csv = ranked.collection_files / f"{collection_file_stem(collection)}.csv"
         scores[part] = float(score(csv, answers[part])[collection]["score"])
