@@ -293,3 +293,20 @@ def test_start_mix_moves_each_weight_toward_the_start_and_zero_where_the_start_h
     fit = {"state_dict": {"w": torch.tensor([1.0, 3.0]), "new": torch.tensor([2.0]), "count": torch.tensor(5)}}
     mixed = bench.mixed(fit, {"w": torch.tensor([3.0, -1.0])}, 0.25)["state_dict"]
     assert mixed["w"].tolist() == [1.5, 2.0] and mixed["new"].tolist() == [1.5] and mixed["count"].item() == 5
+
+
+def test_sibling_start_trains_on_the_siblings_files_under_the_collections_name(tiny_root, tmp_path):
+    """benchmarks/sibling_start.py: the collection's folders hold the sibling's train and valid files (links), and
+    a collection is no sibling of itself."""
+    from solution.data.reader import collection_dir
+
+    bench = load("sibling_start")
+    root = bench.sibling_root(tiny_root, "layout:xla:random", "layout:nlp:random", tmp_path / "root")
+    for split in ("train", "valid"):
+        linked = sorted((root / "npz" / "layout" / "xla" / "random" / split).iterdir())
+        source = sorted((collection_dir(tiny_root, "layout:nlp:random") / split).glob("*.npz"))
+        assert linked and [p.name for p in linked] == [p.name for p in source]
+        assert [p.resolve() for p in linked] == [p.resolve() for p in source]
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(tiny_root), "--collection", "layout:nlp:random", "--sibling", "layout:nlp:random",
+                    "--out", str(tmp_path / "out")])
