@@ -7,11 +7,9 @@ import logging
 import shutil
 from pathlib import Path
 
-import pytest
 import torch
 
 from solution.data.reader import collection_dir
-from solution.errors import SettingsError
 from solution.tools.cli import main
 from solution.tools.lightning_cli import lightning_main
 from solution.tools.pretrain import pooled_root
@@ -105,21 +103,3 @@ def test_a_fit_from_its_start_trains_at_start_lr(tiny_root, tmp_path):
             "off": fit(tiny_root, tmp_path, "--model.init_from", "null", **rates)}
     initial = {name: run.trainer.optimizers[0].param_groups[0]["initial_lr"] for name, run in runs.items()}
     assert initial == {"started": 0.0005, "passed over": 0.002, "off": 0.002}
-
-
-def test_the_starts_encoder_trains_at_its_share_of_the_rate_and_stays_as_it_was_at_zero(tiny_root, tmp_path):
-    """`model.start_encoder_rate`: in a fit from a start, the graph encoder's rate as a multiple of start_lr; at 0
-    its weights stay the start's while the rest train; a fit without a start trains everything at one rate."""
-    saved = torch.load(shipped_starts() / "layout_xla_random.ckpt", weights_only=True)["state_dict"]
-    frozen = fit(tiny_root, tmp_path, "--model.start_encoder_rate", "0", start_lr="0.01").model
-    weights = ranker_weights(frozen)
-    encoder = [key for key in weights if key.startswith("ranker.encoder.")]
-    assert encoder and all(torch.equal(weights[key], saved[key]) for key in encoder)
-    assert any(not torch.equal(value, saved[key]) for key, value in weights.items()
-               if key in saved and key not in encoder)
-    half = fit(tiny_root, tmp_path, "--model.start_encoder_rate", "0.5", start_lr="0.01")
-    assert [g["initial_lr"] for g in half.trainer.optimizers[0].param_groups] == [0.01, 0.005]
-    fresh = fit(tiny_root, tmp_path, "--model.start_encoder_rate", "0", "--model.init_from", "null", lr="0.01")
-    assert [g["initial_lr"] for g in fresh.trainer.optimizers[0].param_groups] == [0.01]
-    with pytest.raises(SettingsError, match="model.start_encoder_rate=-1"):
-        fit(tiny_root, tmp_path, "--model.start_encoder_rate", "-1")

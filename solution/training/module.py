@@ -16,7 +16,6 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from ..data.batch import Batch
 from ..data.tasks import TASKS
-from ..errors import SettingsError
 from ..metrics import mean_over_graphs
 from ..models import scatter
 from ..models.losses import RankingLoss
@@ -45,12 +44,8 @@ class RankingModule(pl.LightningModule):
         compile: bool = False,
         init_from: str | None = None,  # a checkpoint (or folder of them) whose weights and standardizers start the fit
         start_lr: float | None = None,  # the learning rate of a fit that takes its start from init_from; null: lr
-        start_encoder_rate: float = 1.0,  # from a start, the graph encoder's rate as a multiple of it; 0: frozen
     ) -> None:
         super().__init__()
-        if start_encoder_rate < 0:
-            raise SettingsError(f"model.start_encoder_rate={start_encoder_rate}; expected a multiple of the rate, "
-                                "0 or more (0: the start's encoder frozen)")
         self.save_hyperparameters(ignore=["ranker", "loss", "init_from"])
         scorer = Scorer(ranker, task)  # its parts, under the same keys: a checkpoint also loads into a Scorer
         self.ranker, self.node_scaler, self.config_scaler = scorer.ranker, scorer.node_scaler, scorer.config_scaler
@@ -161,21 +156,6 @@ class RankingModule(pl.LightningModule):
         table.gather()
         return table
 
-    def parameter_groups(self, lr: float) -> list[dict]:
-        """The optimizer's parameter groups at rate `lr`: in a fit from a start, the graph encoder's at
-        `start_encoder_rate` x lr, and frozen (no gradients, left out) at 0."""
-        rate = self.hparams.start_encoder_rate
-        if not self.took_start or rate == 1.0:
-            return [{"params": list(self.parameters())}]
-        encoder = list(self.ranker.encoder.parameters())
-        mine = {id(p) for p in encoder}
-        groups = [{"params": [p for p in self.parameters() if id(p) not in mine]}]
-        if rate == 0.0:
-            for parameter in encoder:
-                parameter.requires_grad_(False)
-            return groups
-        return groups + [{"params": encoder, "lr": lr * rate}]
-
     def configure_optimizers(self):
         # fused: one kernel for every parameter, the same updates (within 3e-8) in a fifth of the CPU time of the
         # per-tensor loop, which costs 5-7 ms a step (benchmarks/optimizer.py); under mixed precision the loop, as
@@ -183,8 +163,7 @@ class RankingModule(pl.LightningModule):
         fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
         started = self.took_start and self.hparams.start_lr is not None
         lr = self.hparams.start_lr if started else self.hparams.lr
-        optimizer = torch.optim.AdamW(self.parameter_groups(lr), lr=lr, weight_decay=self.hparams.weight_decay,
-                                      fused=fused)
+        optimizer = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=self.hparams.weight_decay, fused=fused)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total - 1)
 
