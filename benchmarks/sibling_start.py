@@ -22,18 +22,15 @@ from solution.constants import COLLECTIONS
 from solution.data.reader import collection_dir
 from solution.submission.files import collection_file_stem
 from solution.tools import pipeline
-from solution.tools.pretrain import slim
+from solution.tools.pretrain import linked_root, slim
 from solution.tools.settings import layered, read_settings
 
 
 def sibling_root(data: Path, collection: str, sibling: str, root: Path) -> Path:
     """A data root under `root` whose `collection` folders link the sibling's train and valid files."""
-    source, target = collection_dir(data, sibling), root.joinpath("npz", *collection.split(":"))
-    for split in ("train", "valid"):
-        (target / split).mkdir(parents=True)
-        for path in sorted((source / split).glob("*.npz")):
-            (target / split / path.name).symlink_to(path.resolve())
-    return root
+    source = collection_dir(data, sibling)
+    files = {split: sorted((source / split).glob("*.npz")) for split in ("train", "valid")}
+    return linked_root(files, collection, root)
 
 
 def sibling_start(data: Path, collection: str, sibling: str, seconds: float, out: Path, fresh: bool,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +34,19 @@ def has_runtimes(path: Path) -> bool:
 def pooled_root(corpus: Path, collection: str, root: Path) -> Path:
     """A data root of links under `root`: every file of the corpus with runtimes (train, valid, and test files that
     hold them) as train, its valid files also as valid."""
-    source, target = collection_dir(corpus, collection), root.joinpath("npz", *collection.split(":"))
+    source = collection_dir(corpus, collection)
     valid = sorted((source / "valid").glob("*.npz"))
-    picked = {"train": [*sorted((source / "train").glob("*.npz")), *valid,
-                        *(p for p in sorted((source / "test").glob("*.npz")) if has_runtimes(p))],
-              "valid": valid}
-    for split, files in picked.items():
+    return linked_root({"train": [*sorted((source / "train").glob("*.npz")), *valid,
+                                  *(p for p in sorted((source / "test").glob("*.npz")) if has_runtimes(p))],
+                        "valid": valid}, collection, root)
+
+
+def linked_root(files: Mapping[str, Sequence[Path]], collection: str, root: Path) -> Path:
+    """A data root under `root` whose `collection` split folders link `files` (split -> paths)."""
+    target = root.joinpath("npz", *collection.split(":"))
+    for split, paths in files.items():
         (target / split).mkdir(parents=True)
-        for path in files:
+        for path in paths:
             (target / split / path.name).symlink_to(path.resolve())
     return root
 
