@@ -103,17 +103,3 @@ def test_a_fit_from_its_start_trains_at_start_lr(tiny_root, tmp_path):
             "off": fit(tiny_root, tmp_path, "--model.init_from", "null", **rates)}
     initial = {name: run.trainer.optimizers[0].param_groups[0]["initial_lr"] for name, run in runs.items()}
     assert initial == {"started": 0.0005, "passed over": 0.002, "off": 0.002}
-
-
-def test_the_weights_a_start_lacks_train_at_fresh_lr(tiny_root, tmp_path):
-    """`model.fresh_lr` is the rate of the weights the start lacks (xla:random's literal tiles, added after its start
-    was made), in a group of their own; the start's weights keep `model.start_lr`; without it, one group."""
-    saved = torch.load(shipped_starts() / "layout_xla_random.ckpt", weights_only=True)["state_dict"]
-    run = fit(tiny_root, tmp_path, "--model.fresh_lr", "0.004", lr="0.002", start_lr="0.0005")
-    named = {id(value): key for key, value in run.model.named_parameters()}
-    groups = [(group["initial_lr"], {named[id(p)] for p in group["params"]})
-              for group in run.trainer.optimizers[0].param_groups]
-    lacking = {key for key in named.values() if key not in saved}
-    assert lacking and groups == [(0.0005, set(named.values()) - lacking), (0.004, lacking)]
-    single = fit(tiny_root, tmp_path, lr="0.002", start_lr="0.0005").trainer.optimizers[0].param_groups
-    assert [group["initial_lr"] for group in single] == [0.0005]

@@ -44,7 +44,6 @@ class RankingModule(pl.LightningModule):
         compile: bool = False,
         init_from: str | None = None,  # a checkpoint (or folder of them) whose weights and standardizers start the fit
         start_lr: float | None = None,  # the learning rate of a fit that takes its start from init_from; null: lr
-        fresh_lr: float | None = None,  # under a start, the rate of the weights the start lacks; null: start_lr
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["ranker", "loss", "init_from"])
@@ -59,7 +58,6 @@ class RankingModule(pl.LightningModule):
         self.predictions = ScoreTable()
         self.init_from = init_from
         self.took_start = False  # whether this fit's weights came from init_from (start_lr applies)
-        self.fresh: set[str] = set()  # the weights the start lacked (fresh_lr applies)
 
     def start_from(self, path: str | Path, strict: bool = True) -> None:
         """Start training from a checkpoint of the same settings (e.g. a fit on the program corpus): its ranker's
@@ -80,7 +78,6 @@ class RankingModule(pl.LightningModule):
                                   "starts from random weights)")
         self.load_state_dict({key: state.get(key, value) for key, value in mine.items()})
         self.took_start = True
-        self.fresh = {key for key in mine if key not in state}
 
     def configure_model(self) -> None:
         if self.hparams.compile:  # in place: checkpoints keep the same keys with compile on or off
@@ -166,8 +163,7 @@ class RankingModule(pl.LightningModule):
         fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
         started = self.took_start and self.hparams.start_lr is not None
         lr = self.hparams.start_lr if started else self.hparams.lr
-        optimizer = torch.optim.AdamW(self.parameter_groups(started), lr=lr, weight_decay=self.hparams.weight_decay,
-                                      fused=fused)
+        optimizer = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=self.hparams.weight_decay, fused=fused)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warmup = min(self.hparams.warmup_steps, total - 1)
 
@@ -178,18 +174,6 @@ class RankingModule(pl.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-
-    def parameter_groups(self, started: bool) -> list[dict]:
-        """One group of every parameter; under a start with `fresh_lr`, the weights the start lacked in a second group
-        at that rate."""
-        named = dict(self.named_parameters())
-        fresh = sorted(self.fresh & named.keys()) if started and self.hparams.fresh_lr is not None else []
-        kept = [value for key, value in named.items() if key not in fresh]
-        groups = [{"params": kept}]
-        if fresh:
-            groups.append({"params": [named[key] for key in fresh], "lr": self.hparams.fresh_lr})
-        return groups
 
 
 def start_checkpoint(init_from: str | Path, collection: str) -> Path:
