@@ -25,7 +25,6 @@ LAYOUT_MINOR_TO_MAJOR = slice(LAYOUT, LAYOUT + LAYOUT_GROUP)  # 0-padded in the 
 
 # tile config: kernel, output and input bounds, each 6 dims + sum + product; the output bounds follow the output dims
 TILE_OUTPUT_BOUNDS = slice(8, 14)
-TILE_BOUNDS = (slice(0, 6), TILE_OUTPUT_BOUNDS, slice(16, 22))  # kernel, output, input bounds of dims 0..5
 
 # one-hot columns 2..20 of the element type (featurizers.h's order; invalid never comes from text)
 ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",

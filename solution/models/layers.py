@@ -265,33 +265,3 @@ class Readout(nn.Module):
             if self.attention is not None:
                 x = x + self.attention(x, x, x, key_padding_mask=~mask, need_weights=False)[0]
             return self.head(self.norm(x)).squeeze(-1)  # [G, C]
-
-
-class DimTokens(nn.Module):
-    """A tile config read dimension by dimension: one token per dim of its kernel, output and input bounds (columns
-    `bounds` of the config, standardized), with the dim's own embedding and the kernel's encoding; the tokens attend
-    to each other, and their mean and max join the config's embedding through a map that starts at zero."""
-
-    def __init__(self, bounds: tuple[slice, ...], width: int, context_dim: int, heads: int, dropout: float) -> None:
-        super().__init__()
-        self.bounds = bounds
-        dims = bounds[0].stop - bounds[0].start
-        self.values = nn.Linear(len(bounds), width)
-        self.position = nn.Embedding(dims, width)
-        self.context = nn.Linear(context_dim, width)
-        self.attention = nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True)
-        self.norm = nn.LayerNorm(width)
-        self.mlp = mlp(width, width, dropout)
-        self.out = nn.Linear(2 * width, width)
-        nn.init.zeros_(self.out.weight)
-        nn.init.zeros_(self.out.bias)
-
-    def forward(self, config: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
-        """config [G, C, k] standardized config features, context [G, e] the kernels' encodings -> [G, C, w]."""
-        graphs, configs = config.shape[:2]
-        tokens = torch.stack([config[..., columns] for columns in self.bounds], -1)  # [G, C, 6, 3]
-        x = self.values(tokens) + self.position.weight + self.context(context)[:, None, None]  # [G, C, 6, w]
-        x = x.flatten(0, 1)  # [G*C, 6, w]
-        x = self.norm(x + self.attention(x, x, x, need_weights=False)[0])
-        x = x + self.mlp(x)
-        return self.out(torch.cat([x.mean(1), x.amax(1)], -1)).view(graphs, configs, -1)  # [G, C, w]

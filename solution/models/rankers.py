@@ -14,12 +14,11 @@ from ..constants import LANES, SUBLANES
 from ..data.batch import Batch
 from ..data.preprocess import OPERAND_COLUMNS
 from ..errors import SettingsError
-from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS, TILE_BOUNDS
+from ..format import LAYOUT_GROUP, LAYOUT_SYMBOLS
 from ..physics.propagation import WORK_FEATURES
 from .layers import (
     ConfigLinks,
     CrossConfigAttention,
-    DimTokens,
     GraphEncoder,
     LinkBlock,
     Readout,
@@ -35,11 +34,7 @@ from .spec import Remembered
 
 
 class Ranker(Remembered):
-    """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster. `added_parts` names the
-    submodules whose output map begins at zero: a start made without them loads, and they train from their own
-    initialisation."""
-
-    added_parts: tuple[str, ...] = ()
+    """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster."""
 
 
 class LayoutRanker(Ranker):
@@ -306,8 +301,9 @@ def rows_per_slice(rows: int, across: int) -> int:
 
 class TileRanker(Ranker):
     """Tile configs: the small kernel graph is encoded once and pooled; each global tile config, embedded at
-    `config_hidden` (default `hidden`), joins it late; a readout compares the configs of a kernel. `dim_tokens` adds
-    to each config's embedding its bounds read dimension by dimension (`DimTokens`)."""
+    `config_hidden` (default `hidden`), joins it late; a readout compares the configs of a kernel. `root_state` adds
+    to the kernel's pooled encoding its root's own state (the last node of each kernel, whose output the output
+    bounds tile) through a map that starts at zero."""
 
     def __init__(
         self,
@@ -321,22 +317,24 @@ class TileRanker(Ranker):
         edge_direction: str = "forward",
         dropout: float = 0.0,
         config_hidden: int | None = None,
-        dim_tokens: bool = False,
+        root_state: bool = False,
     ) -> None:
         super().__init__()
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
+        self.root = zero_linear(hidden, 2 * hidden) if root_state else None
         self.config_mlp = mlp(config_width, width, dropout)
-        self.dims = DimTokens(TILE_BOUNDS, width, 2 * hidden, heads, dropout) if dim_tokens else None
-        self.added_parts = ("dims",)
         self.readout = Readout(2 * hidden + width, hidden, cross_attention, heads, dropout)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
-        kernel = pool(self.encoder(batch), batch.node_graph, graphs)  # [G, 2d]
+        h = self.encoder(batch)  # [N, d]
+        kernel = pool(h, batch.node_graph, graphs)  # [G, 2d]
+        if self.root is not None:
+            nodes = torch.arange(h.size(0), device=h.device)
+            last = nodes.new_zeros(graphs).scatter_reduce(0, batch.node_graph, nodes, "amax")  # [G] each kernel's last
+            kernel = kernel + self.root(h[last])
         config = self.config_mlp(batch.config_feat)  # [G, C, w]
-        if self.dims is not None:
-            config = config + self.dims(batch.config_feat, kernel)
         joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 2d + w]
         return self.readout(joined, mask)  # [G, C]

@@ -62,14 +62,12 @@ class RankingModule(pl.LightningModule):
     def start_from(self, path: str | Path, strict: bool = True) -> None:
         """Start training from a checkpoint of the same settings (e.g. a fit on the program corpus): its ranker's
         weights and its input standardizers, which then stay as they are. Weights it lacks that begin at zero (a
-        feature's projection added after the start was made), or that belong to a part whose output map begins at
-        zero (the ranker's `added_parts`), keep their initialisation. One of other widths is refused, or with
-        `strict` off (the package's own starts, under settings of other widths) passed over: random weights."""
+        feature's projection added after the start was made) keep their zeros. One of other widths is refused, or
+        with `strict` off (the package's own starts, under settings of other widths) passed over: random weights."""
         state = read_checkpoint(path)["state_dict"]
         mine = self.state_dict()
-        added = tuple(f"ranker.{part}." for part in getattr(self.ranker, "added_parts", ()))
-        wrong = sorted(key for key, value in mine.items() if (
-            state[key].shape != value.shape if key in state else value.any() and not key.startswith(added)))
+        wrong = sorted(key for key, value in mine.items()
+                       if (state[key].shape != value.shape if key in state else value.any()))
         if wrong and not strict:
             rank_zero_info(f"{path}: the package's start is of other ranker settings (at {wrong[0]}); this fit "
                            "starts from random weights")
