@@ -86,10 +86,15 @@ def physical_tiles(config_feat: np.ndarray, node_feat: np.ndarray) -> np.ndarray
     return features * is_set[:, None]  # [c, 10]
 
 
-def root_output(node_feat: np.ndarray) -> np.ndarray:
-    """The raw feature row of a kernel's root: its last node marked is_root (the last node where none is)."""
+def output_node(node_feat: np.ndarray) -> int:
+    """The graph's root: the last node flagged is_root, else the last node (nodes are topological)."""
     roots = np.flatnonzero(node_feat[:, IS_ROOT] > 0)
-    return node_feat[roots[-1] if len(roots) else len(node_feat) - 1]
+    return int(roots[-1]) if roots.size else len(node_feat) - 1
+
+
+def root_output(node_feat: np.ndarray) -> np.ndarray:
+    """The raw feature row of a kernel's root (`output_node`)."""
+    return node_feat[output_node(node_feat)]
 
 
 def minor_dims(row: np.ndarray) -> tuple[int, int]:

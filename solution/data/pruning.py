@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .features import output_node
 from .reader import RawGraph
 
 STRATEGIES = ("none", "k_hop", "output_path")
@@ -52,12 +53,6 @@ def reachable(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, max_ho
         seen[frontier] = True
         hops += 1
     return seen
-
-
-def output_node(node_feat: np.ndarray) -> int:
-    """The graph's root: the node flagged is_root (column 0), else the last node (nodes are topological)."""
-    roots = np.flatnonzero(node_feat[:, 0] > 0)
-    return int(roots[-1]) if roots.size else len(node_feat) - 1
 
 
 def keep_nodes(

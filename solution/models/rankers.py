@@ -301,9 +301,7 @@ def rows_per_slice(rows: int, across: int) -> int:
 
 class TileRanker(Ranker):
     """Tile configs: the small kernel graph is encoded once and pooled; each global tile config, embedded at
-    `config_hidden` (default `hidden`), joins it late; a readout compares the configs of a kernel. `root_state` adds
-    to the kernel's pooled encoding its root's own state (the last node of each kernel, whose output the output
-    bounds tile) through a map that starts at zero."""
+    `config_hidden` (default `hidden`), joins it late; a readout compares the configs of a kernel."""
 
     def __init__(
         self,
@@ -317,24 +315,17 @@ class TileRanker(Ranker):
         edge_direction: str = "forward",
         dropout: float = 0.0,
         config_hidden: int | None = None,
-        root_state: bool = False,
     ) -> None:
         super().__init__()
         width = config_hidden or hidden
         self.encoder = GraphEncoder(node_feat_dim, hidden, opcode_dim, graph_layers, edge_direction, dropout)
-        self.root = zero_linear(hidden, 2 * hidden) if root_state else None
         self.config_mlp = mlp(config_width, width, dropout)
         self.readout = Readout(2 * hidden + width, hidden, cross_attention, heads, dropout)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         mask = valid_configs(batch)  # [G, C]
         graphs, configs = mask.shape
-        h = self.encoder(batch)  # [N, d]
-        kernel = pool(h, batch.node_graph, graphs)  # [G, 2d]
-        if self.root is not None:
-            nodes = torch.arange(h.size(0), device=h.device)
-            last = nodes.new_zeros(graphs).scatter_reduce(0, batch.node_graph, nodes, "amax")  # [G] each kernel's last
-            kernel = kernel + self.root(h[last])
+        kernel = pool(self.encoder(batch), batch.node_graph, graphs)  # [G, 2d]
         config = self.config_mlp(batch.config_feat)  # [G, C, w]
         joined = torch.cat([kernel[:, None].expand(-1, configs, -1), config], -1)  # [G, C, 2d + w]
         return self.readout(joined, mask)  # [G, C]
