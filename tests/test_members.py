@@ -9,7 +9,6 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 import pytest
-import torch
 
 from solution.constants import SPLITS
 from solution.data.reader import collection_dir
@@ -185,34 +184,6 @@ def test_under_a_budget_spare_members_wait_and_split_members_do_not():
         pipeline.member_time({"member_time": "later"}, COLLECTION)
     with pytest.raises(SettingsError, match="member_time=spare with member_folds"):
         pipeline.first_fits({"members": 3, "member_time": "spare", "member_folds": True}, COLLECTION)
-
-
-def test_member_changes_train_members_that_read_differently_and_rank_together(tiny_root, tmp_path):
-    """With `member_changes`, member j > 0 trains with the ((j - 1) mod count)-th layered over the settings, keeps
-    it in its checkpoint, and the ensemble validates and ranks each member with its own model."""
-    job = pipeline.Job(tiny_root, tmp_path)
-    changes = {"physical_layout": True, "readout_attention": False}
-    settings = demo_settings(members=3, member_changes=[{"model": {"ranker": {"init_args": {name: value}}}}
-                                                        for name, value in changes.items()])
-    checkpoints = pipeline.train_members(COLLECTION, settings, None, job)
-    saved = [torch.load(path, weights_only=True) for path in checkpoints]
-    flags = [{name: s["hyper_parameters"]["ranker"]["init_args"][name] for name in changes} for s in saved]
-    assert flags == [{"physical_layout": False, "readout_attention": True},
-                     {"physical_layout": True, "readout_attention": True},
-                     {"physical_layout": False, "readout_attention": False}]
-    assert [any(k.startswith("ranker.physics.") for k in s["state_dict"]) for s in saved] == [False, True, False]
-    metrics = pipeline.evaluate(COLLECTION, checkpoints, settings, job)
-    assert np.isfinite(metrics["score"]) and (job.collection_files / f"{STEM}.csv").is_file()
-    members = read_ranker(job.saved_rankers / f"{STEM}.ranker").members
-    assert [m["hyper_parameters"]["ranker"]["init_args"]["physical_layout"] for m in members] == [False, True, False]
-
-
-@pytest.mark.parametrize("changes, expected", [
-    ([{"data": {"operand_layouts": True}}], "member_changes names data; expected model settings only"),
-    ({"model": {}}, "expected a list of mappings of settings")])
-def test_member_changes_hold_model_settings_only(changes, expected):
-    with pytest.raises(SettingsError, match=expected):
-        pipeline.member_settings({"member_changes": changes}, 1, COLLECTION)
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "two"])

@@ -53,9 +53,6 @@ class CLI(LightningCLI):
         parser.add_argument("--member_folds", type=bool, default=False,
                             help="with members > 1, `solution run` fits member j on train + valid less fold j of "
                                  "whole models and validates it on fold j; fit and the other commands ignore it")
-        parser.add_argument("--member_changes", type=list[dict], default=[],
-                            help="model settings `solution run` layers over member j > 0's, the j-th in turn "
-                                 "(e.g. a feature on), so that members differ in what they read; fit ignores it")
         parser.add_argument("--blend_weights", type=list[float], default=[],
                             help="blend weights of the physics prior `solution run` tries on the valid "
                                  "files (the best from blend_floor up is used; 0, the model alone, is always "

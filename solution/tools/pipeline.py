@@ -43,7 +43,7 @@ from ..training.module import RankingModule, build_module, start_checkpoint
 from ..training.ranker_file import SavedRanker, describe, read_ranker
 from .plan import Plan, collection_sizes, prior_fitted, training_order
 from .ranking import ranked_split, ranker_path, resolved, split_metrics
-from .settings import layered, read_settings, section, started_from, with_checkpoint
+from .settings import read_settings, section, started_from, with_checkpoint
 
 SELECTABLE = ("val/score", "val/kendall_tau")  # validation metrics of every task, higher better
 MIN_SECONDS = 1.0  # a collection that finds the budget spent still trains one step, so it has a checkpoint
@@ -132,20 +132,6 @@ def member_time(settings: Mapping, collection: str) -> str:
     return value
 
 
-def member_settings(settings: Mapping, member: int, collection: str) -> Mapping:
-    """The settings of ensemble member `member`: with `member_changes`, member j > 0 trains with the ((j - 1) mod
-    their count)-th layered over the collection's. A change holds model settings only: every member ranks the same
-    preprocessed files (the first member's data settings)."""
-    changes = settings.get("member_changes") or []
-    if not isinstance(changes, list) or not all(isinstance(change, Mapping) for change in changes):
-        raise SettingsError(f"{collection}: member_changes={changes!r}; expected a list of mappings of settings")
-    for change in changes:
-        if set(change) - {"model"}:
-            raise SettingsError(f"{collection}: member_changes names {', '.join(sorted(set(change) - {'model'}))}; "
-                                "expected model settings only (every member ranks the same preprocessed files)")
-    return layered(settings, changes[(member - 1) % len(changes)]) if member and changes else settings
-
-
 def first_fits(settings: Mapping, collection: str) -> Mapping:
     """The settings the job first trains a collection with: one member where its members wait for spare time,
     otherwise its own."""
@@ -217,7 +203,6 @@ def train(collection: str, settings: Mapping, seconds: float | None, job: Job, m
     <collection>.member<j>.ckpt, trained with seed_everything + 1000 j, and with `member_folds` on the data of
     `member_data`)."""
     path = job.checkpoint_path(collection, member)
-    settings = member_settings(settings, member, collection)
     seed = settings.get("seed_everything", 0) + MEMBER_SEED_STEP * member
     limit = f"up to {seconds:.0f} s" if seconds is not None else f"{settings['trainer'].get('max_epochs')} epochs"
     member_note = f" (ensemble member {member}, seed {seed})" if member else ""
