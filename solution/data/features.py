@@ -67,7 +67,7 @@ def physical_tiles(config_feat: np.ndarray, node_feat: np.ndarray) -> np.ndarray
     TPU tile, the log2 of its elements stored in 8 x 128 tiles over the real ones and of all the stored elements
     over the output's; and whether the config sets output bounds (all zeros where it does not). The minor dims are
     the output's two most-minor dims larger than 1, as in physical_layout_features."""
-    root = root_output(node_feat)
+    root = node_feat[output_node(node_feat)]  # the root's raw feature row
     bounds = config_feat[:, TILE_OUTPUT_BOUNDS].astype(np.float64)  # [c, 6]
     dims = root[SHAPE_DIMS].astype(np.float64)  # [6]
     used = (dims > 0) & (bounds > 0)  # [c, 6]
@@ -90,11 +90,6 @@ def output_node(node_feat: np.ndarray) -> int:
     """The graph's root: the last node flagged is_root, else the last node (nodes are topological)."""
     roots = np.flatnonzero(node_feat[:, IS_ROOT] > 0)
     return int(roots[-1]) if roots.size else len(node_feat) - 1
-
-
-def root_output(node_feat: np.ndarray) -> np.ndarray:
-    """The raw feature row of a kernel's root (`output_node`)."""
-    return node_feat[output_node(node_feat)]
 
 
 def minor_dims(row: np.ndarray) -> tuple[int, int]:
