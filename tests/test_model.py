@@ -127,7 +127,7 @@ def make_model(task: Task, seed: int = 0, ranker: type | None = None, live: bool
     ranker = ranker or (LayoutRanker if task is LAYOUT else TileRanker)
     defaults = {"hidden": 16} if ranker is ConfigOnlyRanker else SMALL
     model = ranker(feature_width(task), task.config_width, **{**defaults, **settings}).eval()
-    for extra in ("physics", "operands", "literal"):
+    for extra in ("physics", "operands", "literal", "cost"):
         if live and getattr(model, extra, None) is not None:
             torch.nn.init.normal_(getattr(model, extra).weight)
     return model
@@ -220,11 +220,12 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"config_hidden": 8}), (LAYOUT, LayoutRanker, {"physical_layout": True}),
-    (TILE, TileRanker, {"cross_attention": True}),
+    (LAYOUT, LayoutRanker, {"runtime_sum": True}), (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
-], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-narrow", "layout-physical", "tile-cross",
+], ids=["layout-cross", "layout-readout_only", "layout-none", "layout-narrow", "layout-physical",
+        "layout-runtime_sum", "tile-cross",
         "tile", "config_only-layout", "config_only-tile", "early_fusion-cross", "early_fusion"])
 def test_config_order_invariance(task: Task, ranker: type, settings: dict) -> None:
     batch = batch_of(task, graphs_of(task))
@@ -736,6 +737,25 @@ def test_memory_terms_are_the_memory_features_of_every_node_and_config(grad: boo
         torch.testing.assert_close(part, expected[:, 2:5], atol=1e-5, rtol=1e-5)
     assert got.requires_grad == grad
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_runtime_sum_adds_the_log_of_each_graphs_summed_op_costs() -> None:
+    """With `runtime_sum` a config's score is the readout's plus log sum_i exp(cost_i) over its graph's configurable
+    nodes i; zero-started, the costs add log(M) to every config of a graph and leave the order as without them."""
+    batch = batch_of(LAYOUT, graphs_of(LAYOUT))
+    model = make_model(LAYOUT, live=True, runtime_sum=True)
+    with torch.no_grad():
+        h, z, links = model.embed(batch)
+        costs = model.cost(z).squeeze(-1)  # [M, C]
+        expected = torch.stack([costs[links.graph == g].exp().sum(0).log() for g in range(batch.config_mask.size(0))])  # [G, C]
+        plain = score(model, batch) - expected
+        model.cost = None
+        torch.testing.assert_close(plain, score(model, batch), atol=1e-5, rtol=1e-5)
+    fresh = make_model(LAYOUT, runtime_sum=True)
+    missing = fresh.load_state_dict(make_model(LAYOUT).state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["cost.bias", "cost.weight"]
+    nodes = torch.bincount(ConfigLinks.of(batch).graph).float().log()[:, None]  # [G, 1] log M of each graph
+    torch.testing.assert_close(score(fresh, batch) - nodes, score(make_model(LAYOUT), batch), atol=1e-5, rtol=1e-5)
 
 
 def test_a_model_with_operand_layouts_ranks_configs_whatever_their_order_and_reads_them_per_graph() -> None:

@@ -13,7 +13,7 @@ from torch.nn import functional as F
 from ..constants import NUM_OPCODES, PAD
 from ..data.batch import Batch
 from ..errors import SettingsError
-from .scatter import scatter_max, scatter_mean
+from .scatter import scatter_max, scatter_mean, scatter_sum
 
 # Shapes: N nodes of G graphs (concatenated), E edges, C configs per graph (padded), K configurable-node
 # slots per graph (padded), d = hidden. Node-major throughout: a config-aware node tensor is [N, C, d], so
@@ -244,6 +244,13 @@ def per_config(x: torch.Tensor) -> torch.Tensor:
 def pool(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor:
     """Per-graph mean and max of node-major x [N, ..., d] -> [G, ..., 2d]."""
     return torch.cat([scatter_mean(x, node_graph, 0, graphs), scatter_max(x, node_graph, 0, graphs)], -1)
+
+
+def log_sum_exp(x: torch.Tensor, node_graph: torch.Tensor, graphs: int) -> torch.Tensor:
+    """Per-graph log of the sum of exp(x) over node-major x [N, ...] -> [G, ...]; -inf for a graph without nodes."""
+    top = scatter_max(x.detach(), node_graph, 0, graphs)  # [G, ...]: the sum's scale, exact for any shift
+    total = scatter_sum((x - top[node_graph]).exp(), node_graph, 0, graphs)  # [G, ...]
+    return top + total.log()
 
 
 class Readout(nn.Module):

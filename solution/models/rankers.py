@@ -24,6 +24,7 @@ from .layers import (
     Readout,
     in_chunks,
     layout_symbols,
+    log_sum_exp,
     mlp,
     per_config,
     pool,
@@ -48,7 +49,9 @@ class LayoutRanker(Ranker):
     prior's walk: bytes each kind of pass moves, the dots' work); `operand_layouts` adds what each config's input and
     kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
     dot's contracted dims, a convolution's feature dims: the batch's `config_operands`); `literal_tiles` adds the
-    tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits). The
+    tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits);
+    `runtime_sum` adds to each config's score the log of a sum over the configurable nodes of exp(a learned linear
+    cost of each one's config-aware state): runtime as a sum of per-op costs, in which the costliest ops dominate. The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -75,6 +78,7 @@ class LayoutRanker(Ranker):
         config_work: bool = False,
         operand_layouts: bool = False,
         literal_tiles: bool = False,
+        runtime_sum: bool = False,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -91,9 +95,15 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
+        self.cost = zero_linear(width, 1) if runtime_sum else None  # starts at log(M) in every config: no effect
 
-    def read(self, features: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Scores [G, C] from the pooled features [G, C, 2w + 2d], with `config_work` + the batch's work features."""
+    def op_costs(self, z: torch.Tensor) -> torch.Tensor:
+        """[M, C] each configurable node's log cost in each config, from its config-aware state z [M, C, w]."""
+        return self.cost(z).squeeze(-1)
+
+    def read(self, features: torch.Tensor, batch: Batch, costs: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores [G, C] from the pooled features [G, C, 2w + 2d], with `config_work` + the batch's work features,
+        plus the log of the summed op costs [G, C] where `runtime_sum` makes them."""
         mask = valid_configs(batch)  # [G, C]
         if self.work_features:
             found = 0 if batch.config_work is None else batch.config_work.size(-1)
@@ -102,7 +112,8 @@ class LayoutRanker(Ranker):
                                     f"holds {found} work features a config, expected {self.work_features}")
             work = batch.config_work.to(features.dtype) * mask[..., None]  # [G, C, K], padding zeroed
             features = torch.cat([features, work], -1)  # [G, C, 2w + 2d + K]
-        return self.readout(features, mask)
+        scores = self.readout(features, mask)  # [G, C]
+        return scores if costs is None else scores + costs
 
     def configure(self, h_nodes: torch.Tensor, values: torch.Tensor, terms: torch.Tensor | None,
                   index: torch.Tensor | None) -> torch.Tensor:
@@ -197,7 +208,8 @@ class LayoutRanker(Ranker):
         h, z, links = self.embed(batch)
         graph_part = per_config(pool(h, batch.node_graph, graphs)).expand(-1, configs, -1)  # [G, C, 2d]
         features = torch.cat([pool(z, links.graph, graphs), graph_part], -1)  # [G, C, 2w + 2d]
-        return self.read(features, batch)  # [G, C]
+        costs = None if self.cost is None else log_sum_exp(self.op_costs(z), links.graph, graphs)  # [G, C]
+        return self.read(features, batch, costs)  # [G, C]
 
 
 def zero_linear(features: int, width: int) -> nn.Linear:

@@ -78,7 +78,8 @@ def split(batch: Batch, halo: int = 0) -> list[Segment]:
 @dataclass
 class Pool:
     """Sums, maxima and counts of one segment's pooled states: z of its configurable nodes (per config) and h of
-    all its nodes (the encoder's). A config-free segment pools no z: sum 0, max -inf, count 0."""
+    all its nodes (the encoder's), and the log of its op costs' sum where the ranker has `runtime_sum`. A
+    config-free segment pools no z: sum 0, max -inf, count 0, log cost -inf."""
 
     z_sum: torch.Tensor  # [C, d], or [1, d] for a config-free segment
     z_max: torch.Tensor
@@ -86,6 +87,7 @@ class Pool:
     h_max: torch.Tensor
     count: int  # nodes pooled into h
     z_count: int  # configurable nodes pooled into z
+    cost: torch.Tensor | None = None  # [C] log of the summed op costs (-inf for a config-free segment)
 
     @classmethod
     def of(cls, model: torch.nn.Module, batch: Batch, segment: Segment, grad: bool = False) -> Pool:
@@ -96,19 +98,32 @@ class Pool:
         def pooled() -> tuple[torch.Tensor, ...]:
             h, z, _ = model.embed(segment.batch(batch))  # [n, d], [k, C, w]
             h, z = h[segment.owned], z[owned_configurable]
+            costs = () if model.cost is None else (model.op_costs(z).logsumexp(0),)  # [C], -inf without nodes
             if z.size(0) == 0:  # no configurable node of its own: nothing pooled into z
                 empty = z.new_zeros(1, z.size(-1))  # [1, w]
-                return empty, empty - float("inf"), h.sum(0), h.amax(0)
-            return z.sum(0), z.amax(0), h.sum(0), h.amax(0)
+                return empty, empty - float("inf"), h.sum(0), h.amax(0), *costs
+            return z.sum(0), z.amax(0), h.sum(0), h.amax(0), *costs
 
         count, z_count = int(segment.owned.sum()), int(owned_configurable.sum())
         if grad and torch.is_grad_enabled():
             # re-entrant: one autograd node per segment (its forward runs without a graph); the anchor input makes
             # the outputs require gradients, which then reach the parameters when the backward recomputes
             anchor = torch.zeros((), requires_grad=True)
-            return cls(*checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count, z_count)
+            return cls.made(checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count, z_count)
         with torch.no_grad():
-            return cls(*pooled(), count, z_count)
+            return cls.made(pooled(), count, z_count)
+
+    @classmethod
+    def made(cls, parts: tuple[torch.Tensor, ...], count: int, z_count: int) -> Pool:
+        """A pool from the four pooled states and, where the ranker makes it, the log cost."""
+        return cls(*parts[:4], count, z_count, *parts[4:])
+
+    @staticmethod
+    def costs(pools: list[Pool]) -> torch.Tensor | None:
+        """[C] the log of the graph's summed op costs, from its segments' (None without `runtime_sum`)."""
+        if pools[0].cost is None:
+            return None
+        return torch.stack([p.cost for p in pools]).logsumexp(0)
 
     @staticmethod
     def features(pools: list[Pool], configs: int) -> torch.Tensor:
@@ -131,4 +146,5 @@ def segmented_scores(model: torch.nn.Module, batch: Batch, halo: int = 0) -> tor
     for segment in split(batch, halo):
         pools[segment.graph].append(Pool.of(model, batch, segment, grad=True))
     features = torch.stack([Pool.features(p, configs) for p in pools])  # [G, C, 4d]
-    return model.read(features, batch)  # [G, C]
+    costs = [Pool.costs(p) for p in pools]  # G x [C] or G x None
+    return model.read(features, batch, None if costs[0] is None else torch.stack(costs))  # [G, C]
