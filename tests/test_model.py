@@ -747,7 +747,8 @@ def test_runtime_sum_adds_the_log_of_each_graphs_summed_op_costs() -> None:
     with torch.no_grad():
         h, z, links = model.embed(batch)
         costs = model.cost(z).squeeze(-1)  # [M, C]
-        expected = torch.stack([costs[links.graph == g].exp().sum(0).log() for g in range(batch.config_mask.size(0))])  # [G, C]
+        graphs = range(batch.config_mask.size(0))
+        expected = torch.stack([costs[links.graph == g].exp().sum(0).log() for g in graphs])  # [G, C]
         plain = score(model, batch) - expected
         model.cost = None
         torch.testing.assert_close(plain, score(model, batch), atol=1e-5, rtol=1e-5)
