@@ -15,12 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from solution.atomic import atomic_write
 from solution.data.cache import ArrayCache
-from solution.data.datamodule import family_weights
 from solution.data.reader import DataError
 from solution.data.sets import ShardSampler
 from solution.tools.lightning_cli import lightning_main
@@ -159,41 +157,6 @@ def test_training_shards_cover_every_graph_in_an_order_fixed_by_seed_and_epoch()
     assert sorted(i for i, _ in first) == graphs and list(one) == first  # a resumed epoch draws the same
     one.set_epoch(2)
     assert [i for i, _ in one] != [i for i, _ in first]
-
-
-class Weighted(list):
-    """A dataset whose items carry draw weights, as TrainSet's with data.family_balance."""
-
-    def __init__(self, weights):
-        super().__init__(range(len(weights)))
-        self.weights = np.asarray(weights)
-
-
-def test_family_weights_give_every_family_an_equal_share():
-    stems = ["resnet_a", "resnet_b", "resnet_c", "mlp_a", "unet_a", "unet_b"]
-    weights = family_weights(stems, "[._].*$")
-    assert weights.sum() == pytest.approx(1.0)
-    by_family = {f: sum(w for s, w in zip(stems, weights) if s.startswith(f)) for f in ("resnet", "mlp", "unet")}
-    assert by_family == pytest.approx({"resnet": 1 / 3, "mlp": 1 / 3, "unet": 1 / 3})
-
-
-def test_weighted_training_shards_draw_at_the_weights_each_draw_its_own_sample():
-    data = Weighted([0.7, 0.1, 0.1, 0.1, 0.0])
-    shards = [ShardSampler(data, train=True, seed=5, rank=r, world=2) for r in range(2)]
-    counts = np.zeros(5)
-    for epoch in range(400):
-        for shard in shards:
-            shard.set_epoch(epoch)
-            drawn = list(shard)
-            assert len(drawn) == len(shard) == 3  # as many steps as unweighted, padded alike
-            assert len({seed for _, seed in drawn}) == 3  # a graph drawn twice samples its configs twice
-            for i, _ in drawn:
-                counts[i] += 1
-    assert counts[4] == 0 and counts[0] / counts.sum() == pytest.approx(0.7, abs=0.03)
-    again = ShardSampler(data, train=True, seed=5, rank=0, world=2)
-    again.set_epoch(399)
-    shards[0].set_epoch(399)
-    assert list(again) == list(shards[0])  # a resumed epoch draws the same
 
 
 def test_evaluation_shards_hold_every_item_exactly_once():

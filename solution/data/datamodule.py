@@ -17,7 +17,7 @@ from .batch import Collate
 from .features import PHYSICAL_TILE_FEATURES, node_feature_width
 from .preprocess import Preprocessing
 from .sets import SAMPLING, ChunkSet, GraphSet, ShardSampler, TrainSet
-from .splits import SPLIT_DEFAULTS, family_of, split_graphs
+from .splits import SPLIT_DEFAULTS, split_graphs
 from .tasks import task_of
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
         graphs_per_batch: int = 1,
         configs_per_graph: int = 128,
         sampling: str = "uniform",
-        family_balance: bool = False,
         row_budget: int = 32768,
         eval_chunk: int = 1024,
         valid_configs: int = 0,
@@ -168,9 +167,7 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         hp = self.hparams
-        graphs = self.graphs("train")
-        weights = family_weights(graphs.stems, hp.family_pattern) if hp.family_balance else None
-        train = TrainSet(graphs, hp.configs_per_graph, hp.sampling, hp.row_budget, weights)
+        train = TrainSet(self.graphs("train"), hp.configs_per_graph, hp.sampling, hp.row_budget)
         return self._loader(train, self.hparams.graphs_per_batch, train=True)
 
     def eval_set(self, split: str, configs: int = 0) -> ChunkSet:
@@ -186,14 +183,6 @@ class TpuGraphsDataModule(pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader(self.eval_set(self.hparams.predict_split), self.hparams.eval_graphs_per_batch, train=False)
-
-
-def family_weights(stems: list[str], family_pattern: str) -> np.ndarray:
-    """[F] each file's share of an epoch's draws when every family (`family_of`) draws alike: 1 / (families x its
-    family's files)."""
-    families = [family_of(stem, family_pattern) for stem in stems]
-    counts = {family: families.count(family) for family in families}
-    return np.array([1.0 / (len(counts) * counts[family]) for family in families])
 
 
 def usable_workers(asked: int, busy: int = 1) -> int:

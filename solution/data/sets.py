@@ -83,10 +83,8 @@ class TrainSet(Dataset):
     most row_budget // M configs (two at least): a training step's memory follows M x configs, and a program with
     thousands of configurable nodes would otherwise take gigabytes."""
 
-    def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str, row_budget: int = 0,
-                 weights: np.ndarray | None = None) -> None:
+    def __init__(self, graphs: GraphSet, configs_per_graph: int, sampling: str, row_budget: int = 0) -> None:
         self.graphs, self.count, self.sampling, self.row_budget = graphs, configs_per_graph, sampling, row_budget
-        self.weights = weights  # [F] each graph's share of an epoch's draws; None: every graph once an epoch
 
     def __len__(self) -> int:
         return len(self.graphs)
@@ -118,13 +116,7 @@ class ShardSampler(DistributedSampler):
     def __iter__(self):
         if not self.train:
             return iter(self._evaluation_share())
-        weights = getattr(self.dataset, "weights", None)
-        if weights is None:
-            return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
-        # as many draws as graphs, with replacement at the dataset's weights; each draw its own config sample
-        draws = np.random.default_rng((self.seed, self.epoch)).choice(len(weights), self.total_size, p=weights)
-        mine = range(self.rank, self.total_size, self.num_replicas)
-        return ((int(draws[k]), (self.seed, self.epoch, int(draws[k]), k)) for k in mine)
+        return ((int(i), (self.seed, self.epoch, int(i))) for i in super().__iter__())
 
     def __len__(self) -> int:
         return self.num_samples if self.train else len(self._evaluation_share())
