@@ -220,7 +220,7 @@ def _shuffled(batch: Batch, seed: int = 5) -> tuple[Batch, torch.Tensor, torch.T
     (LAYOUT, LayoutRanker, {"cross_attention": True}), (LAYOUT, LayoutRanker, {"cross_attention": False}),
     (LAYOUT, LayoutRanker, {"cross_attention": False, "readout_attention": False}),
     (LAYOUT, LayoutRanker, {"config_hidden": 8}), (LAYOUT, LayoutRanker, {"physical_layout": True}),
-    (LAYOUT, LayoutRanker, {"runtime_sum": True}), (TILE, TileRanker, {"cross_attention": True}),
+    (LAYOUT, LayoutRanker, {"runtime_sum": 3.0}), (TILE, TileRanker, {"cross_attention": True}),
     (TILE, TileRanker, {"cross_attention": False, "config_hidden": 8}),
     (LAYOUT, ConfigOnlyRanker, {}), (TILE, ConfigOnlyRanker, {}),
     (LAYOUT, EarlyFusionRanker, {"cross_attention": True}), (LAYOUT, EarlyFusionRanker, {"cross_attention": False}),
@@ -743,16 +743,16 @@ def test_runtime_sum_adds_the_log_of_each_graphs_summed_op_costs() -> None:
     """With `runtime_sum` a config's score is the readout's plus log sum_i exp(cost_i) over its graph's configurable
     nodes i; zero-started, the costs add log(M) to every config of a graph and leave the order as without them."""
     batch = batch_of(LAYOUT, graphs_of(LAYOUT))
-    model = make_model(LAYOUT, live=True, runtime_sum=True)
+    model = make_model(LAYOUT, live=True, runtime_sum=3.0)
     with torch.no_grad():
         h, z, links = model.embed(batch)
-        costs = model.cost(z).squeeze(-1)  # [M, C]
+        costs = 3.0 * model.cost(z).squeeze(-1)  # [M, C]
         graphs = range(batch.config_mask.size(0))
         expected = torch.stack([costs[links.graph == g].exp().sum(0).log() for g in graphs])  # [G, C]
         plain = score(model, batch) - expected
         model.cost = None
         torch.testing.assert_close(plain, score(model, batch), atol=1e-5, rtol=1e-5)
-    fresh = make_model(LAYOUT, runtime_sum=True)
+    fresh = make_model(LAYOUT, runtime_sum=3.0)
     missing = fresh.load_state_dict(make_model(LAYOUT).state_dict(), strict=False).missing_keys
     assert sorted(missing) == ["cost.bias", "cost.weight"]
     nodes = torch.bincount(ConfigLinks.of(batch).graph).float().log()[:, None]  # [G, 1] log M of each graph

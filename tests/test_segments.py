@@ -115,7 +115,7 @@ def test_batches_are_cut_along_the_records_computations():
 
 @pytest.mark.parametrize("settings", [{}, {"config_layers": 1}, {"edge_direction": "both"},
                                       {"cross_attention": False}, {"config_hidden": 8}, {"physical_layout": True},
-                                      {"operand_layouts": True}, {"runtime_sum": True}])
+                                      {"operand_layouts": True}, {"runtime_sum": 3.0}])
 def test_a_halo_of_every_layer_reproduces_the_whole_graph_scores(settings):
     model, batch = make_model(LAYOUT, live=True, **settings), segmented(layout_graphs(), budget=9)
     if settings.get("operand_layouts"):  # each configurable node's own operand columns, for its segment to carry
@@ -175,7 +175,7 @@ def test_every_segment_is_checkpointed_and_recomputed_with_gradients():
     assert all(p.grad is not None for p in model.encoder.parameters())
 
 
-@pytest.mark.parametrize("settings", [{}, {"cross_attention": False}, {"config_hidden": 8}, {"runtime_sum": True}])
+@pytest.mark.parametrize("settings", [{}, {"cross_attention": False}, {"config_hidden": 8}, {"runtime_sum": 3.0}])
 def test_every_segment_with_gradients_gives_the_whole_graph_gradient(settings):
     batch = segmented(layout_graphs(), budget=9)
     whole_model, parts = make_model(LAYOUT, **settings), make_model(LAYOUT, **settings)

@@ -50,8 +50,9 @@ class LayoutRanker(Ranker):
     kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
     dot's contracted dims, a convolution's feature dims: the batch's `config_operands`); `literal_tiles` adds the
     tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits);
-    `runtime_sum` adds to each config's score the log of a sum over the configurable nodes of exp(a learned linear
-    cost of each one's config-aware state): runtime as a sum of per-op costs, in which the costliest ops dominate. The
+    `runtime_sum` > 0 adds to each config's score the log of a sum over the configurable nodes of exp(a learned linear
+    cost of each one's config-aware state, times that gain): runtime as a sum of per-op costs, in which the costliest
+    ops dominate. The
     config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
@@ -78,7 +79,7 @@ class LayoutRanker(Ranker):
         config_work: bool = False,
         operand_layouts: bool = False,
         literal_tiles: bool = False,
-        runtime_sum: bool = False,
+        runtime_sum: float = 0.0,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -96,10 +97,11 @@ class LayoutRanker(Ranker):
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
         self.cost = zero_linear(width, 1) if runtime_sum else None  # starts at log(M) in every config: no effect
+        self.cost_gain = runtime_sum  # the costs' scale: a multiple of the rate at which they move
 
     def op_costs(self, z: torch.Tensor) -> torch.Tensor:
         """[M, C] each configurable node's log cost in each config, from its config-aware state z [M, C, w]."""
-        return self.cost(z).squeeze(-1)
+        return self.cost_gain * self.cost(z).squeeze(-1)
 
     def read(self, features: torch.Tensor, batch: Batch, costs: torch.Tensor | None = None) -> torch.Tensor:
         """Scores [G, C] from the pooled features [G, C, 2w + 2d], with `config_work` + the batch's work features,
