@@ -52,8 +52,7 @@ class LayoutRanker(Ranker):
     tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits);
     `runtime_sum` > 0 adds to each config's score the log of a sum over the configurable nodes of exp(a learned linear
     cost of each one's config-aware state, times that gain): runtime as a sum of per-op costs, in which the costliest
-    ops dominate. The
-    config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
+    ops dominate. The config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (see
