@@ -109,14 +109,11 @@ class Pool:
             # re-entrant: one autograd node per segment (its forward runs without a graph); the anchor input makes
             # the outputs require gradients, which then reach the parameters when the backward recomputes
             anchor = torch.zeros((), requires_grad=True)
-            return cls.made(checkpoint(lambda _: pooled(), anchor, use_reentrant=True), count, z_count)
-        with torch.no_grad():
-            return cls.made(pooled(), count, z_count)
-
-    @classmethod
-    def made(cls, parts: tuple[torch.Tensor, ...], count: int, z_count: int) -> Pool:
-        """A pool from the four pooled states and, where the ranker makes it, the log cost."""
-        return cls(*parts[:4], count, z_count, *parts[4:])
+            parts = checkpoint(lambda _: pooled(), anchor, use_reentrant=True)
+        else:
+            with torch.no_grad():
+                parts = pooled()
+        return cls(*parts[:4], count, z_count, *parts[4:])  # the four pooled states, then any log cost
 
     @staticmethod
     def costs(pools: list[Pool]) -> torch.Tensor | None:
