@@ -37,10 +37,6 @@ from .spec import Remembered
 class Ranker(Remembered):
     """Base of every ranker: a batch in, scores [G, C] out, lower = predicted faster."""
 
-    def silent_at_start(self) -> tuple[str, ...]:
-        """Names of the submodules whose output is zero until trained: a start may lack any of their weights."""
-        return ()
-
 
 class LayoutRanker(Ranker):
     """Layout configs: the graph is encoded once, [N, d]; each config's layouts join the states of the configurable
@@ -54,10 +50,9 @@ class LayoutRanker(Ranker):
     kernel layouts mean in memory for the operands they lay out, and where each block's layout puts its key dims (a
     dot's contracted dims, a convolution's feature dims: the batch's `config_operands`); `literal_tiles` adds the
     tiles of all three blocks over each order's two most-minor dims whatever their size (where a size-1 dim sits);
-    `runtime_sum` > 0 adds to each config's score the log of a sum over the configurable nodes of exp(a learned cost of
-    each one's config-aware state, times that gain): runtime as a sum of per-op costs, in which the costliest ops
-    dominate; the cost is linear in the state, or through a GELU layer of `cost_hidden` units. The config-dependent
-    compute scales with the configurable nodes, not the graph, and with w^2.
+    `runtime_sum` > 0 adds to each config's score the log of a sum over the configurable nodes of exp(a learned linear
+    cost of each one's config-aware state, times that gain): runtime as a sum of per-op costs, in which the costliest
+    ops dominate. The config-dependent compute scales with the configurable nodes, not the graph, and with w^2.
     Without gradients (validation, ranking) the config-aware layers run `inference_rows` (node, config)
     rows at a time: link blocks a slice of the configs, attention a slice of the nodes; the same scores, in
     bounded memory. Batches over the data's segment budget train and predict segment by segment (see
@@ -84,7 +79,6 @@ class LayoutRanker(Ranker):
         operand_layouts: bool = False,
         literal_tiles: bool = False,
         runtime_sum: float = 0.0,
-        cost_hidden: int = 0,
     ) -> None:
         super().__init__()
         self.inference_rows = inference_rows
@@ -101,11 +95,8 @@ class LayoutRanker(Ranker):
         self.cross = nn.ModuleList(CrossConfigAttention(width, temperature, dropout) for _ in range(config_layers)) \
             if cross_attention else None
         self.readout = Readout(2 * width + 2 * hidden + self.work_features, hidden, readout_attention, heads, dropout)
-        self.cost = cost_head(width, cost_hidden) if runtime_sum else None  # starts at log(M) in every config
+        self.cost = zero_linear(width, 1) if runtime_sum else None  # starts at log(M) in every config: no effect
         self.cost_gain = runtime_sum  # the costs' scale: a multiple of the rate at which they move
-
-    def silent_at_start(self) -> tuple[str, ...]:
-        return ("cost",) if self.cost is not None else ()
 
     def op_costs(self, z: torch.Tensor) -> torch.Tensor:
         """[M, C] each configurable node's log cost in each config, from its config-aware state z [M, C, w]."""
@@ -229,14 +220,6 @@ def zero_linear(features: int, width: int) -> nn.Linear:
     nn.init.zeros_(linear.weight)
     nn.init.zeros_(linear.bias)
     return linear
-
-
-def cost_head(width: int, hidden: int) -> nn.Module:
-    """A configurable node's log cost from its config-aware state [.., width] -> [.., 1]: linear, or through a GELU
-    layer of `hidden` units (0: none); its output starts at zero either way, so a fit starts as without it."""
-    if not hidden:
-        return zero_linear(width, 1)
-    return nn.Sequential(nn.Linear(width, hidden), nn.GELU(), zero_linear(hidden, 1))
 
 
 def one_hot_linear(linear: nn.Linear, symbols: torch.Tensor) -> torch.Tensor:

@@ -62,15 +62,12 @@ class RankingModule(pl.LightningModule):
     def start_from(self, path: str | Path, strict: bool = True) -> None:
         """Start training from a checkpoint of the same settings (e.g. a fit on the program corpus): its ranker's
         weights and its input standardizers, which then stay as they are. Weights it lacks that begin at zero (a
-        feature's projection added after the start was made), or that feed a part whose output begins at zero (the
-        ranker's `silent_at_start`), keep their initial values. One of other widths is refused, or
+        feature's projection added after the start was made) keep their zeros. One of other widths is refused, or
         with `strict` off (the package's own starts, under settings of other widths) passed over: random weights."""
         state = read_checkpoint(path)["state_dict"]
         mine = self.state_dict()
-        silent = tuple(f"ranker.{name}." for name in self.ranker.silent_at_start())
-        lacking = [key for key in mine if key not in state and mine[key].any() and not key.startswith(silent)]
-        wrong = sorted([key for key, value in mine.items() if key in state and state[key].shape != value.shape]
-                       + lacking)
+        wrong = sorted(key for key, value in mine.items()
+                       if (state[key].shape != value.shape if key in state else value.any()))
         if wrong and not strict:
             rank_zero_info(f"{path}: the package's start is of other ranker settings (at {wrong[0]}); this fit "
                            "starts from random weights")
